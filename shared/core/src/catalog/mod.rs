@@ -1,0 +1,135 @@
+//! Instance types and their offerings (zone × capacity type, with a price).
+//!
+//! The embedded catalog is generated from public EC2 facts (see `generate.py` beside this file);
+//! the AWS adapter refreshes it from the EC2 and Pricing APIs at run time.
+
+mod embedded;
+
+pub use embedded::{embedded, embedded_with_zones, Zone, DEFAULT_ZONES};
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use crate::model::KubeletConfig;
+use crate::overhead;
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum CapacityType {
+    #[serde(rename = "spot")]
+    Spot,
+    #[serde(rename = "on-demand")]
+    OnDemand,
+}
+
+impl CapacityType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacityType::Spot => crate::labels::CAPACITY_SPOT,
+            CapacityType::OnDemand => crate::labels::CAPACITY_ON_DEMAND,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "spot" => Some(CapacityType::Spot),
+            "on-demand" => Some(CapacityType::OnDemand),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for CapacityType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where and how an instance type can be bought, and for how much.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Offering {
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    /// USD per hour.
+    pub price: f64,
+    /// False while the offering is known to be out of capacity.
+    pub available: bool,
+}
+
+/// Identifies an offering in the unavailable-offerings cache.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OfferingKey {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+}
+
+/// Raw facts of an EC2 instance type, from which the AL2023 overhead model computes allocatable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ec2Facts {
+    pub vcpu: i64,
+    pub memory_mib: i64,
+    /// 0 when the type has no ENI data (then max pods defaults to 110).
+    pub max_enis: i64,
+    pub ipv4_per_eni: i64,
+    /// Extended resources the node advertises (GPUs, Neuron devices, EFA, pod ENIs).
+    pub extended: Vec<(String, i64)>,
+}
+
+/// How a type's capacity and allocatable are known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum InstanceResources {
+    /// A real EC2 type: the overhead model derives allocatable from the facts and kubelet settings.
+    Ec2(Ec2Facts),
+    /// A synthetic type (benchmarks, tests) with fixed figures.
+    Fixed { capacity: Resources, allocatable: Resources },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceType {
+    pub name: String,
+    /// Every label a node of this type carries (`In [value]`), plus the zones and capacity
+    /// types of its offerings.
+    pub requirements: Requirements,
+    pub offerings: Vec<Offering>,
+    pub resources: InstanceResources,
+}
+
+impl InstanceType {
+    pub fn capacity(&self, kubelet: &KubeletConfig) -> Resources {
+        match &self.resources {
+            InstanceResources::Ec2(f) => overhead::capacity(f, kubelet),
+            InstanceResources::Fixed { capacity, .. } => capacity.clone(),
+        }
+    }
+
+    pub fn allocatable(&self, kubelet: &KubeletConfig) -> Resources {
+        match &self.resources {
+            InstanceResources::Ec2(f) => overhead::allocatable(f, kubelet),
+            InstanceResources::Fixed { allocatable, .. } => allocatable.clone(),
+        }
+    }
+
+    /// The cheapest available offering.
+    pub fn cheapest(&self) -> Option<&Offering> {
+        self.offerings.iter().filter(|o| o.available).min_by(|a, b| a.price.total_cmp(&b.price))
+    }
+}
+
+/// The instance types a region offers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Catalog {
+    pub types: Vec<InstanceType>,
+    pub zones: Vec<Zone>,
+}
+
+impl Catalog {
+    pub fn get(&self, name: &str) -> Option<&InstanceType> {
+        self.types.iter().find(|t| t.name == name)
+    }
+
+    pub fn zone_id(&self, zone: &str) -> Option<&str> {
+        self.zones.iter().find(|z| z.name == zone).map(|z| z.id.as_str())
+    }
+}

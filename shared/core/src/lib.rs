@@ -1,0 +1,12 @@
+//! Dovetail's decision core: a snapshot of the cluster goes in, actions come out.
+//!
+//! Everything here is pure and synchronous so the Lambdas, the `dovetail` CLI and the simulator
+//! run exactly the same decisions. No AWS SDK, no Kubernetes client: adapters live elsewhere.
+
+pub mod catalog;
+pub mod labels;
+pub mod model;
+pub mod overhead;
+pub mod requirements;
+pub mod resources;
+pub mod scheduler;

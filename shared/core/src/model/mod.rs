@@ -1,0 +1,19 @@
+//! The cluster as the decision core sees it: pods, nodes, NodePools, EC2NodeClasses.
+//! Plain data, built by adapters (Kubernetes objects, manifests, the simulator).
+
+mod node;
+mod nodeclass;
+mod nodepool;
+mod pod;
+mod selector;
+mod taint;
+
+pub use node::{DaemonSet, Node, NodeKind};
+pub use nodeclass::{KubeletConfig, NodeClass};
+pub use nodepool::{Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool};
+pub use pod::{
+    HostPort, InclusionPolicy, NamespaceScope, OwnerKind, Pod, PodAffinityTerm, TopologySpread, Weighted,
+    WhenUnsatisfiable,
+};
+pub use selector::{LabelSelector, SelectorExpr, SelectorOp};
+pub use taint::{tolerates_all, Taint, TaintEffect, TolerationOp, Toleration};

@@ -1,0 +1,65 @@
+//! Capacity that already exists or is on its way: registered Nodes and launched NodeClaims.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use super::pod::Pod;
+use super::taint::Taint;
+use crate::resources::Resources;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeKind {
+    /// A registered Node.
+    Existing,
+    /// A NodeClaim launched (or launching) whose Node has not registered yet; pods nominated to
+    /// it count as placed so the next pass does not launch for them again.
+    InFlight,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    pub name: String,
+    pub kind: NodeKind,
+    pub labels: BTreeMap<String, String>,
+    /// Taints that keep pods off (startup taints of an in-flight claim excluded: they go away).
+    pub taints: Vec<Taint>,
+    pub allocatable: Resources,
+    /// Pods bound (or nominated) to it, DaemonSet pods included.
+    pub pods: Vec<Pod>,
+    /// Cordoned, or being deleted: nothing new lands here and its pods need a new home.
+    pub unschedulable: bool,
+    /// $/hour of the capacity, when known.
+    pub price: Option<f64>,
+}
+
+impl Node {
+    pub fn new(name: &str, labels: BTreeMap<String, String>, allocatable: Resources) -> Self {
+        Node {
+            name: name.to_string(),
+            kind: NodeKind::Existing,
+            labels,
+            taints: vec![],
+            allocatable,
+            pods: vec![],
+            unschedulable: false,
+            price: None,
+        }
+    }
+
+    /// Sum of the requests of the pods on it.
+    pub fn requested(&self) -> Resources {
+        let mut r = Resources::default();
+        for p in &self.pods {
+            r.add(&p.requests);
+        }
+        r
+    }
+}
+
+/// A DaemonSet: its pod template decides on which new nodes it runs and how much it takes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DaemonSet {
+    pub namespace: String,
+    pub name: String,
+    pub pod: Pod,
+}

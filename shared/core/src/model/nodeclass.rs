@@ -1,0 +1,27 @@
+//! The parts of an EC2NodeClass the decision core needs.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use crate::resources::Resources;
+
+/// Kubelet settings that change a node's allocatable resources.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct KubeletConfig {
+    pub max_pods: Option<i64>,
+    pub pods_per_core: Option<i64>,
+    /// Replaces the computed kube-reserved amounts for the resources it names.
+    pub kube_reserved: Option<Resources>,
+    pub system_reserved: Option<Resources>,
+    /// `memory.available`, `nodefs.available`, … as written (`100Mi`, `10%`).
+    pub eviction_hard: BTreeMap<String, String>,
+    pub eviction_soft: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeClass {
+    pub name: String,
+    pub kubelet: KubeletConfig,
+    /// Tags the class adds to every instance.
+    pub tags: BTreeMap<String, String>,
+}

@@ -1,0 +1,100 @@
+//! A NodePool as the decision core uses it: validated, durations parsed, labels folded into
+//! requirements.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::taint::Taint;
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConsolidationPolicy {
+    WhenEmpty,
+    WhenEmptyOrUnderutilized,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum DisruptionReason {
+    Empty,
+    Underutilized,
+    Drifted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum BudgetNodes {
+    Count(u32),
+    Percent(u32),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub nodes: BudgetNodes,
+    /// Cron schedule (UTC) during which the budget is active, with `duration`.
+    pub schedule: Option<String>,
+    pub duration: Option<Duration>,
+    /// Reasons this budget limits; empty = all.
+    pub reasons: Vec<DisruptionReason>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DisruptionSpec {
+    pub consolidation_policy: ConsolidationPolicy,
+    /// `None` = Never.
+    pub consolidate_after: Option<Duration>,
+    pub budgets: Vec<Budget>,
+}
+
+impl Default for DisruptionSpec {
+    fn default() -> Self {
+        DisruptionSpec {
+            consolidation_policy: ConsolidationPolicy::WhenEmptyOrUnderutilized,
+            consolidate_after: Some(Duration::ZERO),
+            budgets: vec![Budget { nodes: BudgetNodes::Percent(10), schedule: None, duration: None, reasons: vec![] }],
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodePool {
+    pub name: String,
+    /// Higher weight is tried first.
+    pub weight: i32,
+    /// Template requirements with the template labels folded in as `In` requirements.
+    pub requirements: Requirements,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    pub node_class: String,
+    /// Resource name → limit (cpu in millicores, memory in bytes, …).
+    pub limits: BTreeMap<String, i64>,
+    /// Capacity of the pool's current nodes and in-flight claims, counted against `limits`.
+    pub usage: Resources,
+    /// `None` = Never.
+    pub expire_after: Option<Duration>,
+    pub termination_grace_period: Option<Duration>,
+    pub disruption: DisruptionSpec,
+}
+
+impl NodePool {
+    /// A pool with Karpenter's defaults and no constraints; builders and tests start here.
+    pub fn new(name: &str, node_class: &str) -> Self {
+        NodePool {
+            name: name.to_string(),
+            weight: 0,
+            requirements: Requirements::new(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            taints: vec![],
+            startup_taints: vec![],
+            node_class: node_class.to_string(),
+            limits: BTreeMap::new(),
+            usage: Resources::default(),
+            expire_after: Some(Duration::from_secs(720 * 3600)),
+            termination_grace_period: None,
+            disruption: DisruptionSpec::default(),
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! Taints and tolerations with kube-scheduler's matching rules.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl TaintEffect {
+    pub fn parse(s: &str) -> Option<TaintEffect> {
+        Some(match s {
+            "NoSchedule" => TaintEffect::NoSchedule,
+            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+            "NoExecute" => TaintEffect::NoExecute,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Taint {
+    pub key: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+impl Taint {
+    pub fn new(key: &str, value: &str, effect: TaintEffect) -> Self {
+        Taint { key: key.to_string(), value: value.to_string(), effect }
+    }
+}
+
+impl fmt::Display for Taint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.value.is_empty() {
+            write!(f, "{}:{:?}", self.key, self.effect)
+        } else {
+            write!(f, "{}={}:{:?}", self.key, self.value, self.effect)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TolerationOp {
+    Equal,
+    Exists,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Toleration {
+    /// Empty with `Exists` tolerates every taint.
+    pub key: String,
+    pub operator: TolerationOp,
+    pub value: String,
+    /// `None` tolerates every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if let Some(e) = self.effect {
+            if e != taint.effect {
+                return false;
+            }
+        }
+        if !self.key.is_empty() && self.key != taint.key {
+            return false;
+        }
+        match self.operator {
+            TolerationOp::Exists => true,
+            TolerationOp::Equal => self.value == taint.value,
+        }
+    }
+}
+
+/// Whether `tolerations` cover every taint that keeps pods off a node (NoSchedule, NoExecute).
+/// PreferNoSchedule only lowers a node's score, so it never blocks placement.
+pub fn tolerates_all(tolerations: &[Toleration], taints: &[Taint]) -> Result<(), Taint> {
+    for t in taints {
+        if t.effect == TaintEffect::PreferNoSchedule {
+            continue;
+        }
+        if !tolerations.iter().any(|tol| tol.tolerates(t)) {
+            return Err(t.clone());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toleration_rules() {
+        let gpu = Taint::new("nvidia.com/gpu", "true", TaintEffect::NoSchedule);
+        let exact = Toleration {
+            key: "nvidia.com/gpu".into(),
+            operator: TolerationOp::Equal,
+            value: "true".into(),
+            effect: Some(TaintEffect::NoSchedule),
+        };
+        assert!(exact.tolerates(&gpu));
+        let wrong_value = Toleration { value: "false".into(), ..exact.clone() };
+        assert!(!wrong_value.tolerates(&gpu));
+        let wildcard = Toleration { key: String::new(), operator: TolerationOp::Exists, value: String::new(), effect: None };
+        assert!(wildcard.tolerates(&gpu));
+        let prefer = Taint::new("x", "", TaintEffect::PreferNoSchedule);
+        assert!(tolerates_all(&[], &[prefer.clone()]).is_ok());
+        assert_eq!(tolerates_all(&[], &[prefer, gpu.clone()]), Err(gpu));
+    }
+}
