@@ -3,6 +3,7 @@
 //! Everything here is pure and synchronous so the Lambdas, the `dovetail` CLI and the simulator
 //! run exactly the same decisions. No AWS SDK, no Kubernetes client: adapters live elsewhere.
 
+pub mod benchmark;
 pub mod catalog;
 pub mod labels;
 pub mod model;
@@ -10,3 +11,4 @@ pub mod overhead;
 pub mod requirements;
 pub mod resources;
 pub mod scheduler;
+pub mod snapshot;

@@ -229,6 +229,33 @@ impl Requirement {
         Requirement { key: self.key.clone(), complement, values, greater_than, less_than, min_values }
     }
 
+    /// Whether some value satisfies both, without building the intersection (hot path).
+    pub fn overlaps(&self, other: &Requirement) -> bool {
+        let g = max_opt(self.greater_than, other.greater_than);
+        let l = min_opt(self.less_than, other.less_than);
+        if let (Some(g), Some(l)) = (g, l) {
+            if g >= l {
+                return false;
+            }
+        }
+        let within = |v: &str| {
+            if g.is_none() && l.is_none() {
+                return true;
+            }
+            v.parse::<i64>().is_ok_and(|x| g.is_none_or(|g| x > g) && l.is_none_or(|l| x < l))
+        };
+        match (self.complement, other.complement) {
+            (true, true) => true,
+            (true, false) => other.values.iter().any(|v| !self.values.contains(v) && within(v)),
+            (false, true) => self.values.iter().any(|v| !other.values.contains(v) && within(v)),
+            (false, false) => {
+                let (small, large) =
+                    if self.values.len() <= other.values.len() { (self, other) } else { (other, self) };
+                small.values.iter().any(|v| large.values.contains(v) && within(v))
+            }
+        }
+    }
+
     /// Some allowed value, for labelling a node: the smallest of a finite set.
     pub fn any_value(&self) -> Option<&str> {
         if self.complement {
@@ -385,7 +412,7 @@ impl Requirements {
         for (key, a) in &small.0 {
             let Some(b) = large.0.get(key) else { continue };
             let (existing, incoming) = if small_is_self { (a, b) } else { (b, a) };
-            if existing.intersection(incoming).is_empty() {
+            if !existing.overlaps(incoming) {
                 let excluding = |r: &Requirement| matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist);
                 if excluding(incoming) && excluding(existing) {
                     continue;

@@ -82,3 +82,23 @@ fn label_matching_treats_missing_keys_like_kube_scheduler() {
     labels.insert("b".to_string(), "x".to_string());
     assert!(!reqs.matches_labels(&labels));
 }
+
+#[test]
+fn overlaps_agrees_with_intersection() {
+    let reqs = [
+        req("k", Operator::In, &["1", "2", "3"]),
+        req("k", Operator::In, &["4"]),
+        req("k", Operator::NotIn, &["2"]),
+        req("k", Operator::NotIn, &["1", "2", "3"]),
+        req("k", Operator::Exists, &[]),
+        req("k", Operator::DoesNotExist, &[]),
+        req("k", Operator::Gt, &["2"]),
+        req("k", Operator::Lt, &["2"]),
+        req("k", Operator::Gt, &["5"]),
+    ];
+    for a in &reqs {
+        for b in &reqs {
+            assert_eq!(a.overlaps(b), !a.intersection(b).is_empty(), "{a} vs {b}");
+        }
+    }
+}

@@ -1,1 +1,803 @@
-//! Scheduler (being written).
+//! The provisioning scheduler: places pending pods on existing capacity first, then on as few
+//! dollars of new NodeClaims as it can.
+//!
+//! Shape of the algorithm (first-fit-decreasing, with three changes that make it cheaper and
+//! faster than Karpenter's):
+//! - pods with identical constraints form a *class*; compatibility, candidate types and topology
+//!   domains are worked out once per class, and a per-class cursor skips bins that can never take
+//!   that class again (bins only fill up, so a rejection is final) — near-linear time;
+//! - a new claim is filled up to a *target* instance type: the one that buys the pool's remaining
+//!   demand most cheaply (price × nodes needed), instead of growing until only the largest types
+//!   fit; at the end each claim is re-priced to the cheapest type that holds its pods;
+//! - preferences are relaxed per pod in Karpenter's order only when a pod cannot otherwise go.
+
+mod bound;
+mod classes;
+mod finalize;
+mod plan;
+mod pools;
+mod topology;
+
+pub use plan::{ExistingPlacement, Plan, PlannedClaim, Unschedulable};
+
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+
+use classes::{taints_block, Class, Level};
+use pools::{PoolType, PreparedPool};
+use topology::{bin_count, Topology};
+
+use crate::catalog::Catalog;
+use crate::labels;
+use crate::model::{HostPort, TaintEffect};
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+use crate::snapshot::Snapshot;
+
+/// Computes the plan for a snapshot.
+pub fn schedule(snap: &Snapshot, catalog: &Catalog) -> Plan {
+    let mut s = Scheduler::new(snap, catalog);
+    s.run();
+    let mut plan = finalize::plan(&s);
+    plan.lower_bound_per_hour = bound::lower_bound(&s, &plan);
+    plan
+}
+
+/// Capacity pods can be placed on: an existing node, an in-flight claim, or a claim this pass opens.
+#[derive(Debug)]
+pub(crate) struct Bin {
+    /// Index into `snap.nodes` for existing capacity.
+    pub node: Option<usize>,
+    /// Prepared pool and its target type for new claims.
+    pub pool: usize,
+    pub target: usize,
+    /// New claims: pool requirements ∩ the requirements of every pod on it ∩ topology pins.
+    pub reqs: Requirements,
+    pub free: Resources,
+    pub used: Resources,
+    /// Indices into `snap.pods`.
+    pub pods: Vec<usize>,
+    pub ports: Vec<HostPort>,
+    /// Counts of hostname-keyed topology groups.
+    pub counts: Vec<(u32, u32)>,
+    /// New claims: the target type's offerings (indices) that `reqs` still allows.
+    pub offers: Vec<u8>,
+}
+
+/// Per (class, level, pool): the pool's requirements narrowed by the pod's and the types that fit.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolFit {
+    pub reqs: Requirements,
+    /// Indices into the pool's prepared types, ascending.
+    pub types: Vec<u32>,
+}
+
+impl PoolFit {
+    pub fn has_type(&self, t: usize) -> bool {
+        self.types.binary_search(&(t as u32)).is_ok()
+    }
+}
+
+pub(crate) struct Scheduler<'a> {
+    pub snap: &'a Snapshot,
+    pub catalog: &'a Catalog,
+    pub pools: Vec<PreparedPool<'a>>,
+    pub classes: Vec<Class>,
+    pub topo: Topology,
+    pub bins: Vec<Bin>,
+    /// Lazily computed pool fits, indexed [class][level][pool].
+    fits: Vec<Vec<Vec<Option<Result<PoolFit, String>>>>>,
+    /// Per (class, level, domain choice): bins before this index never take that class again.
+    cursors: FxHashMap<(u32, u16, u128), usize>,
+    /// Remaining requests of unplaced pods per pool (by each class's first compatible pool).
+    demand: Vec<Resources>,
+    first_pool: Vec<Option<usize>>,
+    pub unschedulable: Vec<(usize, String)>,
+    /// Claims opened so far per pool, for naming.
+    pub claim_seq: Vec<usize>,
+}
+
+impl<'a> Scheduler<'a> {
+    fn new(snap: &'a Snapshot, catalog: &'a Catalog) -> Self {
+        let kubelets = |name: &str| snap.nodeclasses.iter().find(|c| c.name == name).map(|c| c.kubelet.clone());
+        let pools = pools::prepare(&snap.nodepools, kubelets, &snap.daemonsets, catalog, &snap.unavailable);
+        let prefer_taints_exist = snap
+            .nodepools
+            .iter()
+            .flat_map(|p| p.taints.iter())
+            .chain(snap.nodes.iter().flat_map(|n| n.taints.iter()))
+            .any(|t| t.effect == TaintEffect::PreferNoSchedule);
+
+        let mut topo = Topology::default();
+        let mut classes: Vec<Class> = classes::group(snap)
+            .into_iter()
+            .map(|pods| {
+                let levels = classes::ladder(&snap.pods[pods[0]], &mut topo, prefer_taints_exist);
+                Class { pods, levels, effects: vec![], repelled: vec![] }
+            })
+            .collect();
+        // Existing pods' required anti-affinity repels pending pods too.
+        for n in &snap.nodes {
+            for p in &n.pods {
+                for t in &p.pod_anti_affinity {
+                    topo.owner_group(t, &p.namespace);
+                }
+            }
+        }
+        for c in &mut classes {
+            classes::finish(c, snap, &topo);
+        }
+        // Largest first (cpu, then memory), the FFD order; ties keep first-seen order.
+        classes.sort_by(|a, b| {
+            let (ra, rb) = (&snap.pods[a.pods[0]].requests, &snap.pods[b.pods[0]].requests);
+            rb.cpu.cmp(&ra.cpu).then(rb.memory.cmp(&ra.memory))
+        });
+
+        let fits = classes.iter().map(|c| c.levels.iter().map(|_| vec![None; pools.len()]).collect()).collect();
+        let mut s = Scheduler {
+            snap,
+            catalog,
+            demand: vec![Resources::default(); pools.len()],
+            first_pool: vec![None; classes.len()],
+            pools,
+            classes,
+            topo,
+            bins: vec![],
+            fits,
+            cursors: FxHashMap::default(),
+            unschedulable: vec![],
+            claim_seq: vec![],
+        };
+        s.claim_seq = vec![0; s.pools.len()];
+        s.fill_universes();
+        s.add_existing();
+        for c in 0..s.classes.len() {
+            let first = (0..s.pools.len()).find(|&p| s.fit(c, 0, p).is_ok());
+            s.first_pool[c] = first;
+            if let Some(p) = first {
+                let n = s.classes[c].pods.len() as i64;
+                let r = &s.snap.pods[s.classes[c].pods[0]].requests;
+                let d = &mut s.demand[p];
+                d.cpu += r.cpu * n;
+                d.memory += r.memory * n;
+                d.pods += r.pods * n;
+            }
+        }
+        s
+    }
+
+    /// Existing nodes and in-flight claims become the first bins, their pods counted.
+    fn add_existing(&mut self) {
+        for (i, n) in self.snap.nodes.iter().enumerate() {
+            let used = n.requested();
+            let mut bin = Bin {
+                node: Some(i),
+                pool: usize::MAX,
+                target: usize::MAX,
+                reqs: Requirements::new(),
+                free: n.allocatable.minus(&used),
+                used,
+                pods: vec![],
+                ports: n.pods.iter().flat_map(|p| p.host_ports.iter().cloned()).collect(),
+                counts: vec![],
+                offers: vec![],
+            };
+            let b = self.bins.len();
+            for p in &n.pods {
+                for g in self.topo.effects_of(p, &self.snap.namespaces) {
+                    let key = self.topo.groups[g as usize].key.topology_key.clone();
+                    self.topo.record(g, n.labels.get(&key).map(String::as_str), b, &mut bin.counts);
+                }
+            }
+            self.bins.push(bin);
+        }
+    }
+
+    fn run(&mut self) {
+        for c in 0..self.classes.len() {
+            for k in 0..self.classes[c].pods.len() {
+                let pod = self.classes[c].pods[k];
+                if let Err(reason) = self.place(c, pod) {
+                    self.unschedulable.push((pod, reason));
+                }
+            }
+        }
+    }
+
+    /// Places one pod, relaxing preferences rung by rung.
+    fn place(&mut self, c: usize, pod: usize) -> Result<(), String> {
+        let mut last_reason = String::new();
+        for l in 0..self.classes[c].levels.len() {
+            let choices = match self.domain_choices(c, l) {
+                Ok(ch) => ch,
+                Err(e) => {
+                    last_reason = e;
+                    continue;
+                }
+            };
+            for choice in &choices {
+                if let Some(b) = self.find_bin(c, l, choice) {
+                    self.commit(b, c, l, choice, pod);
+                    return Ok(());
+                }
+            }
+            match self.open_claim(c, l, &choices) {
+                Ok((b, choice)) => {
+                    self.commit(b, c, l, &choice, pod);
+                    return Ok(());
+                }
+                Err(e) => last_reason = e,
+            }
+        }
+        Err(last_reason)
+    }
+
+    /// Lazily computed compatibility of a class level with a pool.
+    pub(crate) fn fit(&mut self, c: usize, l: usize, p: usize) -> Result<&PoolFit, &str> {
+        if self.fits[c][l][p].is_none() {
+            let r = self.compute_fit(c, l, p);
+            self.fits[c][l][p] = Some(r);
+        }
+        match self.fits[c][l][p].as_ref().unwrap() {
+            Ok(f) => Ok(f),
+            Err(e) => Err(e.as_str()),
+        }
+    }
+
+    /// A pool fit if it was computed during the pass.
+    pub(crate) fn fit_cached(&self, c: usize, l: usize, p: usize) -> Option<&Result<PoolFit, String>> {
+        self.fits[c][l][p].as_ref()
+    }
+
+    fn compute_fit(&self, c: usize, l: usize, p: usize) -> Result<PoolFit, String> {
+        let pool = &self.pools[p];
+        let pod = self.classes[c].rep(self.snap);
+        let level = &self.classes[c].levels[l];
+        if let Some(why) = &pool.broken {
+            return Err(why.clone());
+        }
+        if let Some(t) = taints_block(pod, &pool.pool.taints, level.strict_prefer) {
+            return Err(format!("taint {t} is not tolerated"));
+        }
+        pool.pool.requirements.compatible(&level.reqs).map_err(|e| format!("requirement {e}"))?;
+        let reqs = pool.pool.requirements.intersection(&level.reqs);
+        let mut matched = 0usize;
+        let mut offered = 0usize;
+        let mut types = Vec::new();
+        let mut largest: Option<&PoolType> = None;
+        for (i, t) in pool.types.iter().enumerate() {
+            if self.catalog.types[t.catalog].requirements.intersects(&reqs).is_err() {
+                continue;
+            }
+            matched += 1;
+            if !t.has_offering(&reqs) {
+                continue;
+            }
+            offered += 1;
+            if pod.requests.fits(&t.free) {
+                types.push(i as u32);
+            } else if largest.is_none_or(|l| t.free.cpu > l.free.cpu) {
+                largest = Some(t);
+            }
+        }
+        if types.is_empty() {
+            return Err(if matched == 0 {
+                format!("no instance type matches {reqs}")
+            } else if offered == 0 {
+                format!("no available offering of the {matched} matching instance types in the allowed zones and capacity types")
+            } else {
+                let biggest = largest.map(|t| {
+                    let name = &self.catalog.types[t.catalog].name;
+                    let r = pod.requests.exceeds(&t.free).unwrap_or("resources");
+                    format!(" ({r} is the limit: the roomiest, {name}, has {} free after DaemonSets)", pools::fmt_resource(r, t.free.get(r)))
+                });
+                format!(
+                    "no instance type has room for requests {}{}",
+                    describe_requests(&pod.requests),
+                    biggest.unwrap_or_default()
+                )
+            });
+        }
+        Ok(PoolFit { reqs, types })
+    }
+
+    /// Works out, once per distinct (key, policies, requirements, tolerations), the domain values
+    /// each class level can take on its domain keys and the domains each spread counts.
+    fn fill_universes(&mut self) {
+        let mut cache: FxHashMap<(String, bool, bool, Requirements, Vec<crate::model::Toleration>), Vec<String>> =
+            FxHashMap::default();
+        for c in 0..self.classes.len() {
+            let pod = self.classes[c].rep(self.snap);
+            for l in 0..self.classes[c].levels.len() {
+                let level = &self.classes[c].levels[l];
+                let mut get = |key: &str, ha: bool, ht: bool| {
+                    cache
+                        .entry((key.to_string(), ha, ht, level.reqs.clone(), pod.tolerations.clone()))
+                        .or_insert_with(|| universe(self.snap, self.catalog, &self.pools, pod, &level.reqs, key, ha, ht))
+                        .clone()
+                };
+                let universes: Vec<Vec<String>> = level.domain_keys.iter().map(|k| get(k, true, true)).collect();
+                let counted: Vec<Vec<String>> = level
+                    .spreads
+                    .iter()
+                    .map(|sp| {
+                        let g = &self.topo.groups[sp.group as usize];
+                        if g.hostname {
+                            vec![]
+                        } else {
+                            get(&g.key.topology_key, sp.honor_affinity, sp.honor_taints)
+                        }
+                    })
+                    .collect();
+                let level = &mut self.classes[c].levels[l];
+                level.universes = universes;
+                for (sp, u) in level.spreads.iter_mut().zip(counted) {
+                    sp.counted = u;
+                }
+            }
+        }
+    }
+
+    /// The combinations of domain values (indices into the level's universes, one per domain
+    /// key) the pod may take, best first.
+    fn domain_choices(&self, c: usize, l: usize) -> Result<Vec<Vec<u16>>, String> {
+        let class = &self.classes[c];
+        let level = &class.levels[l];
+        let mut per_key: Vec<Vec<u16>> = Vec::with_capacity(level.domain_keys.len());
+        for (key, universe) in level.domain_keys.iter().zip(&level.universes) {
+            let mut allowed: Vec<(u32, u16)> = Vec::new();
+            'values: for (vi, v) in universe.iter().enumerate() {
+                let mut score = 0u32;
+                for s in &level.spreads {
+                    let g = &self.topo.groups[s.group as usize];
+                    if g.key.topology_key != *key {
+                        continue;
+                    }
+                    // Fewer eligible domains than minDomains: the global minimum counts as 0.
+                    let min = if s.min_domains.is_some_and(|m| m > s.counted.len() as u32) {
+                        0
+                    } else {
+                        s.counted.iter().map(|u| g.count(u)).min().unwrap_or(0)
+                    };
+                    if g.count(v) + 1 > min + s.max_skew {
+                        continue 'values;
+                    }
+                    score += g.count(v);
+                }
+                for &(a, self_match) in &level.affinity {
+                    let g = &self.topo.groups[a as usize];
+                    if g.key.topology_key == *key && g.count(v) == 0 && !(g.total == 0 && self_match) {
+                        continue 'values;
+                    }
+                }
+                for &a in level.anti.iter().chain(class.repelled.iter()) {
+                    let g = &self.topo.groups[a as usize];
+                    if g.key.topology_key == *key && g.count(v) > 0 {
+                        continue 'values;
+                    }
+                }
+                for &e in &class.effects {
+                    let g = &self.topo.groups[e as usize];
+                    if g.key.topology_key == *key && !g.key.owners {
+                        score += g.count(v);
+                    }
+                }
+                allowed.push((score, vi as u16));
+            }
+            if allowed.is_empty() {
+                return Err(self.topology_reason(c, l, key));
+            }
+            allowed.sort_unstable();
+            per_key.push(allowed.into_iter().map(|(_, v)| v).collect());
+        }
+        // Cartesian product, keys in order; bounded so pathological inputs stay fast.
+        let mut out: Vec<Vec<u16>> = vec![vec![]];
+        for values in per_key {
+            let mut next = Vec::with_capacity(out.len() * values.len());
+            for prefix in &out {
+                for &v in &values {
+                    let mut p = prefix.clone();
+                    p.push(v);
+                    next.push(p);
+                }
+            }
+            next.truncate(64);
+            out = next;
+        }
+        Ok(out)
+    }
+
+    /// `(key, value)` pins for a domain choice.
+    fn pins(&self, c: usize, l: usize, choice: &[u16]) -> Vec<(&str, &str)> {
+        let level = &self.classes[c].levels[l];
+        level
+            .domain_keys
+            .iter()
+            .zip(&level.universes)
+            .zip(choice)
+            .map(|((k, u), &i)| (k.as_str(), u[i as usize].as_str()))
+            .collect()
+    }
+
+    fn topology_reason(&self, c: usize, l: usize, key: &str) -> String {
+        let level = &self.classes[c].levels[l];
+        if let Some(s) = level.spreads.iter().find(|s| self.topo.groups[s.group as usize].key.topology_key == key) {
+            return format!("topology spread on {key} (maxSkew {}) cannot be satisfied in any {key} domain", s.max_skew);
+        }
+        if level.affinity.iter().any(|(g, _)| self.topo.groups[*g as usize].key.topology_key == key) {
+            return format!("pod affinity on {key}: no {key} domain holds a matching pod");
+        }
+        format!("pod anti-affinity on {key}: every {key} domain already holds a conflicting pod")
+    }
+
+    /// First bin that takes the pod under `choice`, starting from the class's cursor.
+    fn find_bin(&mut self, c: usize, l: usize, choice: &[u16]) -> Option<usize> {
+        // Hostname affinity to pods already placed: only their bins can qualify (and a bin can
+        // start qualifying later, so no cursor here).
+        let host_affinity = self.classes[c].levels[l].affinity.iter().find_map(|&(g, _)| {
+            let g = &self.topo.groups[g as usize];
+            (g.hostname && g.total > 0).then(|| g.bins.clone())
+        });
+        if let Some(bins) = host_affinity {
+            return bins.into_iter().find(|&b| self.accepts(b, c, l, choice));
+        }
+        // Up to eight domain keys pack into the cursor key; beyond that, scan from the start.
+        let packed = (choice.len() <= 8).then(|| choice.iter().fold(0u128, |acc, &v| (acc << 16) | (v as u128 + 1)));
+        let key = packed.map(|p| (c as u32, l as u16, p));
+        let start = key.and_then(|k| self.cursors.get(&k).copied()).unwrap_or(0);
+        let mut cursor = start;
+        let mut found = None;
+        for b in start..self.bins.len() {
+            if self.accepts(b, c, l, choice) {
+                found = Some(b);
+                break;
+            }
+            // Bins only fill up and narrow, so a bin that refuses this class now always will.
+            if cursor == b {
+                cursor = b + 1;
+            }
+        }
+        if let Some(k) = key {
+            self.cursors.insert(k, cursor);
+        }
+        found
+    }
+
+    /// Whether bin `b` takes a pod of class `c` at level `l` in domain `choice`.
+    fn accepts(&mut self, b: usize, c: usize, l: usize, choice: &[u16]) -> bool {
+        if self.bins[b].node.is_none() && self.fit(c, l, self.bins[b].pool).is_err() {
+            return false;
+        }
+        let pod = self.classes[c].rep(self.snap);
+        let bin = &self.bins[b];
+        if !pod.requests.fits(&bin.free) {
+            return false;
+        }
+        if pod.host_ports.iter().any(|p| bin.ports.iter().any(|q| p.conflicts(q))) {
+            return false;
+        }
+        let level = &self.classes[c].levels[l];
+        // Hostname-keyed topology: counts on this bin.
+        for s in &level.spreads {
+            let g = &self.topo.groups[s.group as usize];
+            if g.hostname && bin_count(&bin.counts, s.group) + 1 > s.max_skew {
+                return false;
+            }
+        }
+        for &(a, self_match) in &level.affinity {
+            let g = &self.topo.groups[a as usize];
+            if g.hostname && bin_count(&bin.counts, a) == 0 && !(g.total == 0 && self_match) {
+                return false;
+            }
+        }
+        for &a in level.anti.iter().chain(self.classes[c].repelled.iter()) {
+            if self.topo.groups[a as usize].hostname && bin_count(&bin.counts, a) > 0 {
+                return false;
+            }
+        }
+        let pins = self.pins(c, l, choice);
+        if let Some(n) = bin.node {
+            let node = &self.snap.nodes[n];
+            return !node.unschedulable
+                && taints_block(pod, &node.taints, level.strict_prefer).is_none()
+                && level.reqs.matches_labels(&node.labels)
+                && pins.iter().all(|(k, v)| node.labels.get(*k).is_some_and(|x| x == v));
+        }
+        let Some(Ok(fit)) = &self.fits[c][l][bin.pool] else { return false };
+        // The target type must stay usable for this pod: in the class's fit list, and with an
+        // offering every requirement and pin allows.
+        if !fit.has_type(bin.target) {
+            return false;
+        }
+        if pins.iter().any(|(k, v)| !is_offering_key(k) && bin.reqs.get(k).is_some_and(|r| !r.has(v))) {
+            return false;
+        }
+        if !level.reqs.is_empty() && bin.reqs.intersects(&level.reqs).is_err() {
+            return false;
+        }
+        let t = &self.pools[bin.pool].types[bin.target];
+        let offered = bin.offers.iter().any(|&i| {
+            let o = &t.offerings[i as usize];
+            o.allowed_by_pins(&pins) && (level.reqs.is_empty() || o.allowed_by(&level.reqs))
+        });
+        if !offered {
+            return false;
+        }
+        if !self.pools[bin.pool].has_min_values {
+            return true;
+        }
+        let mut merged = bin.reqs.intersection(&level.reqs);
+        for (k, v) in pins {
+            merged.add(Requirement::single(k, v));
+        }
+        self.min_values_ok(b, &pod.requests, &merged)
+    }
+
+    /// With `minValues` on the pool, adding the pod must leave enough distinct values among the
+    /// types that still fit.
+    fn min_values_ok(&self, b: usize, add: &Resources, reqs: &Requirements) -> bool {
+        let bin = &self.bins[b];
+        let pool = &self.pools[bin.pool];
+        let mins: Vec<&Requirement> = pool.pool.requirements.iter().filter(|r| r.min_values.is_some()).collect();
+        let used = bin.used.plus(add);
+        let fitting: Vec<&PoolType> = pool
+            .types
+            .iter()
+            .filter(|t| used.fits(&t.free))
+            .filter(|t| self.catalog.types[t.catalog].requirements.intersects(reqs).is_ok() && t.has_offering(reqs))
+            .collect();
+        mins.iter().all(|m| {
+            let mut distinct: Vec<&str> = fitting
+                .iter()
+                .filter_map(|t| self.catalog.types[t.catalog].requirements.get(&m.key).and_then(|r| r.single_value()))
+                .filter(|v| m.has(v))
+                .collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            distinct.len() >= m.min_values.unwrap_or(0)
+        })
+    }
+
+    /// Opens a new claim for a pod in the first pool (by weight) that can run it.
+    fn open_claim(&mut self, c: usize, l: usize, choices: &[Vec<u16>]) -> Result<(usize, Vec<u16>), String> {
+        let mut reasons: Vec<String> = Vec::new();
+        if self.pools.is_empty() {
+            return Err("no NodePool exists".to_string());
+        }
+        'pools: for p in 0..self.pools.len() {
+            let name = self.pools[p].pool.name.clone();
+            let fit = match self.fit(c, l, p) {
+                Ok(f) => f.clone(),
+                Err(e) => {
+                    reasons.push(format!("NodePool {name:?}: {e}"));
+                    continue;
+                }
+            };
+            // A fresh node has zero pods of every hostname group.
+            let level = &self.classes[c].levels[l];
+            for &(a, self_match) in &level.affinity {
+                let g = &self.topo.groups[a as usize];
+                if g.hostname && !(g.total == 0 && self_match) {
+                    reasons.push(format!(
+                        "NodePool {name:?}: pod affinity on {} needs a node that already runs a matching pod, and none has room",
+                        labels::HOSTNAME
+                    ));
+                    continue 'pools;
+                }
+            }
+            let mut last = String::new();
+            for choice in choices {
+                let pins = self.pins(c, l, choice);
+                if pins.iter().any(|(k, v)| fit.reqs.get(k).is_some_and(|r| !r.has(v))) {
+                    continue;
+                }
+                let pool = &self.pools[p];
+                let demand = &self.demand[p];
+                let mut best: Option<(f64, usize)> = None;
+                for &ti in &fit.types {
+                    let t = &pool.types[ti as usize];
+                    let treqs = &self.catalog.types[t.catalog].requirements;
+                    if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
+                        continue;
+                    }
+                    let Some(offer) = t.best_offering_all(&[&fit.reqs], &pins) else { continue };
+                    if let Err(e) = pool.within_limits(&t.capacity) {
+                        last = e;
+                        continue;
+                    }
+                    let score = offer.price * nodes_needed(demand, &t.free);
+                    let better = match best {
+                        None => true,
+                        Some((s, bi)) => {
+                            score < s * (1.0 - 1e-9)
+                                || (score <= s * (1.0 + 1e-9) && t.free.cpu > pool.types[bi].free.cpu)
+                        }
+                    };
+                    if better {
+                        best = Some((score, ti as usize));
+                    }
+                }
+                let Some((_, target)) = best else {
+                    if last.is_empty() {
+                        let where_: Vec<String> = pins.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        last = format!("no instance type with an offering in {}", where_.join(", "));
+                    }
+                    continue;
+                };
+                let mut reqs = fit.reqs.clone();
+                for (k, v) in &pins {
+                    reqs.add(Requirement::single(k, v));
+                }
+                drop(pins);
+                let t = &self.pools[p].types[target];
+                let free = t.free.clone();
+                let capacity = t.capacity.clone();
+                self.pools[p].reserved.add(&capacity);
+                self.claim_seq[p] += 1;
+                self.bins.push(Bin {
+                    node: None,
+                    pool: p,
+                    target,
+                    reqs,
+                    free,
+                    used: Resources::default(),
+                    pods: vec![],
+                    ports: vec![],
+                    counts: vec![],
+                    offers: vec![],
+                });
+                return Ok((self.bins.len() - 1, choice.clone()));
+            }
+            reasons.push(format!("NodePool {name:?}: {last}"));
+        }
+        Err(reasons.join("; "))
+    }
+
+    fn commit(&mut self, b: usize, c: usize, l: usize, choice: &[u16], pod: usize) {
+        let p = &self.snap.pods[pod];
+        let pins: Vec<(String, String)> =
+            self.pins(c, l, choice).into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let level: &Level = &self.classes[c].levels[l];
+        let bin = &mut self.bins[b];
+        bin.free.sub(&p.requests);
+        bin.used.add(&p.requests);
+        bin.pods.push(pod);
+        bin.ports.extend(p.host_ports.iter().cloned());
+        if bin.node.is_none() {
+            if !level.reqs.is_empty() {
+                bin.reqs = bin.reqs.intersection(&level.reqs);
+            }
+            for (k, v) in &pins {
+                bin.reqs.add(Requirement::single(k, v));
+            }
+            let t = &self.pools[bin.pool].types[bin.target];
+            bin.offers =
+                (0..t.offerings.len()).filter(|&i| t.offerings[i].allowed_by(&bin.reqs)).map(|i| i as u8).collect();
+        }
+        let domains: Vec<(u32, Option<String>)> = self.classes[c]
+            .effects
+            .iter()
+            .map(|&g| {
+                let key = &self.topo.groups[g as usize].key.topology_key;
+                let v = match bin.node {
+                    Some(n) => self.snap.nodes[n].labels.get(key).cloned(),
+                    None => bin.reqs.get(key).and_then(|r| r.single_value()).map(str::to_string),
+                };
+                (g, v)
+            })
+            .collect();
+        let mut counts = std::mem::take(&mut bin.counts);
+        for (g, v) in domains {
+            self.topo.record(g, v.as_deref(), b, &mut counts);
+        }
+        self.bins[b].counts = counts;
+        if let Some(fp) = self.first_pool[c] {
+            let d = &mut self.demand[fp];
+            d.cpu -= p.requests.cpu;
+            d.memory -= p.requests.memory;
+            d.pods -= p.requests.pods;
+        }
+    }
+}
+
+/// Keys whose pins the target's offerings check (zone, zone id, capacity type).
+fn is_offering_key(k: &str) -> bool {
+    matches!(k, labels::ZONE | labels::ZONE_ID | labels::CAPACITY_TYPE)
+}
+
+/// Values a non-hostname topology key can take: what existing nodes carry and what pools can
+/// launch. `honor_affinity` / `honor_taints` are the spread policies: whether the pod's node
+/// requirements and tolerations narrow the domains that count.
+#[allow(clippy::too_many_arguments)]
+fn universe(
+    snap: &Snapshot,
+    catalog: &Catalog,
+    pools: &[PreparedPool<'_>],
+    pod: &crate::model::Pod,
+    level_reqs: &Requirements,
+    key: &str,
+    honor_affinity: bool,
+    honor_taints: bool,
+) -> Vec<String> {
+    let mut values: Vec<String> = Vec::new();
+    let mut push = |v: &str| {
+        if !values.iter().any(|x| x == v) {
+            values.push(v.to_string());
+        }
+    };
+    for n in snap.nodes.iter().filter(|n| !n.unschedulable) {
+        let Some(v) = n.labels.get(key) else { continue };
+        if honor_affinity && !level_reqs.matches_labels(&n.labels) {
+            continue;
+        }
+        if honor_taints && taints_block(pod, &n.taints, false).is_some() {
+            continue;
+        }
+        push(v);
+    }
+    for pool in pools {
+        if honor_taints && taints_block(pod, &pool.pool.taints, false).is_some() {
+            continue;
+        }
+        let reqs = if honor_affinity {
+            if pool.pool.requirements.compatible(level_reqs).is_err() {
+                continue;
+            }
+            pool.pool.requirements.intersection(level_reqs)
+        } else {
+            pool.pool.requirements.clone()
+        };
+        for t in &pool.types {
+            let treqs = &catalog.types[t.catalog].requirements;
+            if treqs.intersects(&reqs).is_err() {
+                continue;
+            }
+            match key {
+                labels::ZONE | labels::CAPACITY_TYPE | labels::ZONE_ID => {
+                    for o in t.offerings.iter().filter(|o| o.allowed_by(&reqs)) {
+                        push(match key {
+                            labels::ZONE => o.zone.as_str(),
+                            labels::ZONE_ID => o.zone_id.as_str(),
+                            _ => o.capacity_type.as_str(),
+                        });
+                    }
+                }
+                _ => match (treqs.get(key).and_then(|r| r.single_value()), reqs.get(key)) {
+                    (Some(v), r) if r.is_none_or(|r| r.has(v)) => push(v),
+                    (None, Some(r)) if !r.complement => r.values.iter().for_each(|v| push(v)),
+                    _ => {}
+                },
+            }
+        }
+    }
+    values.sort();
+    values
+}
+
+/// How many nodes of a type the remaining demand needs, at least one.
+fn nodes_needed(demand: &Resources, free: &Resources) -> f64 {
+    let ratio = |d: i64, f: i64| if f > 0 { d.max(0) as f64 / f as f64 } else { f64::INFINITY };
+    ratio(demand.cpu, free.cpu).max(ratio(demand.memory, free.memory)).max(ratio(demand.pods, free.pods)).max(1.0)
+}
+
+pub(crate) fn describe_requests(r: &Resources) -> String {
+    let mut parts = vec![
+        format!("cpu {}", crate::resources::format_cpu(r.cpu)),
+        format!("memory {}", crate::resources::format_bytes(r.memory)),
+    ];
+    if r.ephemeral > 0 {
+        parts.push(format!("ephemeral-storage {}", crate::resources::format_bytes(r.ephemeral)));
+    }
+    for (n, v) in &r.extended {
+        parts.push(format!("{n} {v}"));
+    }
+    parts.join(", ")
+}
+
+/// Labels of a type's node that come from the type itself (single-valued requirements).
+pub(crate) fn type_labels(reqs: &Requirements) -> BTreeMap<String, String> {
+    reqs.single_valued_labels()
+}
+
+#[cfg(test)]
+mod tests;

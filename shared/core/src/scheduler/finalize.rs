@@ -1,0 +1,191 @@
+//! Turns filled bins into the plan: each new claim is re-priced to the cheapest instance types
+//! that hold all of its pods, with the labels, taints and allocatable of the cheapest.
+
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
+
+use super::plan::{ExistingPlacement, Plan, PlannedClaim, Unschedulable};
+use super::pools::PoolType;
+use super::{type_labels, Scheduler};
+use crate::catalog::CapacityType;
+use crate::labels;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+/// CreateFleet takes at most this many overrides per claim (Karpenter's cap).
+pub const MAX_INSTANCE_TYPES: usize = 60;
+
+pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
+    let mut plan = Plan::default();
+    let mut seq = vec![0usize; s.pools.len()];
+    // Claims release their provisional reservation as they are finalised, so a claim can
+    // only pick types that still fit under the pool's limits next to the others.
+    let mut reserved: Vec<Resources> = s.pools.iter().map(|p| p.reserved.clone()).collect();
+    let mut cache: HashMap<(usize, &Requirements), (Vec<Priced>, Vec<Priced>)> = HashMap::default();
+    for bin in &s.bins {
+        if bin.pods.is_empty() {
+            continue;
+        }
+        let pod_names: Vec<String> = bin.pods.iter().map(|&i| s.snap.pods[i].key()).collect();
+        if let Some(n) = bin.node {
+            plan.existing.push(ExistingPlacement { node: s.snap.nodes[n].name.clone(), pods: pod_names });
+            continue;
+        }
+        let pool = &s.pools[bin.pool];
+        let target = &pool.types[bin.target];
+        reserved[bin.pool].sub(&target.capacity);
+        let within = |t: &PoolType| match &pool.remaining {
+            None => true,
+            Some(rem) => rem.iter().all(|(n, left)| reserved[bin.pool].get(n) + t.capacity.get(n) <= *left),
+        };
+        // Types the claim's requirements allow, priced, spot first then price: worked out once
+        // per distinct (pool, requirements), since most claims of a pass share them.
+        let priced = cache
+            .entry((bin.pool, &bin.reqs))
+            .or_insert_with(|| priced_types(s, bin.pool, &bin.reqs));
+        let fitting = |list: &[Priced]| -> Vec<Candidate<'_>> {
+            let limit = if pool.has_min_values { usize::MAX } else { MAX_INSTANCE_TYPES };
+            list.iter()
+                .filter(|c| bin.used.fits(&pool.types[c.0].free) && within(&pool.types[c.0]))
+                .take(limit)
+                .map(|c| (&pool.types[c.0], c.1, c.2, c.3.clone()))
+                .collect()
+        };
+        let mut candidates = fitting(&priced.0);
+        let spot = !candidates.is_empty();
+        if !spot {
+            candidates = fitting(&priced.1);
+        }
+        let candidates = keep_min_values(s, bin.pool, candidates);
+        let Some((cheapest, capacity_type, price, zone)) = candidates.first().cloned() else {
+            // Cannot happen: the target type always holds the pods it was filled to.
+            for &i in &bin.pods {
+                plan.unschedulable.push(Unschedulable {
+                    pod: s.snap.pods[i].key(),
+                    reason: format!("NodePool {:?}: no instance type holds the pods packed with it", pool.pool.name),
+                });
+            }
+            continue;
+        };
+        // CreateFleet may launch any candidate: hold the largest against the limits.
+        let held = candidates.iter().fold(Resources::default(), |acc, c| acc.max(&c.0.capacity));
+        reserved[bin.pool].add(&held);
+        seq[bin.pool] += 1;
+        let name = format!("{}-{:05}", pool.pool.name, seq[bin.pool]);
+        let ctype = &s.catalog.types[cheapest.catalog];
+        let mut labels_out: BTreeMap<String, String> = pool.pool.labels.clone();
+        labels_out.extend(type_labels(&bin.reqs));
+        labels_out.extend(type_labels(&ctype.requirements));
+        labels_out.insert(labels::ZONE.to_string(), zone.clone());
+        if let Some(id) = s.catalog.zone_id(&zone) {
+            labels_out.insert(labels::ZONE_ID.to_string(), id.to_string());
+        }
+        labels_out.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.as_str().to_string());
+        labels_out.insert(labels::NODEPOOL.to_string(), pool.pool.name.clone());
+        labels_out.insert(labels::NODECLAIM.to_string(), name.clone());
+        let mut requirements = bin.reqs.clone();
+        requirements.add(
+            Requirement::new(
+                labels::INSTANCE_TYPE,
+                crate::requirements::Operator::In,
+                &candidates.iter().map(|c| s.catalog.types[c.0.catalog].name.as_str()).collect::<Vec<_>>(),
+            )
+            .expect("at least one candidate"),
+        );
+        if spot {
+            requirements.add(Requirement::single(labels::CAPACITY_TYPE, labels::CAPACITY_SPOT));
+        }
+        let mut taints = pool.pool.taints.clone();
+        taints.extend(pool.pool.startup_taints.iter().cloned());
+        plan.cost_per_hour += price;
+        plan.nodeclaims.push(PlannedClaim {
+            name,
+            nodepool: pool.pool.name.clone(),
+            instance_type: ctype.name.clone(),
+            instance_types: candidates.iter().map(|c| s.catalog.types[c.0.catalog].name.clone()).collect(),
+            capacity_type,
+            zone,
+            price_per_hour: price,
+            labels: labels_out,
+            taints,
+            allocatable: cheapest.allocatable.to_quantities(),
+            pods: pod_names,
+            requirements,
+        });
+    }
+    for (i, reason) in &s.unschedulable {
+        plan.unschedulable.push(Unschedulable { pod: s.snap.pods[*i].key(), reason: reason.clone() });
+    }
+    plan.unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+    plan
+}
+
+type Candidate<'a> = (&'a PoolType, CapacityType, f64, String);
+/// (index into the pool's types, capacity type, price, zone) of a type's best offering.
+type Priced = (usize, CapacityType, f64, String);
+
+/// A pool's types the requirements allow, as (spot, on-demand) lists sorted by price then name.
+fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> (Vec<Priced>, Vec<Priced>) {
+    let p = &s.pools[pool];
+    let mut spot = Vec::new();
+    let mut on_demand = Vec::new();
+    for (i, t) in p.types.iter().enumerate() {
+        if s.catalog.types[t.catalog].requirements.intersects(reqs).is_err() {
+            continue;
+        }
+        let cheapest = |ct: CapacityType| {
+            t.offerings
+                .iter()
+                .filter(|o| o.capacity_type == ct && o.allowed_by(reqs))
+                .min_by(|a, b| a.price.total_cmp(&b.price))
+                .map(|o| (i, ct, o.price, o.zone.clone()))
+        };
+        spot.extend(cheapest(CapacityType::Spot));
+        on_demand.extend(cheapest(CapacityType::OnDemand));
+    }
+    let by_price = |a: &Priced, b: &Priced| {
+        a.2.total_cmp(&b.2)
+            .then_with(|| s.catalog.types[p.types[a.0].catalog].name.cmp(&s.catalog.types[p.types[b.0].catalog].name))
+    };
+    spot.sort_by(by_price);
+    on_demand.sort_by(by_price);
+    (spot, on_demand)
+}
+
+/// Cuts the list to [`MAX_INSTANCE_TYPES`], cheapest first, keeping enough distinct values for
+/// every `minValues` requirement of the pool: the cheapest type of each value needed is kept
+/// first, then the cheapest of the rest fill the remaining places.
+fn keep_min_values<'a>(s: &Scheduler<'_>, pool: usize, candidates: Vec<Candidate<'a>>) -> Vec<Candidate<'a>> {
+    if candidates.len() <= MAX_INSTANCE_TYPES {
+        return candidates;
+    }
+    let mut keep = vec![false; candidates.len()];
+    let mut kept = 0;
+    for m in s.pools[pool].pool.requirements.iter().filter(|r| r.min_values.is_some()) {
+        let want = m.min_values.unwrap_or(0);
+        let mut seen: Vec<&str> = Vec::new();
+        for (i, c) in candidates.iter().enumerate() {
+            let Some(v) = s.catalog.types[c.0.catalog].requirements.get(&m.key).and_then(|r| r.single_value()) else {
+                continue;
+            };
+            if seen.len() < want && !seen.contains(&v) {
+                seen.push(v);
+                if !keep[i] && kept < MAX_INSTANCE_TYPES {
+                    keep[i] = true;
+                    kept += 1;
+                }
+            }
+        }
+    }
+    for k in keep.iter_mut() {
+        if kept >= MAX_INSTANCE_TYPES {
+            break;
+        }
+        if !*k {
+            *k = true;
+            kept += 1;
+        }
+    }
+    // `candidates` is sorted by price, so the kept ones stay in price order.
+    candidates.into_iter().zip(keep).filter(|(_, k)| *k).map(|(c, _)| c).collect()
+}

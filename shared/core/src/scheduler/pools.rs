@@ -1,0 +1,198 @@
+//! NodePools prepared for one scheduling pass: which instance types each can launch, what they
+//! offer after DaemonSet overhead, where they can be bought and for how much.
+
+use std::collections::BTreeSet;
+
+use crate::catalog::{CapacityType, Catalog, OfferingKey};
+use crate::labels;
+use crate::model::{tolerates_all, DaemonSet, KubeletConfig, NodePool, Pod};
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+
+/// An offering a pool may use: zone, capacity type, price.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolOffering {
+    pub zone: String,
+    pub zone_id: String,
+    pub capacity_type: CapacityType,
+    pub price: f64,
+}
+
+impl PoolOffering {
+    /// Whether requirements on zone, zone id and capacity type allow this offering.
+    pub fn allowed_by(&self, reqs: &Requirements) -> bool {
+        reqs.get(labels::ZONE).is_none_or(|r| r.has(&self.zone))
+            && reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(self.capacity_type.as_str()))
+            && reqs.get(labels::ZONE_ID).is_none_or(|r| r.has(&self.zone_id))
+    }
+
+    /// Whether topology pins (`key = value`) allow this offering.
+    pub fn allowed_by_pins(&self, pins: &[(&str, &str)]) -> bool {
+        pins.iter().all(|(k, v)| match *k {
+            labels::ZONE => self.zone == *v,
+            labels::ZONE_ID => self.zone_id == *v,
+            labels::CAPACITY_TYPE => self.capacity_type.as_str() == *v,
+            _ => true,
+        })
+    }
+}
+
+/// An instance type as a pool would launch it.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolType {
+    /// Index into the catalog.
+    pub catalog: usize,
+    /// Allocatable minus the DaemonSet pods that would run on it: what pending pods can use.
+    pub free: Resources,
+    /// Full allocatable (what the plan reports).
+    pub allocatable: Resources,
+    /// Capacity, counted against the pool's limits.
+    pub capacity: Resources,
+    pub offerings: Vec<PoolOffering>,
+}
+
+impl PoolType {
+    /// Cheapest offering the requirements allow, preferring spot when it is allowed at all.
+    pub fn best_offering(&self, reqs: &Requirements) -> Option<&PoolOffering> {
+        let rank = |o: &PoolOffering| o.capacity_type != CapacityType::Spot;
+        self.offerings
+            .iter()
+            .filter(|o| o.allowed_by(reqs))
+            .min_by(|a, b| rank(a).cmp(&rank(b)).then(a.price.total_cmp(&b.price)))
+    }
+
+    pub fn has_offering(&self, reqs: &Requirements) -> bool {
+        self.offerings.iter().any(|o| o.allowed_by(reqs))
+    }
+
+    /// Cheapest offering allowed by several requirement sets and pins at once (spot first), without
+    /// building their intersection.
+    pub fn best_offering_all(&self, reqs: &[&Requirements], pins: &[(&str, &str)]) -> Option<&PoolOffering> {
+        let rank = |o: &PoolOffering| o.capacity_type != CapacityType::Spot;
+        self.offerings
+            .iter()
+            .filter(|o| o.allowed_by_pins(pins) && reqs.iter().all(|r| o.allowed_by(r)))
+            .min_by(|a, b| rank(a).cmp(&rank(b)).then(a.price.total_cmp(&b.price)))
+    }
+}
+
+pub(crate) struct PreparedPool<'a> {
+    pub pool: &'a NodePool,
+    /// Why the pool cannot launch anything at all (missing EC2NodeClass, no types), if so.
+    pub broken: Option<String>,
+    pub types: Vec<PoolType>,
+    /// Limits minus current usage; `None` for resources without a limit.
+    pub remaining: Option<Vec<(String, i64)>>,
+    /// Reserved by claims opened in this pass.
+    pub reserved: Resources,
+    /// Whether any requirement carries `minValues` (then filling checks type diversity).
+    pub has_min_values: bool,
+}
+
+impl PreparedPool<'_> {
+    /// Whether `capacity` still fits under the pool's limits after what is reserved.
+    pub fn within_limits(&self, capacity: &Resources) -> Result<(), String> {
+        let Some(remaining) = &self.remaining else { return Ok(()) };
+        for (name, left) in remaining {
+            let want = self.reserved.get(name) + capacity.get(name);
+            if want > *left {
+                return Err(format!(
+                    "limit on {name} reached ({} of {} left)",
+                    fmt_resource(name, (*left - self.reserved.get(name)).max(0)),
+                    fmt_resource(name, self.pool.limits.get(name).copied().unwrap_or(0))
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn fmt_resource(name: &str, v: i64) -> String {
+    match name {
+        crate::resources::CPU => crate::resources::format_cpu(v),
+        crate::resources::MEMORY | crate::resources::EPHEMERAL_STORAGE => crate::resources::format_bytes(v),
+        _ => v.to_string(),
+    }
+}
+
+/// Whether a DaemonSet's pods would run on a node of this pool and type.
+fn daemon_runs_on(ds: &Pod, pool: &NodePool, type_reqs: &Requirements) -> bool {
+    tolerates_all(&ds.tolerations, &pool.taints).is_ok()
+        && ds.node_affinity.iter().any(|term| {
+            pool.requirements.intersects(term).is_ok() && type_reqs.intersects(term).is_ok()
+        })
+}
+
+pub(crate) fn prepare<'a>(
+    pools: &'a [NodePool],
+    kubelets: impl Fn(&str) -> Option<KubeletConfig>,
+    daemonsets: &[DaemonSet],
+    catalog: &Catalog,
+    unavailable: &BTreeSet<OfferingKey>,
+) -> Vec<PreparedPool<'a>> {
+    let mut order: Vec<&NodePool> = pools.iter().collect();
+    // Highest weight first, then name, so the order never depends on input order.
+    order.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
+    order
+        .into_iter()
+        .map(|pool| {
+            let remaining = (!pool.limits.is_empty()).then(|| {
+                pool.limits.iter().map(|(n, l)| (n.clone(), l - pool.usage.get(n))).collect::<Vec<_>>()
+            });
+            let Some(kubelet) = kubelets(&pool.node_class) else {
+                return PreparedPool {
+                    pool,
+                    broken: Some(format!("its EC2NodeClass {:?} does not exist", pool.node_class)),
+                    types: vec![],
+                    remaining,
+                    reserved: Resources::default(),
+                    has_min_values: false,
+                };
+            };
+            let mut types = Vec::new();
+            for (i, t) in catalog.types.iter().enumerate() {
+                if pool.requirements.intersects(&t.requirements).is_err() {
+                    continue;
+                }
+                let offerings: Vec<PoolOffering> = t
+                    .offerings
+                    .iter()
+                    .filter(|o| o.available)
+                    .filter(|o| {
+                        !unavailable.contains(&OfferingKey {
+                            instance_type: t.name.clone(),
+                            zone: o.zone.clone(),
+                            capacity_type: o.capacity_type,
+                        })
+                    })
+                    .map(|o| PoolOffering {
+                        zone: o.zone.clone(),
+                        zone_id: catalog.zone_id(&o.zone).unwrap_or_default().to_string(),
+                        capacity_type: o.capacity_type,
+                        price: o.price,
+                    })
+                    .filter(|o| o.allowed_by(&pool.requirements))
+                    .collect();
+                if offerings.is_empty() {
+                    continue;
+                }
+                let allocatable = t.allocatable(&kubelet);
+                let mut free = allocatable.clone();
+                for ds in daemonsets {
+                    if daemon_runs_on(&ds.pod, pool, &t.requirements) {
+                        free.sub(&ds.pod.requests);
+                    }
+                }
+                if free.cpu <= 0 || free.memory <= 0 || free.pods <= 0 {
+                    continue;
+                }
+                types.push(PoolType { catalog: i, free, allocatable, capacity: t.capacity(&kubelet), offerings });
+            }
+            let broken = types.is_empty().then(|| {
+                "no instance type satisfies its requirements with an available offering".to_string()
+            });
+            let has_min_values = pool.requirements.iter().any(|r| r.min_values.is_some());
+            PreparedPool { pool, broken, types, remaining, reserved: Resources::default(), has_min_values }
+        })
+        .collect()
+}
