@@ -70,7 +70,12 @@ pub struct OfferingKey {
 pub struct Ec2Facts {
     pub vcpu: i64,
     pub memory_mib: i64,
-    /// 0 when the type has no ENI data (then max pods defaults to 110).
+    /// Graviton: the kernel keeps 64 MiB more for itself (see `overhead::GRAVITON_CMA_MIB`).
+    #[serde(default)]
+    pub arm64: bool,
+    /// ENIs on the default network card, the only ones the VPC CNI uses (less than
+    /// DescribeInstanceTypes' total on multi-card types). 0 when the type has no ENI data (then
+    /// max pods defaults to 110).
     pub max_enis: i64,
     pub ipv4_per_eni: i64,
     /// Extended resources the node advertises (GPUs, Neuron devices, EFA, pod ENIs).

@@ -16,4 +16,4 @@ pub use pod::{
     WhenUnsatisfiable,
 };
 pub use selector::{LabelSelector, SelectorExpr, SelectorOp};
-pub use taint::{tolerates_all, Taint, TaintEffect, TolerationOp, Toleration};
+pub use taint::{tolerates_all, Taint, TaintEffect, Toleration, TolerationOp};

@@ -108,10 +108,11 @@ mod tests {
         assert!(exact.tolerates(&gpu));
         let wrong_value = Toleration { value: "false".into(), ..exact.clone() };
         assert!(!wrong_value.tolerates(&gpu));
-        let wildcard = Toleration { key: String::new(), operator: TolerationOp::Exists, value: String::new(), effect: None };
+        let wildcard =
+            Toleration { key: String::new(), operator: TolerationOp::Exists, value: String::new(), effect: None };
         assert!(wildcard.tolerates(&gpu));
         let prefer = Taint::new("x", "", TaintEffect::PreferNoSchedule);
-        assert!(tolerates_all(&[], &[prefer.clone()]).is_ok());
+        assert!(tolerates_all(&[], std::slice::from_ref(&prefer)).is_ok());
         assert_eq!(tolerates_all(&[], &[prefer, gpu.clone()]), Err(gpu));
     }
 }

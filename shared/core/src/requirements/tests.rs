@@ -48,9 +48,8 @@ fn intersection_follows_set_algebra() {
 
 #[test]
 fn compatibility_allows_well_known_keys_but_not_unknown_custom_ones() {
-    let pool: Requirements = [req("team", Operator::In, &["a"]), req(labels::CAPACITY_TYPE, Operator::In, &["spot"])]
-        .into_iter()
-        .collect();
+    let pool: Requirements =
+        [req("team", Operator::In, &["a"]), req(labels::CAPACITY_TYPE, Operator::In, &["spot"])].into_iter().collect();
     let pod: Requirements = [req(labels::ARCH, Operator::In, &["arm64"])].into_iter().collect();
     assert!(pool.compatible(&pod).is_ok(), "well-known keys are left to the instance type");
     let pod: Requirements = [req("gpu", Operator::In, &["yes"])].into_iter().collect();
