@@ -1,0 +1,129 @@
+//! The CRD YAML committed under `infra/k8s/crds/` must be exactly what the Rust types generate.
+//!
+//! After changing the types, regenerate the files with
+//!
+//! ```sh
+//! DOVETAIL_BLESS=1 cargo test -p dovetail-api --test crds
+//! ```
+//!
+//! and commit them together with the change (review the YAML diff: it is what clusters get).
+
+use std::path::{Path, PathBuf};
+
+use dovetail_api::crd::{crd_yaml, EC2NodeClass, NodePool};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+fn repo_root() -> PathBuf {
+    // This crate lives at <root>/shared/api.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("shared/api has two ancestors")
+        .to_path_buf()
+}
+
+fn check<K: CustomResourceExt>(file_name: &str) {
+    let path = repo_root().join("infra/k8s/crds").join(file_name);
+    let generated = crd_yaml::<K>();
+    if std::env::var_os("DOVETAIL_BLESS").is_some_and(|v| !v.is_empty() && v != "0") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    if committed != generated {
+        let first_difference = committed
+            .lines()
+            .zip(generated.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| committed.lines().count().min(generated.lines().count()));
+        panic!(
+            "{} is out of date with the Rust types in shared/api/src/crd \
+             (first difference at line {}).\n\
+             Regenerate it with `DOVETAIL_BLESS=1 cargo test -p dovetail-api --test crds`, \
+             review the diff and commit it.",
+            path.display(),
+            first_difference + 1,
+        );
+    }
+}
+
+#[test]
+fn nodepool_crd_is_up_to_date() {
+    check::<NodePool>("dovetail.dev_nodepools.yaml");
+}
+
+#[test]
+fn ec2nodeclass_crd_is_up_to_date() {
+    check::<EC2NodeClass>("dovetail.dev_ec2nodeclasses.yaml");
+}
+
+/// The generated YAML must read back as the same CRD, so `kubectl apply` installs exactly what
+/// the types describe (guards against serializer quirks such as numbers turned into strings).
+#[test]
+fn yaml_reads_back_as_the_same_crd() {
+    for (yaml, crd) in [
+        (crd_yaml::<NodePool>(), NodePool::crd()),
+        (crd_yaml::<EC2NodeClass>(), EC2NodeClass::crd()),
+    ] {
+        let parsed: CustomResourceDefinition = serde_yaml_ng::from_str(&yaml).unwrap();
+        assert_eq!(parsed, crd);
+    }
+}
+
+/// Names, scope and subresources clusters and kubectl users rely on.
+#[test]
+fn crd_shapes() {
+    let np = NodePool::crd();
+    assert_eq!(np.metadata.name.as_deref(), Some("nodepools.dovetail.dev"));
+    assert_eq!(np.spec.scope, "Cluster");
+    assert_eq!(np.spec.names.categories, Some(vec!["dovetail".to_owned()]));
+    assert!(np.spec.versions[0]
+        .subresources
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .is_some());
+
+    let nc = EC2NodeClass::crd();
+    assert_eq!(
+        nc.metadata.name.as_deref(),
+        Some("ec2nodeclasses.dovetail.dev")
+    );
+    assert_eq!(nc.spec.scope, "Cluster");
+    assert_eq!(
+        nc.spec.names.short_names,
+        Some(vec!["ec2nc".to_owned(), "ec2ncs".to_owned()])
+    );
+}
+
+/// Karpenter's defaults must be in the schema, so the API server fills them in.
+#[test]
+fn schema_carries_karpenter_defaults() {
+    let schema = serde_json::to_value(NodePool::crd().spec.versions[0].schema.clone()).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    let template_spec = &spec["template"]["properties"]["spec"]["properties"];
+    assert_eq!(template_spec["expireAfter"]["default"], "720h");
+    let disruption = &spec["disruption"]["properties"];
+    assert_eq!(
+        disruption["consolidationPolicy"]["default"],
+        "WhenEmptyOrUnderutilized"
+    );
+    assert_eq!(disruption["consolidateAfter"]["default"], "0s");
+    assert_eq!(
+        disruption["budgets"]["default"],
+        serde_json::json!([{ "nodes": "10%" }])
+    );
+
+    let schema = serde_json::to_value(EC2NodeClass::crd().spec.versions[0].schema.clone()).unwrap();
+    let imds = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["metadataOptions"];
+    assert_eq!(
+        imds["default"],
+        serde_json::json!({
+            "httpEndpoint": "enabled",
+            "httpProtocolIPv6": "disabled",
+            "httpPutResponseHopLimit": 1,
+            "httpTokens": "required",
+        })
+    );
+}
