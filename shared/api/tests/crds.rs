@@ -16,11 +16,7 @@ use kube::CustomResourceExt;
 
 fn repo_root() -> PathBuf {
     // This crate lives at <root>/shared/api.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("shared/api has two ancestors")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("shared/api has two ancestors").to_path_buf()
 }
 
 fn check<K: CustomResourceExt>(file_name: &str) {
@@ -63,10 +59,7 @@ fn ec2nodeclass_crd_is_up_to_date() {
 /// the types describe (guards against serializer quirks such as numbers turned into strings).
 #[test]
 fn yaml_reads_back_as_the_same_crd() {
-    for (yaml, crd) in [
-        (crd_yaml::<NodePool>(), NodePool::crd()),
-        (crd_yaml::<EC2NodeClass>(), EC2NodeClass::crd()),
-    ] {
+    for (yaml, crd) in [(crd_yaml::<NodePool>(), NodePool::crd()), (crd_yaml::<EC2NodeClass>(), EC2NodeClass::crd())] {
         let parsed: CustomResourceDefinition = serde_yaml_ng::from_str(&yaml).unwrap();
         assert_eq!(parsed, crd);
     }
@@ -79,22 +72,12 @@ fn crd_shapes() {
     assert_eq!(np.metadata.name.as_deref(), Some("nodepools.dovetail.dev"));
     assert_eq!(np.spec.scope, "Cluster");
     assert_eq!(np.spec.names.categories, Some(vec!["dovetail".to_owned()]));
-    assert!(np.spec.versions[0]
-        .subresources
-        .as_ref()
-        .and_then(|s| s.status.as_ref())
-        .is_some());
+    assert!(np.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
 
     let nc = EC2NodeClass::crd();
-    assert_eq!(
-        nc.metadata.name.as_deref(),
-        Some("ec2nodeclasses.dovetail.dev")
-    );
+    assert_eq!(nc.metadata.name.as_deref(), Some("ec2nodeclasses.dovetail.dev"));
     assert_eq!(nc.spec.scope, "Cluster");
-    assert_eq!(
-        nc.spec.names.short_names,
-        Some(vec!["ec2nc".to_owned(), "ec2ncs".to_owned()])
-    );
+    assert_eq!(nc.spec.names.short_names, Some(vec!["ec2nc".to_owned(), "ec2ncs".to_owned()]));
 }
 
 /// Karpenter's defaults must be in the schema, so the API server fills them in.
@@ -105,15 +88,9 @@ fn schema_carries_karpenter_defaults() {
     let template_spec = &spec["template"]["properties"]["spec"]["properties"];
     assert_eq!(template_spec["expireAfter"]["default"], "720h");
     let disruption = &spec["disruption"]["properties"];
-    assert_eq!(
-        disruption["consolidationPolicy"]["default"],
-        "WhenEmptyOrUnderutilized"
-    );
+    assert_eq!(disruption["consolidationPolicy"]["default"], "WhenEmptyOrUnderutilized");
     assert_eq!(disruption["consolidateAfter"]["default"], "0s");
-    assert_eq!(
-        disruption["budgets"]["default"],
-        serde_json::json!([{ "nodes": "10%" }])
-    );
+    assert_eq!(disruption["budgets"]["default"], serde_json::json!([{ "nodes": "10%" }]));
 
     let schema = serde_json::to_value(EC2NodeClass::crd().spec.versions[0].schema.clone()).unwrap();
     let imds = &schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["metadataOptions"];

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use dovetail_api::crd::{
-    AmiFamily, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, EndpointState,
-    FieldError, HttpTokens, InstanceStorePolicy, NodePool, Operator, TaintEffect, VolumeType,
+    AmiFamily, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, EndpointState, FieldError, HttpTokens,
+    InstanceStorePolicy, NodePool, Operator, TaintEffect, VolumeType,
 };
 use serde::Deserialize;
 
@@ -33,21 +33,19 @@ fn convert_api_version(doc: &mut serde_yaml_ng::Value) {
 }
 
 fn load(file_name: &str) -> Converted {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(file_name);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(file_name);
     let text = std::fs::read_to_string(&path).unwrap();
     let mut converted = Converted::default();
     for document in serde_yaml_ng::Deserializer::from_str(&text) {
         let mut doc = serde_yaml_ng::Value::deserialize(document).unwrap();
         convert_api_version(&mut doc);
         match doc["kind"].as_str() {
-            Some("NodePool") => converted.node_pools.push(
-                serde_yaml_ng::from_value(doc).unwrap_or_else(|e| panic!("{file_name}: {e}")),
-            ),
-            Some("EC2NodeClass") => converted.node_classes.push(
-                serde_yaml_ng::from_value(doc).unwrap_or_else(|e| panic!("{file_name}: {e}")),
-            ),
+            Some("NodePool") => {
+                converted.node_pools.push(serde_yaml_ng::from_value(doc).unwrap_or_else(|e| panic!("{file_name}: {e}")))
+            }
+            Some("EC2NodeClass") => converted
+                .node_classes
+                .push(serde_yaml_ng::from_value(doc).unwrap_or_else(|e| panic!("{file_name}: {e}"))),
             other => panic!("{file_name}: unexpected kind {other:?}"),
         }
     }
@@ -75,11 +73,7 @@ fn assert_valid_class(class: &EC2NodeClass) {
 }
 
 fn render(errors: &[FieldError]) -> String {
-    errors
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join("\n")
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
 }
 
 #[test]
@@ -91,25 +85,16 @@ fn grover_nodepool() {
     let spec = &pool.spec.template.spec;
     assert_eq!(spec.node_class_ref.group, "karpenter.k8s.aws");
     assert!(spec.node_class_ref.is_ec2_node_class());
-    assert_eq!(
-        spec.expire_after.parse(),
-        Ok(Some(Duration::from_secs(720 * 3600)))
-    );
+    assert_eq!(spec.expire_after.parse(), Ok(Some(Duration::from_secs(720 * 3600))));
     assert_eq!(spec.requirements.len(), 6);
     let families = &spec.requirements[2];
     assert_eq!(families.key, "karpenter.k8s.aws/instance-family");
     assert_eq!(families.operator, Operator::NotIn);
     assert_eq!(families.values.len(), 12);
-    assert_eq!(
-        pool.spec.disruption.consolidation_policy,
-        ConsolidationPolicy::WhenEmptyOrUnderutilized
-    );
+    assert_eq!(pool.spec.disruption.consolidation_policy, ConsolidationPolicy::WhenEmptyOrUnderutilized);
     // Budgets were not given: Karpenter's default applies.
     assert_eq!(pool.spec.disruption.budgets.len(), 1);
-    assert_eq!(
-        pool.spec.disruption.budgets[0].parse_nodes(),
-        Ok(BudgetNodes::Percent(10))
-    );
+    assert_eq!(pool.spec.disruption.budgets[0].parse_nodes(), Ok(BudgetNodes::Percent(10)));
 }
 
 #[test]
@@ -121,21 +106,12 @@ fn getting_started_pool_and_class() {
     assert_eq!(generation.operator, Operator::Gt);
     assert_eq!(generation.values, ["2"]);
     assert_eq!(pool.spec.limits["cpu"].0, "1000");
-    assert_eq!(
-        pool.spec.disruption.consolidate_after.parse(),
-        Ok(Some(Duration::from_secs(60)))
-    );
+    assert_eq!(pool.spec.disruption.consolidate_after.parse(), Ok(Some(Duration::from_secs(60))));
 
     let class = &docs.node_classes[0];
     assert_valid_class(class);
-    assert_eq!(
-        class.spec.role.as_deref(),
-        Some("KarpenterNodeRole-demo-cluster")
-    );
-    assert_eq!(
-        class.spec.ami_selector_terms[0].alias.as_deref(),
-        Some("al2023@latest")
-    );
+    assert_eq!(class.spec.role.as_deref(), Some("KarpenterNodeRole-demo-cluster"));
+    assert_eq!(class.spec.ami_selector_terms[0].alias.as_deref(), Some("al2023@latest"));
     // The family comes from the alias when amiFamily is not given.
     assert_eq!(class.spec.ami_family, None);
     assert_eq!(class.ami_family(), AmiFamily::Al2023);
@@ -146,10 +122,7 @@ fn getting_started_pool_and_class() {
     assert_eq!(imds.http_protocol_ipv6, EndpointState::Disabled);
     assert_eq!(imds.http_put_response_hop_limit, 1);
     assert_eq!(imds.http_tokens, HttpTokens::Required);
-    assert_eq!(
-        class.spec.subnet_selector_terms[0].tags["karpenter.sh/discovery"],
-        "demo-cluster"
-    );
+    assert_eq!(class.spec.subnet_selector_terms[0].tags["karpenter.sh/discovery"], "demo-cluster");
 }
 
 #[test]
@@ -159,10 +132,7 @@ fn minimal_pool_gets_karpenter_defaults() {
     let spec = &pool.spec;
     assert_eq!(spec.template.spec.expire_after.as_str(), "720h");
     assert_eq!(spec.template.spec.termination_grace_period, None);
-    assert_eq!(
-        spec.disruption.consolidation_policy,
-        ConsolidationPolicy::WhenEmptyOrUnderutilized
-    );
+    assert_eq!(spec.disruption.consolidation_policy, ConsolidationPolicy::WhenEmptyOrUnderutilized);
     assert_eq!(spec.disruption.consolidate_after.as_str(), "0s");
     assert_eq!(spec.disruption.budgets.len(), 1);
     assert_eq!(spec.disruption.budgets[0].nodes, "10%");
@@ -171,10 +141,7 @@ fn minimal_pool_gets_karpenter_defaults() {
     // Defaults are written out explicitly, as the API server would store them.
     let json = serde_json::to_value(pool).unwrap();
     assert_eq!(json["spec"]["template"]["spec"]["expireAfter"], "720h");
-    assert_eq!(
-        json["spec"]["disruption"]["budgets"],
-        serde_json::json!([{ "nodes": "10%" }])
-    );
+    assert_eq!(json["spec"]["disruption"]["budgets"], serde_json::json!([{ "nodes": "10%" }]));
 }
 
 #[test]
@@ -190,16 +157,10 @@ fn gpu_pool_and_class() {
     assert_eq!(spec.startup_taints[0].effect, TaintEffect::NoExecute);
     assert!(spec.expire_after.is_never());
     assert_eq!(spec.expire_after.parse(), Ok(None));
-    assert_eq!(
-        spec.termination_grace_period.as_ref().unwrap().parse(),
-        Ok(Duration::from_secs(48 * 3600))
-    );
+    assert_eq!(spec.termination_grace_period.as_ref().unwrap().parse(), Ok(Duration::from_secs(48 * 3600)));
     assert_eq!(pool.spec.limits["nvidia.com/gpu"].0, "32");
     assert_eq!(pool.spec.limits["memory"].0, "4Ti");
-    assert_eq!(
-        pool.spec.disruption.consolidation_policy,
-        ConsolidationPolicy::WhenEmpty
-    );
+    assert_eq!(pool.spec.disruption.consolidation_policy, ConsolidationPolicy::WhenEmpty);
     assert_eq!(pool.spec.template.metadata.labels["workload-type"], "gpu");
 
     let class = &docs.node_classes[0];
@@ -223,16 +184,10 @@ fn budgets_with_schedules() {
     assert!(budgets[0].applies_to(&DisruptionReason::Drifted));
     assert_eq!(budgets[1].parse_nodes(), Ok(BudgetNodes::Count(0)));
     assert_eq!(budgets[1].schedule.as_deref(), Some("0 9 * * mon-fri"));
-    assert_eq!(
-        budgets[1].duration.as_ref().unwrap().parse(),
-        Ok(Duration::from_secs(8 * 3600))
-    );
+    assert_eq!(budgets[1].duration.as_ref().unwrap().parse(), Ok(Duration::from_secs(8 * 3600)));
     assert!(budgets[1].applies_to(&DisruptionReason::Underutilized));
     assert!(!budgets[1].applies_to(&DisruptionReason::Drifted));
-    assert_eq!(
-        budgets[2].duration.as_ref().unwrap().parse(),
-        Ok(Duration::from_secs(5400))
-    );
+    assert_eq!(budgets[2].duration.as_ref().unwrap().parse(), Ok(Duration::from_secs(5400)));
     let families = &pool.spec.template.spec.requirements[1];
     assert_eq!(families.min_values, Some(5));
     assert_eq!(pool.spec.template.spec.expire_after.as_str(), "168h");
@@ -251,10 +206,7 @@ fn full_ec2nodeclass() {
     assert_eq!(kubelet.pods_per_core, Some(2));
     assert_eq!(kubelet.kube_reserved["ephemeral-storage"], "3Gi");
     assert_eq!(kubelet.eviction_hard["memory.available"], "5%");
-    assert_eq!(
-        kubelet.eviction_soft_grace_period["nodefs.available"].parse(),
-        Ok(Duration::from_secs(90))
-    );
+    assert_eq!(kubelet.eviction_soft_grace_period["nodefs.available"].parse(), Ok(Duration::from_secs(90)));
     assert_eq!(kubelet.image_gc_high_threshold_percent, Some(85));
     assert_eq!(kubelet.cpu_cfs_quota, Some(true));
     assert_eq!(kubelet.cluster_dns, ["10.0.1.100"]);
@@ -262,46 +214,26 @@ fn full_ec2nodeclass() {
     assert_eq!(spec.instance_store_policy, Some(InstanceStorePolicy::Raid0));
     assert_eq!(spec.associate_public_ip_address, Some(false));
     assert_eq!(spec.metadata_options.http_put_response_hop_limit, 2);
-    assert_eq!(
-        spec.metadata_options.http_protocol_ipv6,
-        EndpointState::Enabled
-    );
-    assert_eq!(
-        spec.capacity_reservation_selector_terms[1]
-            .owner_id
-            .as_deref(),
-        Some("123456789012")
-    );
-    assert!(spec
-        .user_data
-        .as_deref()
-        .unwrap()
-        .contains("custom bootstrap"));
+    assert_eq!(spec.metadata_options.http_protocol_ipv6, EndpointState::Enabled);
+    assert_eq!(spec.capacity_reservation_selector_terms[1].owner_id.as_deref(), Some("123456789012"));
+    assert!(spec.user_data.as_deref().unwrap().contains("custom bootstrap"));
     // Field names Karpenter spells unusually survive a round trip.
     let json = serde_json::to_value(class).unwrap();
     let kubelet = &json["spec"]["kubelet"];
     assert_eq!(kubelet["clusterDNS"][0], "10.0.1.100");
     assert_eq!(kubelet["cpuCFSQuota"], true);
     assert_eq!(kubelet["imageGCHighThresholdPercent"], 85);
-    assert_eq!(
-        json["spec"]["blockDeviceMappings"][0]["ebs"]["kmsKeyID"],
-        "alias/ebs-nodes"
-    );
+    assert_eq!(json["spec"]["blockDeviceMappings"][0]["ebs"]["kmsKeyID"], "alias/ebs-nodes");
     assert_eq!(json["spec"]["associatePublicIPAddress"], false);
-    assert_eq!(
-        json["spec"]["metadataOptions"]["httpProtocolIPv6"],
-        "enabled"
-    );
+    assert_eq!(json["spec"]["metadataOptions"]["httpProtocolIPv6"], "enabled");
 }
 
 // ---- negative tests: one broken field each ----
 
 /// Loads the first NodePool of a fixture and lets `edit` break it.
 fn broken_pool(edit: impl FnOnce(&mut serde_yaml_ng::Value)) -> NodePool {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/budgets.yaml"),
-    )
-    .unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/budgets.yaml")).unwrap();
     let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
     convert_api_version(&mut doc);
     edit(&mut doc);
@@ -309,10 +241,9 @@ fn broken_pool(edit: impl FnOnce(&mut serde_yaml_ng::Value)) -> NodePool {
 }
 
 fn broken_class(edit: impl FnOnce(&mut serde_yaml_ng::Value)) -> EC2NodeClass {
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ec2nodeclass-full.yaml"),
-    )
-    .unwrap();
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ec2nodeclass-full.yaml"))
+            .unwrap();
     let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
     convert_api_version(&mut doc);
     edit(&mut doc);
@@ -324,13 +255,7 @@ fn yaml(text: &str) -> serde_yaml_ng::Value {
 }
 
 /// Asserts validation fails with an error on exactly `field` whose message contains `needle`.
-fn assert_error(
-    result: Result<(), Vec<FieldError>>,
-    kind: &str,
-    name: &str,
-    field: &str,
-    needle: &str,
-) {
+fn assert_error(result: Result<(), Vec<FieldError>>, kind: &str, name: &str, field: &str, needle: &str) {
     let errors = result.expect_err("validation should fail");
     let hit = errors
         .iter()
@@ -338,13 +263,8 @@ fn assert_error(
         .unwrap_or_else(|| panic!("no error on {field}; got:\n{}", render(&errors)));
     assert_eq!(hit.kind, kind);
     assert_eq!(hit.name, name);
-    assert!(
-        hit.message.contains(needle),
-        "error on {field} should mention {needle:?}: {hit}"
-    );
-    assert!(hit
-        .to_string()
-        .starts_with(&format!("{kind} \"{name}\": {field}: ")));
+    assert!(hit.message.contains(needle), "error on {field} should mention {needle:?}: {hit}");
+    assert!(hit.to_string().starts_with(&format!("{kind} \"{name}\": {field}: ")));
 }
 
 #[test]
@@ -360,38 +280,18 @@ fn budget_nodes_must_be_count_or_percent() {
 
 #[test]
 fn nodepool_label_is_not_a_requirement() {
-    let pool = broken_pool(|d| {
-        d["spec"]["template"]["spec"]["requirements"][0]["key"] = "karpenter.sh/nodepool".into()
-    });
-    assert_error(
-        pool.validate(),
-        "NodePool",
-        "batch",
-        "spec.template.spec.requirements[0].key",
-        "restricted",
-    );
+    let pool =
+        broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][0]["key"] = "karpenter.sh/nodepool".into());
+    assert_error(pool.validate(), "NodePool", "batch", "spec.template.spec.requirements[0].key", "restricted");
 }
 
 #[test]
 fn restricted_label_domains() {
-    for key in [
-        "kubernetes.io/custom",
-        "karpenter.k8s.aws/custom",
-        "dovetail.dev/anything",
-    ] {
-        let pool =
-            broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][0]["key"] = key.into());
-        assert_error(
-            pool.validate(),
-            "NodePool",
-            "batch",
-            "spec.template.spec.requirements[0].key",
-            "restricted",
-        );
+    for key in ["kubernetes.io/custom", "karpenter.k8s.aws/custom", "dovetail.dev/anything"] {
+        let pool = broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][0]["key"] = key.into());
+        assert_error(pool.validate(), "NodePool", "batch", "spec.template.spec.requirements[0].key", "restricted");
     }
-    let pool = broken_pool(|d| {
-        d["spec"]["template"]["metadata"] = yaml("labels: {kubernetes.io/hostname: foo}")
-    });
+    let pool = broken_pool(|d| d["spec"]["template"]["metadata"] = yaml("labels: {kubernetes.io/hostname: foo}"));
     assert_error(
         pool.validate(),
         "NodePool",
@@ -403,9 +303,7 @@ fn restricted_label_domains() {
 
 #[test]
 fn requirement_operators_and_values() {
-    let pool = broken_pool(|d| {
-        d["spec"]["template"]["spec"]["requirements"][0]["operator"] = "Equals".into()
-    });
+    let pool = broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][0]["operator"] = "Equals".into());
     assert_error(
         pool.validate(),
         "NodePool",
@@ -414,8 +312,7 @@ fn requirement_operators_and_values() {
         "\"Equals\" is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt",
     );
 
-    let pool =
-        broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][0]["values"] = yaml("[]"));
+    let pool = broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][0]["values"] = yaml("[]"));
     assert_error(
         pool.validate(),
         "NodePool",
@@ -425,9 +322,7 @@ fn requirement_operators_and_values() {
     );
 
     for values in ["[abc]", "['1', '2']", "['-1']"] {
-        let pool = broken_pool(|d| {
-            d["spec"]["template"]["spec"]["requirements"][3]["values"] = yaml(values)
-        });
+        let pool = broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][3]["values"] = yaml(values));
         assert_error(
             pool.validate(),
             "NodePool",
@@ -440,8 +335,7 @@ fn requirement_operators_and_values() {
 
 #[test]
 fn min_values_bounds() {
-    let pool =
-        broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][1]["minValues"] = 9.into());
+    let pool = broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][1]["minValues"] = 9.into());
     assert_error(
         pool.validate(),
         "NodePool",
@@ -449,24 +343,14 @@ fn min_values_bounds() {
         "spec.template.spec.requirements[1].minValues",
         "more than the 8 value(s)",
     );
-    let pool =
-        broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][2]["minValues"] = 51.into());
-    assert_error(
-        pool.validate(),
-        "NodePool",
-        "batch",
-        "spec.template.spec.requirements[2].minValues",
-        "outside 1-50",
-    );
+    let pool = broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][2]["minValues"] = 51.into());
+    assert_error(pool.validate(), "NodePool", "batch", "spec.template.spec.requirements[2].minValues", "outside 1-50");
 }
 
 #[test]
 fn budget_schedules() {
     let pool = broken_pool(|d| {
-        d["spec"]["disruption"]["budgets"][1]
-            .as_mapping_mut()
-            .unwrap()
-            .remove("duration");
+        d["spec"]["disruption"]["budgets"][1].as_mapping_mut().unwrap().remove("duration");
     });
     assert_error(
         pool.validate(),
@@ -475,15 +359,8 @@ fn budget_schedules() {
         "spec.disruption.budgets[1].duration",
         "required when schedule is set",
     );
-    let pool =
-        broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["schedule"] = "0 9 * *".into());
-    assert_error(
-        pool.validate(),
-        "NodePool",
-        "batch",
-        "spec.disruption.budgets[1].schedule",
-        "expected 5 fields",
-    );
+    let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["schedule"] = "0 9 * *".into());
+    assert_error(pool.validate(), "NodePool", "batch", "spec.disruption.budgets[1].schedule", "expected 5 fields");
     let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["duration"] = "30s".into());
     assert_error(
         pool.validate(),
@@ -492,8 +369,7 @@ fn budget_schedules() {
         "spec.disruption.budgets[1].duration",
         "whole hours and minutes",
     );
-    let pool =
-        broken_pool(|d| d["spec"]["disruption"]["budgets"][2]["reasons"][0] = "Expired".into());
+    let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][2]["reasons"][0] = "Expired".into());
     assert_error(
         pool.validate(),
         "NodePool",
@@ -505,40 +381,14 @@ fn budget_schedules() {
 
 #[test]
 fn taints_weight_durations_and_node_class() {
-    let pool = broken_pool(|d| {
-        d["spec"]["template"]["spec"]["taints"] = yaml("[{key: example.com/x, effect: NoRun}]")
-    });
-    assert_error(
-        pool.validate(),
-        "NodePool",
-        "batch",
-        "spec.template.spec.taints[0].effect",
-        "\"NoRun\"",
-    );
+    let pool = broken_pool(|d| d["spec"]["template"]["spec"]["taints"] = yaml("[{key: example.com/x, effect: NoRun}]"));
+    assert_error(pool.validate(), "NodePool", "batch", "spec.template.spec.taints[0].effect", "\"NoRun\"");
     let pool = broken_pool(|d| d["spec"]["weight"] = 0.into());
-    assert_error(
-        pool.validate(),
-        "NodePool",
-        "batch",
-        "spec.weight",
-        "outside 1-100",
-    );
+    assert_error(pool.validate(), "NodePool", "batch", "spec.weight", "outside 1-100");
     let pool = broken_pool(|d| d["spec"]["template"]["spec"]["expireAfter"] = "30d".into());
-    assert_error(
-        pool.validate(),
-        "NodePool",
-        "batch",
-        "spec.template.spec.expireAfter",
-        "\"30d\"",
-    );
+    assert_error(pool.validate(), "NodePool", "batch", "spec.template.spec.expireAfter", "\"30d\"");
     let pool = broken_pool(|d| d["spec"]["disruption"]["consolidationPolicy"] = "Always".into());
-    assert_error(
-        pool.validate(),
-        "NodePool",
-        "batch",
-        "spec.disruption.consolidationPolicy",
-        "\"Always\"",
-    );
+    assert_error(pool.validate(), "NodePool", "batch", "spec.disruption.consolidationPolicy", "\"Always\"");
     let pool = broken_pool(|d| {
         d["spec"]["template"]["spec"]["nodeClassRef"] =
             yaml("{group: karpenter.azure.com, kind: AKSNodeClass, name: default}")
@@ -551,9 +401,7 @@ fn taints_weight_durations_and_node_class() {
         "only knows kind EC2NodeClass",
     );
     // Both groups name a Dovetail EC2NodeClass.
-    let pool = broken_pool(|d| {
-        d["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "dovetail.dev".into()
-    });
+    let pool = broken_pool(|d| d["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "dovetail.dev".into());
     assert_eq!(pool.validate(), Ok(()));
 }
 
@@ -566,41 +414,20 @@ fn every_problem_is_reported_at_once() {
     let errors = pool.validate().unwrap_err();
     let fields: Vec<_> = errors.iter().map(|e| e.field.as_str()).collect();
     assert!(fields.contains(&"spec.weight"), "{fields:?}");
-    assert!(
-        fields.contains(&"spec.disruption.budgets[0].nodes"),
-        "{fields:?}"
-    );
+    assert!(fields.contains(&"spec.disruption.budgets[0].nodes"), "{fields:?}");
 }
 
 #[test]
 fn ec2nodeclass_identity_and_ami_rules() {
     let class = broken_class(|d| d["spec"]["instanceProfile"] = "profile".into());
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec",
-        "role and instanceProfile are mutually exclusive",
-    );
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec", "role and instanceProfile are mutually exclusive");
     let class = broken_class(|d| {
         d["spec"].as_mapping_mut().unwrap().remove("role");
     });
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec",
-        "exactly one of role",
-    );
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec", "exactly one of role");
 
     let class = broken_class(|d| d["spec"]["amiSelectorTerms"] = yaml("[]"));
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.amiSelectorTerms",
-        "at least one term",
-    );
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.amiSelectorTerms", "at least one term");
     for (alias, needle) in [
         ("al2023", "family@version"),
         ("ubuntu@latest", "not supported"),
@@ -610,32 +437,12 @@ fn ec2nodeclass_identity_and_ami_rules() {
             d["spec"]["amiSelectorTerms"] = yaml(&format!("[{{alias: '{alias}'}}]"));
             d["spec"].as_mapping_mut().unwrap().remove("amiFamily");
         });
-        assert_error(
-            class.validate(),
-            "EC2NodeClass",
-            "tuned",
-            "spec.amiSelectorTerms[0].alias",
-            needle,
-        );
+        assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.amiSelectorTerms[0].alias", needle);
     }
     let class = broken_class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: al2023@latest}]"));
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.amiFamily",
-        "does not match alias family al2023",
-    );
-    let class = broken_class(|d| {
-        d["spec"]["amiSelectorTerms"] = yaml("[{alias: al2023@latest}, {id: ami-0123abcd}]")
-    });
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.amiSelectorTerms[0].alias",
-        "only amiSelectorTerm",
-    );
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.amiFamily", "does not match alias family al2023");
+    let class = broken_class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: al2023@latest}, {id: ami-0123abcd}]"));
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.amiSelectorTerms[0].alias", "only amiSelectorTerm");
     let class = broken_class(|d| {
         d["spec"].as_mapping_mut().unwrap().remove("amiFamily");
     });
@@ -651,33 +458,12 @@ fn ec2nodeclass_identity_and_ami_rules() {
 #[test]
 fn ec2nodeclass_selector_terms() {
     let class = broken_class(|d| d["spec"]["subnetSelectorTerms"] = yaml("[]"));
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.subnetSelectorTerms",
-        "at least one term",
-    );
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.subnetSelectorTerms", "at least one term");
     let class = broken_class(|d| d["spec"]["subnetSelectorTerms"] = yaml("[{}]"));
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.subnetSelectorTerms[0]",
-        "is empty",
-    );
-    let class = broken_class(|d| {
-        d["spec"]["securityGroupSelectorTerms"] = yaml("[{id: sg-0123, name: default}]")
-    });
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.securityGroupSelectorTerms[0]",
-        "cannot be combined",
-    );
-    let class =
-        broken_class(|d| d["spec"]["securityGroupSelectorTerms"] = yaml("[{tags: {team: ''}}]"));
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.subnetSelectorTerms[0]", "is empty");
+    let class = broken_class(|d| d["spec"]["securityGroupSelectorTerms"] = yaml("[{id: sg-0123, name: default}]"));
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.securityGroupSelectorTerms[0]", "cannot be combined");
+    let class = broken_class(|d| d["spec"]["securityGroupSelectorTerms"] = yaml("[{tags: {team: ''}}]"));
     assert_error(
         class.validate(),
         "EC2NodeClass",
@@ -686,19 +472,12 @@ fn ec2nodeclass_selector_terms() {
         "empty tag keys or values",
     );
     let class = broken_class(|d| d["spec"]["subnetSelectorTerms"] = yaml("[{id: vpc-0123}]"));
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.subnetSelectorTerms[0].id",
-        "subnet-",
-    );
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.subnetSelectorTerms[0].id", "subnet-");
 }
 
 #[test]
 fn ec2nodeclass_tags_kubelet_and_disks() {
-    let class =
-        broken_class(|d| d["spec"]["tags"]["kubernetes.io/cluster/demo-cluster"] = "owned".into());
+    let class = broken_class(|d| d["spec"]["tags"]["kubernetes.io/cluster/demo-cluster"] = "owned".into());
     assert_error(
         class.validate(),
         "EC2NodeClass",
@@ -707,10 +486,7 @@ fn ec2nodeclass_tags_kubelet_and_disks() {
         "restricted",
     );
     let class = broken_class(|d| {
-        d["spec"]["kubelet"]["evictionSoftGracePeriod"]
-            .as_mapping_mut()
-            .unwrap()
-            .remove("memory.available");
+        d["spec"]["kubelet"]["evictionSoftGracePeriod"].as_mapping_mut().unwrap().remove("memory.available");
     });
     assert_error(
         class.validate(),
@@ -736,13 +512,7 @@ fn ec2nodeclass_tags_kubelet_and_disks() {
         "not one of cpu, memory, ephemeral-storage, pid",
     );
     let class = broken_class(|d| d["spec"]["blockDeviceMappings"][1]["rootVolume"] = true.into());
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.blockDeviceMappings",
-        "at most one may",
-    );
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.blockDeviceMappings", "at most one may");
     let class = broken_class(|d| {
         d["spec"]["metadataOptions"]["httpPutResponseHopLimit"] = 65.into();
         d["spec"]["metadataOptions"]["httpTokens"] = "sometimes".into();
@@ -754,11 +524,5 @@ fn ec2nodeclass_tags_kubelet_and_disks() {
         "spec.metadataOptions.httpPutResponseHopLimit",
         "outside 1-64",
     );
-    assert_error(
-        class.validate(),
-        "EC2NodeClass",
-        "tuned",
-        "spec.metadataOptions.httpTokens",
-        "\"sometimes\"",
-    );
+    assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.metadataOptions.httpTokens", "\"sometimes\"");
 }

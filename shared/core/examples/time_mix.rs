@@ -4,5 +4,12 @@ fn main() {
     let snap = dovetail_core::benchmark::snapshot(dovetail_core::benchmark::karpenter_pods(n, 42));
     let t = std::time::Instant::now();
     let plan = dovetail_core::scheduler::schedule(&snap, &catalog);
-    println!("{n} pods: {:?}, {} claims, {} unschedulable, ${:.2} vs bound ${:.2}", t.elapsed(), plan.nodeclaims.len(), plan.unschedulable.len(), plan.cost_per_hour, plan.lower_bound_per_hour);
+    println!(
+        "{n} pods: {:?}, {} claims, {} unschedulable, ${:.2} vs bound ${:.2}",
+        t.elapsed(),
+        plan.nodeclaims.len(),
+        plan.unschedulable.len(),
+        plan.cost_per_hour,
+        plan.lower_bound_per_hour
+    );
 }

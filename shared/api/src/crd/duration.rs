@@ -25,10 +25,7 @@ pub struct DurationError {
 
 impl DurationError {
     fn new(input: &str, reason: &'static str) -> Self {
-        Self {
-            input: input.to_owned(),
-            reason,
-        }
+        Self { input: input.to_owned(), reason }
     }
 }
 
@@ -194,24 +191,16 @@ pub(crate) fn parse_go_duration(input: &str) -> Result<Duration, DurationError> 
         return Ok(Duration::ZERO);
     }
     if rest.is_empty() {
-        return Err(err(
-            "expected a number followed by a unit, e.g. 30s, 15m, 1h30m",
-        ));
+        return Err(err("expected a number followed by a unit, e.g. 30s, 15m, 1h30m"));
     }
     let mut total_nanos: u128 = 0;
     while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
+        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
         let (number, after) = rest.split_at(number_len);
         if number.is_empty() || number == "." || number.matches('.').count() > 1 {
-            return Err(err(
-                "expected a number followed by a unit, e.g. 30s, 15m, 1h30m",
-            ));
+            return Err(err("expected a number followed by a unit, e.g. 30s, 15m, 1h30m"));
         }
-        let unit_len = after
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(after.len());
+        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
         let (unit, after) = after.split_at(unit_len);
         let unit_nanos: u128 = match unit {
             "ns" => 1,
@@ -224,14 +213,8 @@ pub(crate) fn parse_go_duration(input: &str) -> Result<Duration, DurationError> 
             _ => return Err(err("unknown unit (expected one of ns, us, ms, s, m, h)")),
         };
         let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        let whole: u128 = if whole.is_empty() {
-            0
-        } else {
-            whole.parse().map_err(|_| err("number too large"))?
-        };
-        let mut nanos = whole
-            .checked_mul(unit_nanos)
-            .ok_or_else(|| err("number too large"))?;
+        let whole: u128 = if whole.is_empty() { 0 } else { whole.parse().map_err(|_| err("number too large"))? };
+        let mut nanos = whole.checked_mul(unit_nanos).ok_or_else(|| err("number too large"))?;
         // Fractions are exact to the nanosecond; further digits are truncated, as Go does.
         let mut scale = unit_nanos;
         for digit in fraction.bytes() {
@@ -241,9 +224,7 @@ pub(crate) fn parse_go_duration(input: &str) -> Result<Duration, DurationError> 
             }
             nanos += u128::from(digit - b'0') * scale;
         }
-        total_nanos = total_nanos
-            .checked_add(nanos)
-            .ok_or_else(|| err("number too large"))?;
+        total_nanos = total_nanos.checked_add(nanos).ok_or_else(|| err("number too large"))?;
         rest = after;
     }
     // Go durations are int64 nanoseconds (about 292 years); mirror that bound.
@@ -311,39 +292,19 @@ mod tests {
 
     #[test]
     fn parses_karpenter_durations() {
-        let cases = [
-            ("720h", 720 * 3600),
-            ("30m", 1800),
-            ("1h30m", 5400),
-            ("0s", 0),
-            ("0", 0),
-            ("90s", 90),
-            ("1h0m0s", 3600),
-        ];
+        let cases =
+            [("720h", 720 * 3600), ("30m", 1800), ("1h30m", 5400), ("0s", 0), ("0", 0), ("90s", 90), ("1h0m0s", 3600)];
         for (input, secs) in cases {
-            assert_eq!(
-                KubeDuration::new(input).parse(),
-                Ok(Duration::from_secs(secs)),
-                "{input}"
-            );
+            assert_eq!(KubeDuration::new(input).parse(), Ok(Duration::from_secs(secs)), "{input}");
         }
-        assert_eq!(
-            KubeDuration::new("1.5s").parse(),
-            Ok(Duration::from_millis(1500))
-        );
-        assert_eq!(
-            KubeDuration::new("250ms").parse(),
-            Ok(Duration::from_millis(250))
-        );
+        assert_eq!(KubeDuration::new("1.5s").parse(), Ok(Duration::from_millis(1500)));
+        assert_eq!(KubeDuration::new("250ms").parse(), Ok(Duration::from_millis(250)));
     }
 
     #[test]
     fn never_is_none() {
         assert_eq!(NillableDuration::never().parse(), Ok(None));
-        assert_eq!(
-            NillableDuration::new("720h").parse(),
-            Ok(Some(Duration::from_secs(720 * 3600)))
-        );
+        assert_eq!(NillableDuration::new("720h").parse(), Ok(Some(Duration::from_secs(720 * 3600))));
         assert!(KubeDuration::new("Never").parse().is_err());
     }
 
@@ -369,20 +330,11 @@ mod tests {
 
     #[test]
     fn formats_compactly() {
-        assert_eq!(
-            NillableDuration::from(Duration::from_secs(720 * 3600)).as_str(),
-            "720h"
-        );
-        assert_eq!(
-            KubeDuration::from(Duration::from_secs(5400)).as_str(),
-            "1h30m"
-        );
+        assert_eq!(NillableDuration::from(Duration::from_secs(720 * 3600)).as_str(), "720h");
+        assert_eq!(KubeDuration::from(Duration::from_secs(5400)).as_str(), "1h30m");
         assert_eq!(KubeDuration::from(Duration::ZERO).as_str(), "0s");
         assert_eq!(NillableDuration::from(None).as_str(), "Never");
-        assert_eq!(
-            KubeDuration::from(Duration::from_millis(1500)).as_str(),
-            "1s500ms"
-        );
+        assert_eq!(KubeDuration::from(Duration::from_millis(1500)).as_str(), "1s500ms");
     }
 
     #[test]

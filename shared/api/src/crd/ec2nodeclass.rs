@@ -31,22 +31,9 @@ use super::open_enum::open_enum;
     derive = "PartialEq",
     doc = "EC2NodeClass holds the AWS settings of the nodes Dovetail launches. Same fields and \
            meaning as Karpenter v1's karpenter.k8s.aws/v1 EC2NodeClass.",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Role",
-        type_ = "string",
-        json_path = ".spec.role",
-        priority = 1
-    )
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(name = "Role", type_ = "string", json_path = ".spec.role", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = super::schema::tidy)]
@@ -69,11 +56,7 @@ pub struct EC2NodeClassSpec {
     pub capacity_reservation_selector_terms: Vec<CapacityReservationSelectorTerm>,
 
     /// Whether instances get a public IPv4 address; unset follows the subnet's setting.
-    #[serde(
-        default,
-        rename = "associatePublicIPAddress",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "associatePublicIPAddress", skip_serializing_if = "Option::is_none")]
     pub associate_public_ip_address: Option<bool>,
 
     /// AMIs to use; terms are ORed. An `alias` term (`al2023@latest`) must be the only term.
@@ -257,9 +240,7 @@ pub struct AmiSelectorTerm {
     /// only choice for Windows). `latest` drifts nodes whenever AWS publishes a new AMI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 30))]
-    #[schemars(regex(
-        pattern = r"^((al2|al2023|bottlerocket)@.+|(windows2019|windows2022)@latest)$"
-    ))]
+    #[schemars(regex(pattern = r"^((al2|al2023|bottlerocket)@.+|(windows2019|windows2022)@latest)$"))]
     pub alias: Option<String>,
     /// Tags the AMI must carry; the value `*` matches any value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -302,14 +283,10 @@ impl AmiAlias {
     /// Parses `family@version`, checking the family and that Windows uses `latest`.
     pub fn parse(alias: &str) -> Result<Self, String> {
         let Some((family, version)) = alias.split_once('@') else {
-            return Err(format!(
-                "{alias:?} is not of the form 'family@version' (e.g. al2023@latest)"
-            ));
+            return Err(format!("{alias:?} is not of the form 'family@version' (e.g. al2023@latest)"));
         };
         if family.is_empty() || version.is_empty() || version.contains('@') {
-            return Err(format!(
-                "{alias:?} is not of the form 'family@version' (e.g. al2023@latest)"
-            ));
+            return Err(format!("{alias:?} is not of the form 'family@version' (e.g. al2023@latest)"));
         }
         if !Self::FAMILIES.iter().any(|(f, _)| *f == family) {
             return Err(format!(
@@ -318,43 +295,27 @@ impl AmiAlias {
             ));
         }
         if family.starts_with("windows") && version != "latest" {
-            return Err(format!(
-                "{alias:?}: windows families may only use version 'latest'"
-            ));
+            return Err(format!("{alias:?}: windows families may only use version 'latest'"));
         }
-        Ok(Self {
-            family: family.to_owned(),
-            version: version.to_owned(),
-        })
+        Ok(Self { family: family.to_owned(), version: version.to_owned() })
     }
 
     /// The AMI family this alias implies.
     pub fn ami_family(&self) -> AmiFamily {
-        Self::FAMILIES
-            .iter()
-            .find(|(f, _)| *f == self.family)
-            .map_or(AmiFamily::Custom, |(_, family)| family.clone())
+        Self::FAMILIES.iter().find(|(f, _)| *f == self.family).map_or(AmiFamily::Custom, |(_, family)| family.clone())
     }
 }
 
 impl EC2NodeClass {
     /// The parsed alias of the (single) alias AMI term, if any and if well formed.
     pub fn alias(&self) -> Option<AmiAlias> {
-        self.spec
-            .ami_selector_terms
-            .iter()
-            .find_map(|t| t.alias.as_deref())
-            .and_then(|a| AmiAlias::parse(a).ok())
+        self.spec.ami_selector_terms.iter().find_map(|t| t.alias.as_deref()).and_then(|a| AmiAlias::parse(a).ok())
     }
 
     /// The effective AMI family: `amiFamily` if set, else the one the alias implies, else
     /// `Custom` (validation rejects that case).
     pub fn ami_family(&self) -> AmiFamily {
-        self.spec
-            .ami_family
-            .clone()
-            .or_else(|| self.alias().map(|a| a.ami_family()))
-            .unwrap_or(AmiFamily::Custom)
+        self.spec.ami_family.clone().or_else(|| self.alias().map(|a| a.ami_family())).unwrap_or(AmiFamily::Custom)
     }
 }
 
@@ -414,27 +375,15 @@ pub struct KubeletConfiguration {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eviction_max_pod_grace_period: Option<i32>,
     /// Disk usage percentage above which image garbage collection always runs.
-    #[serde(
-        default,
-        rename = "imageGCHighThresholdPercent",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "imageGCHighThresholdPercent", skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]
     pub image_gc_high_threshold_percent: Option<i32>,
     /// Disk usage percentage image garbage collection frees down to.
-    #[serde(
-        default,
-        rename = "imageGCLowThresholdPercent",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "imageGCLowThresholdPercent", skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]
     pub image_gc_low_threshold_percent: Option<i32>,
     /// Whether CPU limits are enforced with CFS quota.
-    #[serde(
-        default,
-        rename = "cpuCFSQuota",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "cpuCFSQuota", skip_serializing_if = "Option::is_none")]
     pub cpu_cfs_quota: Option<bool>,
 }
 
@@ -474,11 +423,7 @@ pub struct BlockDevice {
     #[serde(default, rename = "kmsKeyID", skip_serializing_if = "Option::is_none")]
     pub kms_key_id: Option<String>,
     /// Snapshot to create the volume from.
-    #[serde(
-        default,
-        rename = "snapshotID",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "snapshotID", skip_serializing_if = "Option::is_none")]
     pub snapshot_id: Option<String>,
     /// Throughput in MiB/s (gp3, 125-1000).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -61,21 +61,12 @@ pub const KARPENTER_AWS_INSTANCE_LABELS: &[&str] = &[
 
 /// Label domains that only well-known keys may use (suffix match, like Karpenter: a domain
 /// ending in `kubernetes.io`, such as `node.kubernetes.io`, is inside `kubernetes.io`).
-pub const RESTRICTED_DOMAINS: &[&str] = &[
-    "kubernetes.io",
-    "k8s.io",
-    "karpenter.sh",
-    "karpenter.k8s.aws",
-    "dovetail.dev",
-];
+pub const RESTRICTED_DOMAINS: &[&str] =
+    &["kubernetes.io", "k8s.io", "karpenter.sh", "karpenter.k8s.aws", "dovetail.dev"];
 
 /// Sub-domains of restricted domains that are free to use (kubelet allows them, or another
 /// tool owns them).
-const DOMAIN_EXCEPTIONS: &[&str] = &[
-    "kops.k8s.io",
-    "node.kubernetes.io",
-    "node-restriction.kubernetes.io",
-];
+const DOMAIN_EXCEPTIONS: &[&str] = &["kops.k8s.io", "node.kubernetes.io", "node-restriction.kubernetes.io"];
 
 /// Keys in restricted domains that NodePools and pods may still use, because Dovetail derives
 /// their values from the instance type and offering it launches.
@@ -113,10 +104,7 @@ pub fn domain(key: &str) -> &str {
 /// Maps a deprecated alias (`beta.kubernetes.io/arch`, ...) to its current key; other keys are
 /// returned unchanged.
 pub fn normalize(key: &str) -> &str {
-    ALIASES
-        .iter()
-        .find(|(alias, _)| *alias == key)
-        .map_or(key, |(_, canonical)| canonical)
+    ALIASES.iter().find(|(alias, _)| *alias == key).map_or(key, |(_, canonical)| canonical)
 }
 
 /// Whether Dovetail knows this key's value for the nodes it launches (after alias
@@ -161,11 +149,7 @@ pub fn check_nodepool_key(key: &str) -> Result<(), String> {
     if NODEPOOL_FORBIDDEN.contains(&normalized) {
         return Err(format!(
             "label {key:?} is restricted: it is set by {}",
-            if normalized == HOSTNAME {
-                "the kubelet"
-            } else {
-                "Dovetail from the NodePool's name"
-            }
+            if normalized == HOSTNAME { "the kubelet" } else { "Dovetail from the NodePool's name" }
         ));
     }
     check_pod_key(key)
@@ -173,11 +157,7 @@ pub fn check_nodepool_key(key: &str) -> Result<(), String> {
 
 fn restricted_message(key: &str) -> String {
     let domain = domain(normalize(key));
-    let owner = RESTRICTED_DOMAINS
-        .iter()
-        .find(|d| domain.ends_with(*d))
-        .copied()
-        .unwrap_or(domain);
+    let owner = RESTRICTED_DOMAINS.iter().find(|d| domain.ends_with(*d)).copied().unwrap_or(domain);
     format!(
         "label {key:?} is restricted: domain {owner:?} only allows well-known labels such as \
          {ARCH}, {INSTANCE_TYPE}, {CAPACITY_TYPE} or karpenter.k8s.aws/instance-family"
@@ -221,10 +201,7 @@ fn check_name_part(name: &str) -> Result<(), &'static str> {
     if !bytes[0].is_ascii_alphanumeric() || !bytes[bytes.len() - 1].is_ascii_alphanumeric() {
         return Err("it must start and end with a letter or digit");
     }
-    if !bytes
-        .iter()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-    {
+    if !bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.')) {
         return Err("only letters, digits, '-', '_' and '.' are allowed");
     }
     Ok(())
@@ -240,9 +217,7 @@ fn check_dns_subdomain(value: &str) -> Result<(), &'static str> {
             && bytes.len() <= 63
             && bytes[0].is_ascii_alphanumeric()
             && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-            && bytes
-                .iter()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
+            && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
         if !ok {
             return Err("it must be a lowercase DNS subdomain");
         }

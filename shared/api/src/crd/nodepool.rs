@@ -29,44 +29,13 @@ use super::open_enum::open_enum;
     derive = "PartialEq",
     doc = "NodePool tells Dovetail which nodes it may launch for pending pods and how it may \
            disrupt them. Same fields and meaning as Karpenter v1's karpenter.sh/v1 NodePool.",
-    printcolumn(
-        name = "NodeClass",
-        type_ = "string",
-        json_path = ".spec.template.spec.nodeClassRef.name"
-    ),
-    printcolumn(
-        name = "Nodes",
-        type_ = "string",
-        json_path = ".status.resources.nodes"
-    ),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Weight",
-        type_ = "integer",
-        json_path = ".spec.weight",
-        priority = 1
-    ),
-    printcolumn(
-        name = "CPU",
-        type_ = "string",
-        json_path = ".status.resources.cpu",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Memory",
-        type_ = "string",
-        json_path = ".status.resources.memory",
-        priority = 1
-    )
+    printcolumn(name = "NodeClass", type_ = "string", json_path = ".spec.template.spec.nodeClassRef.name"),
+    printcolumn(name = "Nodes", type_ = "string", json_path = ".status.resources.nodes"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(name = "Weight", type_ = "integer", json_path = ".spec.weight", priority = 1),
+    printcolumn(name = "CPU", type_ = "string", json_path = ".status.resources.cpu", priority = 1),
+    printcolumn(name = "Memory", type_ = "string", json_path = ".status.resources.memory", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = super::schema::tidy)]
@@ -190,12 +159,7 @@ pub struct NodeSelectorRequirementWithMinValues {
 impl NodeSelectorRequirementWithMinValues {
     /// A requirement without `minValues`.
     pub fn new(key: impl Into<String>, operator: Operator, values: &[&str]) -> Self {
-        Self {
-            key: key.into(),
-            operator,
-            values: values.iter().map(|v| (*v).to_owned()).collect(),
-            min_values: None,
-        }
+        Self { key: key.into(), operator, values: values.iter().map(|v| (*v).to_owned()).collect(), min_values: None }
     }
 }
 
@@ -275,11 +239,7 @@ pub struct NodeClassReference {
 impl NodeClassReference {
     /// A reference to the `dovetail.dev` EC2NodeClass `name`.
     pub fn ec2_node_class(name: impl Into<String>) -> Self {
-        Self {
-            group: super::GROUP.to_owned(),
-            kind: super::EC2_NODE_CLASS_KIND.to_owned(),
-            name: name.into(),
-        }
+        Self { group: super::GROUP.to_owned(), kind: super::EC2_NODE_CLASS_KIND.to_owned(), name: name.into() }
     }
 
     /// Whether this names an EC2NodeClass under a group Dovetail accepts for it.
@@ -369,12 +329,7 @@ pub struct Budget {
 impl Budget {
     /// An always-active budget of `nodes` (a count or a percentage).
     pub fn new(nodes: impl Into<String>) -> Self {
-        Self {
-            reasons: None,
-            nodes: nodes.into(),
-            schedule: None,
-            duration: None,
-        }
+        Self { reasons: None, nodes: nodes.into(), schedule: None, duration: None }
     }
 
     /// Whether this budget limits disruptions for `reason`.
@@ -496,10 +451,7 @@ mod tests {
     fn budget_reasons() {
         let all = Budget::new("1");
         assert!(all.applies_to(&DisruptionReason::Drifted));
-        let some = Budget {
-            reasons: Some(vec![DisruptionReason::Empty]),
-            ..Budget::new("1")
-        };
+        let some = Budget { reasons: Some(vec![DisruptionReason::Empty]), ..Budget::new("1") };
         assert!(some.applies_to(&DisruptionReason::Empty));
         assert!(!some.applies_to(&DisruptionReason::Drifted));
     }

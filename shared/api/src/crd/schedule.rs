@@ -27,9 +27,7 @@ pub struct CronSchedule {
     day_of_week_any: bool,
 }
 
-const MONTH_NAMES: &[&str] = &[
-    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-];
+const MONTH_NAMES: &[&str] = &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
 const DAY_NAMES: &[&str] = &["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
 struct FieldSpec {
@@ -42,51 +40,18 @@ struct FieldSpec {
 }
 
 const FIELDS: [FieldSpec; 5] = [
-    FieldSpec {
-        name: "minute",
-        min: 0,
-        max: 59,
-        names: &[],
-        names_start: 0,
-    },
-    FieldSpec {
-        name: "hour",
-        min: 0,
-        max: 23,
-        names: &[],
-        names_start: 0,
-    },
-    FieldSpec {
-        name: "day of month",
-        min: 1,
-        max: 31,
-        names: &[],
-        names_start: 0,
-    },
-    FieldSpec {
-        name: "month",
-        min: 1,
-        max: 12,
-        names: MONTH_NAMES,
-        names_start: 1,
-    },
-    FieldSpec {
-        name: "day of week",
-        min: 0,
-        max: 6,
-        names: DAY_NAMES,
-        names_start: 0,
-    },
+    FieldSpec { name: "minute", min: 0, max: 59, names: &[], names_start: 0 },
+    FieldSpec { name: "hour", min: 0, max: 23, names: &[], names_start: 0 },
+    FieldSpec { name: "day of month", min: 1, max: 31, names: &[], names_start: 0 },
+    FieldSpec { name: "month", min: 1, max: 12, names: MONTH_NAMES, names_start: 1 },
+    FieldSpec { name: "day of week", min: 0, max: 6, names: DAY_NAMES, names_start: 0 },
 ];
 
 impl CronSchedule {
     /// Parses a five-field expression or a macro (`@yearly`, `@annually`, `@monthly`,
     /// `@weekly`, `@daily`, `@midnight`, `@hourly`).
     pub fn parse(input: &str) -> Result<Self, ScheduleError> {
-        let err = |reason: String| ScheduleError {
-            input: input.to_owned(),
-            reason,
-        };
+        let err = |reason: String| ScheduleError { input: input.to_owned(), reason };
         let expanded = match input.trim() {
             "@yearly" | "@annually" => "0 0 1 1 *",
             "@monthly" => "0 0 1 * *",
@@ -125,14 +90,7 @@ impl CronSchedule {
 
     /// Whether the schedule fires at this UTC minute. `month` and `day_of_month` start at 1,
     /// `day_of_week` at 0 for Sunday.
-    pub fn matches(
-        &self,
-        minute: u32,
-        hour: u32,
-        day_of_month: u32,
-        month: u32,
-        day_of_week: u32,
-    ) -> bool {
+    pub fn matches(&self, minute: u32, hour: u32, day_of_month: u32, month: u32, day_of_week: u32) -> bool {
         let bit = |set: u64, v: u32| v < 64 && set & (1u64 << v) != 0;
         let dom = bit(u64::from(self.days_of_month), day_of_month);
         let dow = bit(u64::from(self.days_of_week), day_of_week);
@@ -142,10 +100,7 @@ impl CronSchedule {
             (false, true) => dom,
             (false, false) => dom || dow,
         };
-        bit(self.minutes, minute)
-            && bit(u64::from(self.hours), hour)
-            && bit(u64::from(self.months), month)
-            && day
+        bit(self.minutes, minute) && bit(u64::from(self.hours), hour) && bit(u64::from(self.months), month) && day
     }
 }
 
@@ -173,10 +128,7 @@ fn parse_field(field: &str, spec: &FieldSpec) -> Result<u64, String> {
             (value, if step > 1 { spec.max } else { value })
         };
         if low > high {
-            return Err(format!(
-                "range {range:?} in the {} field is backwards",
-                spec.name
-            ));
+            return Err(format!("range {range:?} in the {} field is backwards", spec.name));
         }
         let mut v = low;
         while v <= high {
@@ -191,15 +143,10 @@ fn parse_value(value: &str, spec: &FieldSpec) -> Result<u32, String> {
     let lower = value.to_ascii_lowercase();
     let parsed = match spec.names.iter().position(|n| *n == lower) {
         Some(index) => index as u32 + spec.names_start,
-        None => value
-            .parse::<u32>()
-            .map_err(|_| format!("{value:?} is not a number in the {} field", spec.name))?,
+        None => value.parse::<u32>().map_err(|_| format!("{value:?} is not a number in the {} field", spec.name))?,
     };
     if parsed < spec.min || parsed > spec.max {
-        return Err(format!(
-            "{parsed} is outside {}-{} in the {} field",
-            spec.min, spec.max, spec.name
-        ));
+        return Err(format!("{parsed} is outside {}-{} in the {} field", spec.min, spec.max, spec.name));
     }
     Ok(parsed)
 }
@@ -210,36 +157,20 @@ mod tests {
 
     #[test]
     fn accepts_common_schedules() {
-        for s in [
-            "0 9 * * mon-fri",
-            "@daily",
-            "@midnight",
-            "*/15 * * * *",
-            "0 0 1,15 * *",
-            "30 22 * dec sun",
-            "0 0 * * 0-6",
-        ] {
+        for s in
+            ["0 9 * * mon-fri", "@daily", "@midnight", "*/15 * * * *", "0 0 1,15 * *", "30 22 * dec sun", "0 0 * * 0-6"]
+        {
             assert!(CronSchedule::parse(s).is_ok(), "{s}");
         }
     }
 
     #[test]
     fn rejects_bad_schedules() {
-        for s in [
-            "",
-            "* * * *",
-            "60 * * * *",
-            "* * * * 7",
-            "@fortnightly",
-            "0 9 * * fri-mon",
-            "*/0 * * * *",
-            "a b c d e",
-        ] {
+        for s in
+            ["", "* * * *", "60 * * * *", "* * * * 7", "@fortnightly", "0 9 * * fri-mon", "*/0 * * * *", "a b c d e"]
+        {
             let err = CronSchedule::parse(s).unwrap_err();
-            assert!(
-                err.to_string().contains("is not a valid cron schedule"),
-                "{s}: {err}"
-            );
+            assert!(err.to_string().contains("is not a valid cron schedule"), "{s}: {err}");
         }
     }
 

@@ -41,11 +41,7 @@ struct Errors {
 
 impl Errors {
     fn new(kind: &'static str, name: Option<&str>) -> Self {
-        let mut errors = Self {
-            kind,
-            name: name.unwrap_or_default().to_owned(),
-            list: Vec::new(),
-        };
+        let mut errors = Self { kind, name: name.unwrap_or_default().to_owned(), list: Vec::new() };
         if name.is_none_or(str::is_empty) {
             errors.push("metadata.name", "is required");
         }
@@ -99,10 +95,7 @@ impl NodePool {
         }
 
         let mut seen_taints = BTreeSet::new();
-        for (list, taints) in [
-            ("taints", &template.spec.taints),
-            ("startupTaints", &template.spec.startup_taints),
-        ] {
+        for (list, taints) in [("taints", &template.spec.taints), ("startupTaints", &template.spec.startup_taints)] {
             for (i, taint) in taints.iter().enumerate() {
                 validate_taint(&mut errs, &format!("spec.template.spec.{list}[{i}]"), taint);
                 if !seen_taints.insert((taint.key.as_str(), taint.effect.as_str())) {
@@ -122,10 +115,7 @@ impl NodePool {
         if requirements.len() > 100 {
             errs.push(
                 "spec.template.spec.requirements",
-                format!(
-                    "has {} entries, at most 100 are allowed",
-                    requirements.len()
-                ),
+                format!("has {} entries, at most 100 are allowed", requirements.len()),
             );
         }
         for (i, req) in requirements.iter().enumerate() {
@@ -136,10 +126,7 @@ impl NodePool {
                 errs.push(format!("{field}.key"), why);
             }
             if let Operator::Unknown(op) = &req.operator {
-                errs.push(
-                    format!("{field}.operator"),
-                    format!("{op:?} is not one of {}", Operator::KNOWN.join(", ")),
-                );
+                errs.push(format!("{field}.operator"), format!("{op:?} is not one of {}", Operator::KNOWN.join(", ")));
             }
             for (j, value) in req.values.iter().enumerate() {
                 if let Err(why) = labels::check_label_value(value) {
@@ -148,10 +135,7 @@ impl NodePool {
             }
             match req.operator {
                 Operator::In if req.values.is_empty() => {
-                    errs.push(
-                        format!("{field}.values"),
-                        "operator In needs at least one value",
-                    );
+                    errs.push(format!("{field}.values"), "operator In needs at least one value");
                 }
                 Operator::Gt | Operator::Lt => {
                     let single_integer = req.values.len() == 1
@@ -171,42 +155,26 @@ impl NodePool {
             }
             if let Some(min) = req.min_values {
                 if !(1..=50).contains(&min) {
-                    errs.push(
-                        format!("{field}.minValues"),
-                        format!("{min} is outside 1-50"),
-                    );
+                    errs.push(format!("{field}.minValues"), format!("{min} is outside 1-50"));
                 } else if req.operator == Operator::In && (req.values.len() as i64) < min {
                     errs.push(
                         format!("{field}.minValues"),
-                        format!(
-                            "{min} is more than the {} value(s) listed for operator In",
-                            req.values.len()
-                        ),
+                        format!("{min} is more than the {} value(s) listed for operator In", req.values.len()),
                     );
                 }
             }
         }
 
         let class = &template.spec.node_class_ref;
-        for (field, value) in [
-            ("group", &class.group),
-            ("kind", &class.kind),
-            ("name", &class.name),
-        ] {
+        for (field, value) in [("group", &class.group), ("kind", &class.kind), ("name", &class.name)] {
             if value.is_empty() {
-                errs.push(
-                    format!("spec.template.spec.nodeClassRef.{field}"),
-                    "may not be empty",
-                );
+                errs.push(format!("spec.template.spec.nodeClassRef.{field}"), "may not be empty");
             }
         }
         if class.group.contains('/') {
             errs.push(
                 "spec.template.spec.nodeClassRef.group",
-                format!(
-                    "{:?} is an API group, not an apiVersion (no '/')",
-                    class.group
-                ),
+                format!("{:?} is an API group, not an apiVersion (no '/')", class.group),
             );
         } else if !class.kind.is_empty() && !class.is_ec2_node_class() {
             errs.push(
@@ -234,10 +202,7 @@ impl NodePool {
             if !is_whole_unit_duration(grace.as_str(), SMH) {
                 errs.push(
                     "spec.template.spec.terminationGracePeriod",
-                    format!(
-                        "{:?} is not a duration in whole hours, minutes and seconds (e.g. 48h)",
-                        grace.as_str()
-                    ),
+                    format!("{:?} is not a duration in whole hours, minutes and seconds (e.g. 48h)", grace.as_str()),
                 );
             }
         }
@@ -266,10 +231,7 @@ impl NodePool {
         if disruption.budgets.len() > 50 {
             errs.push(
                 "spec.disruption.budgets",
-                format!(
-                    "has {} entries, at most 50 are allowed",
-                    disruption.budgets.len()
-                ),
+                format!("has {} entries, at most 50 are allowed", disruption.budgets.len()),
             );
         }
         for (i, budget) in disruption.budgets.iter().enumerate() {
@@ -295,24 +257,15 @@ impl NodePool {
                 }
             }
             match (&budget.schedule, &budget.duration) {
-                (Some(_), None) => errs.push(
-                    format!("{field}.duration"),
-                    "is required when schedule is set",
-                ),
-                (None, Some(_)) => errs.push(
-                    format!("{field}.schedule"),
-                    "is required when duration is set",
-                ),
+                (Some(_), None) => errs.push(format!("{field}.duration"), "is required when schedule is set"),
+                (None, Some(_)) => errs.push(format!("{field}.schedule"), "is required when duration is set"),
                 _ => {}
             }
             for (j, reason) in budget.reasons.iter().flatten().enumerate() {
                 if !reason.is_known() {
                     errs.push(
                         format!("{field}.reasons[{j}]"),
-                        format!(
-                            "{:?} is not one of Empty, Underutilized, Drifted",
-                            reason.as_str()
-                        ),
+                        format!("{:?} is not one of Empty, Underutilized, Drifted", reason.as_str()),
                     );
                 }
             }
@@ -352,10 +305,7 @@ fn validate_taint(errs: &mut Errors, field: &str, taint: &Taint) {
     if !taint.effect.is_known() {
         errs.push(
             format!("{field}.effect"),
-            format!(
-                "{:?} is not one of NoSchedule, PreferNoSchedule, NoExecute",
-                taint.effect.as_str()
-            ),
+            format!("{:?} is not one of NoSchedule, PreferNoSchedule, NoExecute", taint.effect.as_str()),
         );
     }
 }
@@ -363,10 +313,7 @@ fn validate_taint(errs: &mut Errors, field: &str, taint: &Taint) {
 /// Budget durations: hours and/or minutes (cron has no seconds), optionally followed by the
 /// `0s` Go appends when formatting.
 fn is_budget_duration(value: &str) -> bool {
-    let value = value
-        .strip_suffix("0s")
-        .filter(|v| !v.is_empty())
-        .unwrap_or(value);
+    let value = value.strip_suffix("0s").filter(|v| !v.is_empty()).unwrap_or(value);
     if !is_whole_unit_duration(value, &['h', 'm']) {
         return false;
     }
@@ -379,17 +326,14 @@ fn is_budget_duration(value: &str) -> bool {
 /// decimal (`n`, `u`, `m`, `k`, `M`..`E`) or exponent (`e3`) suffix.
 fn is_quantity(value: &str) -> bool {
     let rest = value.strip_prefix(['+', '-']).unwrap_or(value);
-    let number_len = rest
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(rest.len());
+    let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
     let (number, suffix) = rest.split_at(number_len);
     let digits = number.bytes().filter(u8::is_ascii_digit).count();
     if digits == 0 || number.matches('.').count() > 1 {
         return false;
     }
     match suffix {
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T"
-        | "P" | "E" => true,
+        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
         exponent => {
             let Some(exp) = exponent.strip_prefix(['e', 'E']) else {
                 return false;
@@ -403,9 +347,7 @@ fn is_quantity(value: &str) -> bool {
 /// A non-negative quantity or a percentage, as kubelet eviction thresholds take.
 fn is_threshold(value: &str) -> bool {
     match value.strip_suffix('%') {
-        Some(percent) => percent
-            .parse::<f64>()
-            .is_ok_and(|p| (0.0..=100.0).contains(&p)),
+        Some(percent) => percent.parse::<f64>().is_ok_and(|p| (0.0..=100.0).contains(&p)),
         None => !value.starts_with('-') && is_quantity(value),
     }
 }
@@ -427,10 +369,7 @@ fn restricted_tag(key: &str) -> Option<&'static str> {
         Some("it is set by EKS")
     } else if key.starts_with("kubernetes.io/cluster/") {
         Some("it marks cluster ownership and is set by Dovetail")
-    } else if matches!(
-        key,
-        "karpenter.sh/nodepool" | "karpenter.sh/nodeclaim" | "karpenter.k8s.aws/ec2nodeclass"
-    ) {
+    } else if matches!(key, "karpenter.sh/nodepool" | "karpenter.sh/nodeclaim" | "karpenter.k8s.aws/ec2nodeclass") {
         Some("it identifies Karpenter-owned instances")
     } else if key.starts_with("dovetail.dev/") {
         Some("keys under dovetail.dev/ are reserved for Dovetail")
@@ -450,10 +389,7 @@ impl EC2NodeClass {
         if terms.is_empty() {
             errs.push("spec.amiSelectorTerms", "needs at least one term");
         } else if terms.len() > 30 {
-            errs.push(
-                "spec.amiSelectorTerms",
-                format!("has {} terms, at most 30 are allowed", terms.len()),
-            );
+            errs.push("spec.amiSelectorTerms", format!("has {} terms, at most 30 are allowed", terms.len()));
         }
         let mut alias = None;
         for (i, term) in terms.iter().enumerate() {
@@ -465,18 +401,12 @@ impl EC2NodeClass {
                 && term.tags.is_empty()
                 && term.name.is_none()
             {
-                errs.push(
-                    &field,
-                    "is empty: set one of alias, id, name, tags or ssmParameter",
-                );
+                errs.push(&field, "is empty: set one of alias, id, name, tags or ssmParameter");
             }
             if let Some(id) = &term.id {
                 check_aws_id(&mut errs, &format!("{field}.id"), id, "ami-");
                 if term.alias.is_some() || others {
-                    errs.push(
-                        format!("{field}.id"),
-                        "cannot be combined with other fields in the same term",
-                    );
+                    errs.push(format!("{field}.id"), "cannot be combined with other fields in the same term");
                 }
             }
             if let Some(value) = &term.alias {
@@ -485,41 +415,25 @@ impl EC2NodeClass {
                     Err(why) => errs.push(format!("{field}.alias"), why),
                 }
                 if others {
-                    errs.push(
-                        format!("{field}.alias"),
-                        "cannot be combined with other fields in the same term",
-                    );
+                    errs.push(format!("{field}.alias"), "cannot be combined with other fields in the same term");
                 }
                 if terms.len() > 1 {
-                    errs.push(
-                        format!("{field}.alias"),
-                        "an alias term must be the only amiSelectorTerm",
-                    );
+                    errs.push(format!("{field}.alias"), "an alias term must be the only amiSelectorTerm");
                 }
             }
             check_selector_tags(&mut errs, &format!("{field}.tags"), &term.tags);
         }
         match (&spec.ami_family, &alias) {
-            (Some(AmiFamily::Unknown(family)), _) => errs.push(
-                "spec.amiFamily",
-                format!("{family:?} is not one of {}", AmiFamily::KNOWN.join(", ")),
-            ),
-            (Some(family), Some(alias))
-                if *family != AmiFamily::Custom && *family != alias.ami_family() =>
-            {
-                errs.push(
-                    "spec.amiFamily",
-                    format!(
-                        "{family} does not match alias family {}; use {} or Custom",
-                        alias.family,
-                        alias.ami_family()
-                    ),
-                )
+            (Some(AmiFamily::Unknown(family)), _) => {
+                errs.push("spec.amiFamily", format!("{family:?} is not one of {}", AmiFamily::KNOWN.join(", ")))
             }
-            (None, None) if terms.iter().all(|t| t.alias.is_none()) => errs.push(
+            (Some(family), Some(alias)) if *family != AmiFamily::Custom && *family != alias.ami_family() => errs.push(
                 "spec.amiFamily",
-                "is required when amiSelectorTerms has no alias term",
+                format!("{family} does not match alias family {}; use {} or Custom", alias.family, alias.ami_family()),
             ),
+            (None, None) if terms.iter().all(|t| t.alias.is_none()) => {
+                errs.push("spec.amiFamily", "is required when amiSelectorTerms has no alias term")
+            }
             _ => {}
         }
 
@@ -531,10 +445,9 @@ impl EC2NodeClass {
             let field = format!("spec.subnetSelectorTerms[{i}]");
             match &term.id {
                 None if term.tags.is_empty() => errs.push(&field, "is empty: set id or tags"),
-                Some(_) if !term.tags.is_empty() => errs.push(
-                    format!("{field}.id"),
-                    "cannot be combined with tags in the same term",
-                ),
+                Some(_) if !term.tags.is_empty() => {
+                    errs.push(format!("{field}.id"), "cannot be combined with tags in the same term")
+                }
                 _ => {}
             }
             if let Some(id) = &term.id {
@@ -547,16 +460,12 @@ impl EC2NodeClass {
         }
         for (i, term) in spec.security_group_selector_terms.iter().enumerate() {
             let field = format!("spec.securityGroupSelectorTerms[{i}]");
-            let set = usize::from(term.id.is_some())
-                + usize::from(term.name.is_some())
-                + usize::from(!term.tags.is_empty());
+            let set =
+                usize::from(term.id.is_some()) + usize::from(term.name.is_some()) + usize::from(!term.tags.is_empty());
             if set == 0 {
                 errs.push(&field, "is empty: set id, name or tags");
             } else if set > 1 && (term.id.is_some() || term.name.is_some()) {
-                errs.push(
-                    &field,
-                    "id and name cannot be combined with other fields in the same term",
-                );
+                errs.push(&field, "id and name cannot be combined with other fields in the same term");
             }
             if let Some(id) = &term.id {
                 check_aws_id(&mut errs, &format!("{field}.id"), id, "sg-");
@@ -565,34 +474,22 @@ impl EC2NodeClass {
         }
         for (i, term) in spec.capacity_reservation_selector_terms.iter().enumerate() {
             let field = format!("spec.capacityReservationSelectorTerms[{i}]");
-            let others = !term.tags.is_empty()
-                || term.owner_id.is_some()
-                || term.instance_match_criteria.is_some();
+            let others = !term.tags.is_empty() || term.owner_id.is_some() || term.instance_match_criteria.is_some();
             if term.id.is_none() && term.tags.is_empty() && term.instance_match_criteria.is_none() {
                 errs.push(&field, "is empty: set id, tags or instanceMatchCriteria");
             }
             if let Some(id) = &term.id {
                 check_aws_id(&mut errs, &format!("{field}.id"), id, "cr-");
                 if others {
-                    errs.push(
-                        format!("{field}.id"),
-                        "cannot be combined with other fields in the same term",
-                    );
+                    errs.push(format!("{field}.id"), "cannot be combined with other fields in the same term");
                 }
             }
             if let Some(owner) = &term.owner_id {
                 if owner.len() != 12 || !owner.bytes().all(|b| b.is_ascii_digit()) {
-                    errs.push(
-                        format!("{field}.ownerID"),
-                        format!("{owner:?} is not a 12-digit AWS account id"),
-                    );
+                    errs.push(format!("{field}.ownerID"), format!("{owner:?} is not a 12-digit AWS account id"));
                 }
             }
-            if let Some(criteria) = term
-                .instance_match_criteria
-                .as_ref()
-                .filter(|c| !c.is_known())
-            {
+            if let Some(criteria) = term.instance_match_criteria.as_ref().filter(|c| !c.is_known()) {
                 errs.push(
                     format!("{field}.instanceMatchCriteria"),
                     format!("{:?} is not one of open, targeted", criteria.as_str()),
@@ -603,10 +500,7 @@ impl EC2NodeClass {
 
         // Identity.
         match (&spec.role, &spec.instance_profile) {
-            (Some(_), Some(_)) => errs.push(
-                "spec",
-                "role and instanceProfile are mutually exclusive: set exactly one",
-            ),
+            (Some(_), Some(_)) => errs.push("spec", "role and instanceProfile are mutually exclusive: set exactly one"),
             (None, None) => errs.push("spec", "set exactly one of role and instanceProfile"),
             _ => {}
         }
@@ -632,22 +526,12 @@ impl EC2NodeClass {
         if spec.block_device_mappings.len() > 50 {
             errs.push(
                 "spec.blockDeviceMappings",
-                format!(
-                    "has {} entries, at most 50 are allowed",
-                    spec.block_device_mappings.len()
-                ),
+                format!("has {} entries, at most 50 are allowed", spec.block_device_mappings.len()),
             );
         }
-        let roots = spec
-            .block_device_mappings
-            .iter()
-            .filter(|m| m.root_volume)
-            .count();
+        let roots = spec.block_device_mappings.iter().filter(|m| m.root_volume).count();
         if roots > 1 {
-            errs.push(
-                "spec.blockDeviceMappings",
-                format!("{roots} mappings set rootVolume, at most one may"),
-            );
+            errs.push("spec.blockDeviceMappings", format!("{roots} mappings set rootVolume, at most one may"));
         }
         for (i, mapping) in spec.block_device_mappings.iter().enumerate() {
             let Some(ebs) = &mapping.ebs else { continue };
@@ -663,31 +547,17 @@ impl EC2NodeClass {
             if let Some(kind) = ebs.volume_type.as_ref().filter(|t| !t.is_known()) {
                 errs.push(
                     format!("{field}.volumeType"),
-                    format!(
-                        "{:?} is not one of {}",
-                        kind.as_str(),
-                        super::VolumeType::KNOWN.join(", ")
-                    ),
+                    format!("{:?} is not one of {}", kind.as_str(), super::VolumeType::KNOWN.join(", ")),
                 );
             }
         }
 
-        if let Some(policy) = spec
-            .instance_store_policy
-            .as_ref()
-            .filter(|p| !p.is_known())
-        {
-            errs.push(
-                "spec.instanceStorePolicy",
-                format!("{:?} is not RAID0", policy.as_str()),
-            );
+        if let Some(policy) = spec.instance_store_policy.as_ref().filter(|p| !p.is_known()) {
+            errs.push("spec.instanceStorePolicy", format!("{:?} is not RAID0", policy.as_str()));
         }
 
         let imds = &spec.metadata_options;
-        for (field, state) in [
-            ("httpEndpoint", &imds.http_endpoint),
-            ("httpProtocolIPv6", &imds.http_protocol_ipv6),
-        ] {
+        for (field, state) in [("httpEndpoint", &imds.http_endpoint), ("httpProtocolIPv6", &imds.http_protocol_ipv6)] {
             if !state.is_known() {
                 errs.push(
                     format!("spec.metadataOptions.{field}"),
@@ -698,10 +568,7 @@ impl EC2NodeClass {
         if !imds.http_tokens.is_known() {
             errs.push(
                 "spec.metadataOptions.httpTokens",
-                format!(
-                    "{:?} is not one of required, optional",
-                    imds.http_tokens.as_str()
-                ),
+                format!("{:?} is not one of required, optional", imds.http_tokens.as_str()),
             );
         }
         if !(1..=64).contains(&imds.http_put_response_hop_limit) {
@@ -716,85 +583,52 @@ impl EC2NodeClass {
 }
 
 fn check_aws_id(errs: &mut Errors, field: &str, id: &str, prefix: &str) {
-    let ok = id.strip_prefix(prefix).is_some_and(|rest| {
-        !rest.is_empty()
-            && rest
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-    });
+    let ok = id
+        .strip_prefix(prefix)
+        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
     if !ok {
-        errs.push(
-            field,
-            format!("{id:?} is not an id of the form {prefix}<hex>"),
-        );
+        errs.push(field, format!("{id:?} is not an id of the form {prefix}<hex>"));
     }
 }
 
 fn check_selector_tags(errs: &mut Errors, field: &str, tags: &BTreeMap<String, String>) {
     if tags.len() > 20 {
-        errs.push(
-            field,
-            format!("has {} tags, at most 20 are allowed", tags.len()),
-        );
+        errs.push(field, format!("has {} tags, at most 20 are allowed", tags.len()));
     }
     for (key, value) in tags {
         if key.is_empty() || value.is_empty() {
-            errs.push(
-                field,
-                format!("empty tag keys or values aren't supported ({key:?}: {value:?})"),
-            );
+            errs.push(field, format!("empty tag keys or values aren't supported ({key:?}: {value:?})"));
         }
     }
 }
 
 fn validate_kubelet(errs: &mut Errors, kubelet: &super::KubeletConfiguration) {
-    for (name, reserved) in [
-        ("systemReserved", &kubelet.system_reserved),
-        ("kubeReserved", &kubelet.kube_reserved),
-    ] {
+    for (name, reserved) in [("systemReserved", &kubelet.system_reserved), ("kubeReserved", &kubelet.kube_reserved)] {
         for (resource, value) in reserved {
             let field = format!("spec.kubelet.{name}[{resource}]");
             if !RESERVED_RESOURCES.contains(&resource.as_str()) {
-                errs.push(
-                    &field,
-                    format!(
-                        "{resource:?} is not one of {}",
-                        RESERVED_RESOURCES.join(", ")
-                    ),
-                );
+                errs.push(&field, format!("{resource:?} is not one of {}", RESERVED_RESOURCES.join(", ")));
             }
             if value.starts_with('-') || !is_quantity(value) {
                 errs.push(&field, format!("{value:?} is not a non-negative quantity"));
             }
         }
     }
-    for (name, thresholds) in [
-        ("evictionHard", &kubelet.eviction_hard),
-        ("evictionSoft", &kubelet.eviction_soft),
-    ] {
+    for (name, thresholds) in [("evictionHard", &kubelet.eviction_hard), ("evictionSoft", &kubelet.eviction_soft)] {
         for (signal, value) in thresholds {
             let field = format!("spec.kubelet.{name}[{signal}]");
             if !EVICTION_SIGNALS.contains(&signal.as_str()) {
-                errs.push(
-                    &field,
-                    format!("{signal:?} is not one of {}", EVICTION_SIGNALS.join(", ")),
-                );
+                errs.push(&field, format!("{signal:?} is not one of {}", EVICTION_SIGNALS.join(", ")));
             }
             if !is_threshold(value) {
-                errs.push(
-                    &field,
-                    format!("{value:?} is neither a quantity nor a percentage"),
-                );
+                errs.push(&field, format!("{value:?} is neither a quantity nor a percentage"));
             }
         }
     }
     for (signal, grace) in &kubelet.eviction_soft_grace_period {
         let field = format!("spec.kubelet.evictionSoftGracePeriod[{signal}]");
         if !EVICTION_SIGNALS.contains(&signal.as_str()) {
-            errs.push(
-                &field,
-                format!("{signal:?} is not one of {}", EVICTION_SIGNALS.join(", ")),
-            );
+            errs.push(&field, format!("{signal:?} is not one of {}", EVICTION_SIGNALS.join(", ")));
         }
         if let Err(why) = grace.parse() {
             errs.push(&field, why.to_string());
@@ -805,45 +639,27 @@ fn validate_kubelet(errs: &mut Errors, kubelet: &super::KubeletConfiguration) {
     }
     for signal in kubelet.eviction_soft.keys() {
         if !kubelet.eviction_soft_grace_period.contains_key(signal) {
-            errs.push(
-                format!("spec.kubelet.evictionSoft[{signal}]"),
-                "has no matching evictionSoftGracePeriod",
-            );
+            errs.push(format!("spec.kubelet.evictionSoft[{signal}]"), "has no matching evictionSoftGracePeriod");
         }
     }
     for (field, value) in [
         ("maxPods", kubelet.max_pods),
         ("podsPerCore", kubelet.pods_per_core),
-        (
-            "evictionMaxPodGracePeriod",
-            kubelet.eviction_max_pod_grace_period,
-        ),
+        ("evictionMaxPodGracePeriod", kubelet.eviction_max_pod_grace_period),
     ] {
         if let Some(v) = value.filter(|v| *v < 0) {
             errs.push(format!("spec.kubelet.{field}"), format!("{v} is negative"));
         }
     }
     for (field, value) in [
-        (
-            "imageGCHighThresholdPercent",
-            kubelet.image_gc_high_threshold_percent,
-        ),
-        (
-            "imageGCLowThresholdPercent",
-            kubelet.image_gc_low_threshold_percent,
-        ),
+        ("imageGCHighThresholdPercent", kubelet.image_gc_high_threshold_percent),
+        ("imageGCLowThresholdPercent", kubelet.image_gc_low_threshold_percent),
     ] {
         if let Some(v) = value.filter(|v| !(0..=100).contains(v)) {
-            errs.push(
-                format!("spec.kubelet.{field}"),
-                format!("{v} is outside 0-100"),
-            );
+            errs.push(format!("spec.kubelet.{field}"), format!("{v} is outside 0-100"));
         }
     }
-    if let (Some(high), Some(low)) = (
-        kubelet.image_gc_high_threshold_percent,
-        kubelet.image_gc_low_threshold_percent,
-    ) {
+    if let (Some(high), Some(low)) = (kubelet.image_gc_high_threshold_percent, kubelet.image_gc_low_threshold_percent) {
         if high <= low {
             errs.push(
                 "spec.kubelet.imageGCHighThresholdPercent",
@@ -855,25 +671,16 @@ fn validate_kubelet(errs: &mut Errors, kubelet: &super::KubeletConfiguration) {
 
 /// EBS sizes: a whole number of `Gi`, `G`, `Ti` or `T`, from 1 GiB to 64 TB.
 fn check_volume_size(value: &str) -> Result<(), String> {
-    let number_len = value
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(value.len());
+    let number_len = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
     let (number, unit) = value.split_at(number_len);
     let unit_bytes: u128 = match unit {
         "Gi" => 1 << 30,
         "G" => 1_000_000_000,
         "Ti" => 1 << 40,
         "T" => 1_000_000_000_000,
-        _ => {
-            return Err(format!(
-                "{value:?} is not a whole number of Gi, G, Ti or T (e.g. 100Gi)"
-            ))
-        }
+        _ => return Err(format!("{value:?} is not a whole number of Gi, G, Ti or T (e.g. 100Gi)")),
     };
-    let bytes = number
-        .parse::<u128>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit_bytes));
+    let bytes = number.parse::<u128>().ok().and_then(|n| n.checked_mul(unit_bytes));
     match bytes {
         Some(b) if (1 << 30..=64_000_000_000_000).contains(&b) => Ok(()),
         _ => Err(format!("{value:?} is outside 1Gi-64T")),

@@ -35,7 +35,12 @@ pub fn karpenter_catalog(n: usize) -> Catalog {
             let mut offerings = Vec::new();
             for (ct, zs) in [(CapacityType::Spot, 1..=2), (CapacityType::OnDemand, 1..=3)] {
                 for z in zs {
-                    offerings.push(Offering { zone: format!("test-zone-{z}"), capacity_type: ct, price, available: true });
+                    offerings.push(Offering {
+                        zone: format!("test-zone-{z}"),
+                        capacity_type: ct,
+                        price,
+                        available: true,
+                    });
                 }
             }
             let mut requirements: Requirements = [

@@ -40,9 +40,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         };
         // Types the claim's requirements allow, priced, spot first then price: worked out once
         // per distinct (pool, requirements), since most claims of a pass share them.
-        let priced = cache
-            .entry((bin.pool, &bin.reqs))
-            .or_insert_with(|| priced_types(s, bin.pool, &bin.reqs));
+        let priced = cache.entry((bin.pool, &bin.reqs)).or_insert_with(|| priced_types(s, bin.pool, &bin.reqs));
         let fitting = |list: &[Priced]| -> Vec<Candidate<'_>> {
             let limit = if pool.has_min_values { usize::MAX } else { MAX_INSTANCE_TYPES };
             list.iter()

@@ -289,7 +289,10 @@ impl<'a> Scheduler<'a> {
                 let biggest = largest.map(|t| {
                     let name = &self.catalog.types[t.catalog].name;
                     let r = pod.requests.exceeds(&t.free).unwrap_or("resources");
-                    format!(" ({r} is the limit: the roomiest, {name}, has {} free after DaemonSets)", pools::fmt_resource(r, t.free.get(r)))
+                    format!(
+                        " ({r} is the limit: the roomiest, {name}, has {} free after DaemonSets)",
+                        pools::fmt_resource(r, t.free.get(r))
+                    )
                 });
                 format!(
                     "no instance type has room for requests {}{}",
@@ -313,7 +316,9 @@ impl<'a> Scheduler<'a> {
                 let mut get = |key: &str, ha: bool, ht: bool| {
                     cache
                         .entry((key.to_string(), ha, ht, level.reqs.clone(), pod.tolerations.clone()))
-                        .or_insert_with(|| universe(self.snap, self.catalog, &self.pools, pod, &level.reqs, key, ha, ht))
+                        .or_insert_with(|| {
+                            universe(self.snap, self.catalog, &self.pools, pod, &level.reqs, key, ha, ht)
+                        })
                         .clone()
                 };
                 let universes: Vec<Vec<String>> = level.domain_keys.iter().map(|k| get(k, true, true)).collect();
@@ -422,7 +427,10 @@ impl<'a> Scheduler<'a> {
     fn topology_reason(&self, c: usize, l: usize, key: &str) -> String {
         let level = &self.classes[c].levels[l];
         if let Some(s) = level.spreads.iter().find(|s| self.topo.groups[s.group as usize].key.topology_key == key) {
-            return format!("topology spread on {key} (maxSkew {}) cannot be satisfied in any {key} domain", s.max_skew);
+            return format!(
+                "topology spread on {key} (maxSkew {}) cannot be satisfied in any {key} domain",
+                s.max_skew
+            );
         }
         if level.affinity.iter().any(|(g, _)| self.topo.groups[*g as usize].key.topology_key == key) {
             return format!("pod affinity on {key}: no {key} domain holds a matching pod");

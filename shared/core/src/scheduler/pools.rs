@@ -118,9 +118,10 @@ pub(crate) fn fmt_resource(name: &str, v: i64) -> String {
 /// Whether a DaemonSet's pods would run on a node of this pool and type.
 fn daemon_runs_on(ds: &Pod, pool: &NodePool, type_reqs: &Requirements) -> bool {
     tolerates_all(&ds.tolerations, &pool.taints).is_ok()
-        && ds.node_affinity.iter().any(|term| {
-            pool.requirements.intersects(term).is_ok() && type_reqs.intersects(term).is_ok()
-        })
+        && ds
+            .node_affinity
+            .iter()
+            .any(|term| pool.requirements.intersects(term).is_ok() && type_reqs.intersects(term).is_ok())
 }
 
 pub(crate) fn prepare<'a>(
@@ -136,9 +137,8 @@ pub(crate) fn prepare<'a>(
     order
         .into_iter()
         .map(|pool| {
-            let remaining = (!pool.limits.is_empty()).then(|| {
-                pool.limits.iter().map(|(n, l)| (n.clone(), l - pool.usage.get(n))).collect::<Vec<_>>()
-            });
+            let remaining = (!pool.limits.is_empty())
+                .then(|| pool.limits.iter().map(|(n, l)| (n.clone(), l - pool.usage.get(n))).collect::<Vec<_>>());
             let Some(kubelet) = kubelets(&pool.node_class) else {
                 return PreparedPool {
                     pool,
@@ -188,9 +188,9 @@ pub(crate) fn prepare<'a>(
                 }
                 types.push(PoolType { catalog: i, free, allocatable, capacity: t.capacity(&kubelet), offerings });
             }
-            let broken = types.is_empty().then(|| {
-                "no instance type satisfies its requirements with an available offering".to_string()
-            });
+            let broken = types
+                .is_empty()
+                .then(|| "no instance type satisfies its requirements with an available offering".to_string());
             let has_min_values = pool.requirements.iter().any(|r| r.min_values.is_some());
             PreparedPool { pool, broken, types, remaining, reserved: Resources::default(), has_min_values }
         })

@@ -10,7 +10,17 @@ fn karpenter_mix_places_every_pod() {
         assert!(plan.unschedulable.is_empty(), "{n}: {:?}", &plan.unschedulable[..plan.unschedulable.len().min(3)]);
         let placed: usize = plan.nodeclaims.iter().map(|c| c.pods.len()).sum();
         assert_eq!(placed, n);
-        assert!(plan.cost_per_hour >= plan.lower_bound_per_hour - 1e-9, "{} < {}", plan.cost_per_hour, plan.lower_bound_per_hour);
-        eprintln!("{n}: {} claims, ${:.3}/h, bound ${:.3}/h", plan.nodeclaims.len(), plan.cost_per_hour, plan.lower_bound_per_hour);
+        assert!(
+            plan.cost_per_hour >= plan.lower_bound_per_hour - 1e-9,
+            "{} < {}",
+            plan.cost_per_hour,
+            plan.lower_bound_per_hour
+        );
+        eprintln!(
+            "{n}: {} claims, ${:.3}/h, bound ${:.3}/h",
+            plan.nodeclaims.len(),
+            plan.cost_per_hour,
+            plan.lower_bound_per_hour
+        );
     }
 }
