@@ -159,6 +159,30 @@ pub fn default_pool() -> (NodePool, NodeClass) {
     (pool, NodeClass { name: "default".into(), kubelet: Default::default(), tags: BTreeMap::new() })
 }
 
+/// The DaemonSets every EKS node runs with the default add-ons (VPC CNI, kube-proxy, EBS CSI
+/// node plugin), at their default requests: what each node gives away before pods arrive.
+pub fn eks_daemonsets() -> Vec<crate::model::DaemonSet> {
+    [("aws-node", 25, 0), ("kube-proxy", 100, 0), ("ebs-csi-node", 30, 120 << 20)]
+        .into_iter()
+        .map(|(name, cpu, memory)| {
+            let mut pod = Pod::new("kube-system", name, Resources::new(cpu, memory));
+            pod.owner = crate::model::OwnerKind::DaemonSet;
+            pod.tolerations.push(crate::model::Toleration {
+                key: String::new(),
+                operator: crate::model::TolerationOp::Exists,
+                value: String::new(),
+                effect: None,
+            });
+            crate::model::DaemonSet { namespace: "kube-system".into(), name: name.into(), pod }
+        })
+        .collect()
+}
+
+/// A snapshot with these pending pods, the default pool and EKS's default DaemonSets.
+pub fn eks_snapshot(pods: Vec<Pod>) -> Snapshot {
+    Snapshot { daemonsets: eks_daemonsets(), ..snapshot(pods) }
+}
+
 /// A snapshot with just these pending pods and the default pool.
 pub fn snapshot(pods: Vec<Pod>) -> Snapshot {
     let (pool, class) = default_pool();

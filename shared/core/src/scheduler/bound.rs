@@ -22,29 +22,81 @@ pub(crate) fn lower_bound(s: &Scheduler<'_>, plan: &Plan) -> f64 {
     if on_new.is_empty() || plan.nodeclaims.is_empty() {
         return 0.0;
     }
-    let mut per_class: Vec<(usize, f64)> = Vec::new();
-    for (c, class) in s.classes.iter().enumerate() {
-        let n = class.pods.iter().filter(|p| on_new.contains(p)).count();
-        if n > 0 {
-            per_class.push((c, n as f64));
+    let counts: Vec<(usize, f64)> = s
+        .classes
+        .iter()
+        .enumerate()
+        .map(|(c, class)| (c, class.pods.iter().filter(|p| on_new.contains(p)).count() as f64))
+        .filter(|&(_, n)| n > 0.0)
+        .collect();
+    let d = dual(s, &counts);
+    d.total.max(d.single).max(integral(s, &counts))
+}
+
+/// Dual-feasible functions: maps of a pod's fraction of a node (per resource) such that the
+/// mapped fractions of any pods that fit together still sum to at most one. They charge a pod
+/// that leaves no usable room beside it (say 1.5 of 1.93 vCPU) for the whole node, which the
+/// linear bound cannot. Fekete and Schepers' families: f_ε (x > 1−ε → 1, x < ε → 0, else x) and
+/// u_k (x → ⌊(k+1)x⌋/k unless (k+1)x is whole).
+fn dff(kind: u8, x: f64) -> f64 {
+    let eps = [0.1, 0.2, 1.0 / 3.0, 0.4, 0.5];
+    match kind as usize {
+        i if i < eps.len() => {
+            let e = eps[i];
+            if x > 1.0 - e + 1e-12 {
+                1.0
+            } else if x < e - 1e-12 {
+                0.0
+            } else {
+                x
+            }
+        }
+        i => {
+            let k = (i - eps.len() + 1) as f64;
+            let y = (k + 1.0) * x;
+            if (y - y.round()).abs() < 1e-9 {
+                x
+            } else {
+                y.floor() / k
+            }
         }
     }
-    // Per class: the usable types' prices per unit of cpu, memory and pods. Types are pruned to
-    // the Pareto frontier of those three unit prices (a dominated type never gives the minimum),
-    // and frontiers are shared between classes with the same pool fit.
-    let mut frontiers: Vec<Frontier> = Vec::new();
-    let mut index: HashMap<(usize, &Requirements), usize> = HashMap::default();
+}
+
+/// The bound with every dual-feasible function above, over the same weight grid. Any monotone
+/// map keeps a type that is no dearer and no smaller than another at least as cheap, so types are
+/// pruned to the (price, free cpu, free memory, free pods) Pareto frontier first.
+fn integral(s: &Scheduler<'_>, counts: &[(usize, f64)]) -> f64 {
+    let mut fronts: Vec<Vec<(f64, [f64; 3])>> = Vec::new();
+    let mut index: HashMap<(usize, &Requirements, &[u32]), usize> = HashMap::default();
     let mut classes: Vec<(f64, [f64; 3], Vec<usize>)> = Vec::new();
-    for &(c, n) in &per_class {
+    for &(c, n) in counts {
         let class = &s.classes[c];
         let req = &class.rep(s.snap).requests;
         let mut fits = Vec::new();
         for l in 0..class.levels.len() {
             for p in 0..s.pools.len() {
                 let Some(Ok(fit)) = s.fit_cached(c, l, p) else { continue };
-                let f = *index.entry((p, &fit.reqs)).or_insert_with(|| {
-                    frontiers.push(frontier(s, p, fit));
-                    frontiers.len() - 1
+                let f = *index.entry((p, &fit.reqs, &fit.types)).or_insert_with(|| {
+                    let pool = &s.pools[p];
+                    let mut all: Vec<(f64, [f64; 3])> = fit
+                        .types
+                        .iter()
+                        .filter_map(|&ti| {
+                            let t = &pool.types[ti as usize];
+                            let price = t.best_offering(&fit.reqs)?.price;
+                            Some((price, [t.free.cpu as f64, t.free.memory as f64, t.free.pods as f64]))
+                        })
+                        .collect();
+                    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    let mut kept: Vec<(f64, [f64; 3])> = Vec::new();
+                    for t in all {
+                        if !kept.iter().any(|k| k.0 <= t.0 && (0..3).all(|r| k.1[r] >= t.1[r])) {
+                            kept.push(t);
+                        }
+                    }
+                    fronts.push(kept);
+                    fronts.len() - 1
                 });
                 if !fits.contains(&f) {
                     fits.push(f);
@@ -53,51 +105,123 @@ pub(crate) fn lower_bound(s: &Scheduler<'_>, plan: &Plan) -> f64 {
         }
         classes.push((n, [req.cpu as f64, req.memory as f64, req.pods as f64], fits));
     }
+    let mut best = 0.0f64;
+    for kind in 0..8u8 {
+        for wp in [0.0, 0.1] {
+            for step in 0..=20 {
+                let wc = (1.0 - wp) * step as f64 / 20.0;
+                let w = [wc, 1.0 - wp - wc, wp];
+                let total: f64 = classes
+                    .iter()
+                    .map(|(n, req, fits)| {
+                        let min = fits
+                            .iter()
+                            .flat_map(|&f| fronts[f].iter())
+                            .map(|(price, free)| {
+                                price * (0..3).map(|r| w[r] * dff(kind, req[r] / free[r])).sum::<f64>()
+                            })
+                            .fold(f64::INFINITY, f64::min);
+                        if min.is_finite() {
+                            n * min
+                        } else {
+                            0.0
+                        }
+                    })
+                    .sum();
+                best = best.max(total);
+            }
+        }
+    }
+    best
+}
+
+/// The best bound over the weight grid, the weights that gave it, and each class's per-pod
+/// share at those weights (what a pod is "worth" in dollars when packing).
+pub(crate) struct Dual {
+    pub total: f64,
+    pub single: f64,
+    pub values: Vec<f64>,
+}
+
+/// Evaluates the dual bound for `counts` (class, number of pods) over every pool fit computed so
+/// far for those classes.
+pub(crate) fn dual(s: &Scheduler<'_>, counts: &[(usize, f64)]) -> Dual {
+    // Per class: the usable types' prices per unit of cpu, memory and pods. Types are pruned to
+    // the Pareto frontier of those three unit prices (a dominated type never gives the minimum),
+    // and frontiers are shared between classes with the same pool fit.
+    let mut frontiers: Vec<Frontier> = Vec::new();
+    // Keyed by the fit's types too: classes with the same requirements but larger requests fit fewer types.
+    let mut index: HashMap<(usize, &Requirements, &[u32]), usize> = HashMap::default();
+    let mut classes: Vec<(usize, f64, [f64; 3], Vec<usize>)> = Vec::new();
+    for &(c, n) in counts {
+        let class = &s.classes[c];
+        let req = &class.rep(s.snap).requests;
+        let mut fits = Vec::new();
+        for l in 0..class.levels.len() {
+            for p in 0..s.pools.len() {
+                let Some(Ok(fit)) = s.fit_cached(c, l, p) else { continue };
+                let f = *index.entry((p, &fit.reqs, &fit.types)).or_insert_with(|| {
+                    frontiers.push(frontier(s, p, fit));
+                    frontiers.len() - 1
+                });
+                if !fits.contains(&f) {
+                    fits.push(f);
+                }
+            }
+        }
+        classes.push((c, n, [req.cpu as f64, req.memory as f64, req.pods as f64], fits));
+    }
     let mut single = 0.0f64;
-    for (_, _, fits) in &classes {
+    for (_, _, _, fits) in &classes {
         // Cheapest type that fits one pod of the class: at least one node is bought.
         let min_price = fits.iter().map(|f| frontiers[*f].cheapest).fold(f64::INFINITY, f64::min);
         if min_price.is_finite() {
             single = single.max(min_price);
         }
     }
-    let mut best = 0.0f64;
+    let share = |fits: &[usize], req: &[f64; 3], w: [f64; 3]| {
+        let min = fits
+            .iter()
+            .flat_map(|&f| frontiers[f].units.iter())
+            .map(|u| w[0] * u[0] * req[0] + w[1] * u[1] * req[1] + w[2] * u[2] * req[2])
+            .fold(f64::INFINITY, f64::min);
+        if min.is_finite() {
+            min
+        } else {
+            0.0
+        }
+    };
+    let mut best = (0.0f64, [1.0, 0.0, 0.0]);
     for wp in [0.0, 0.1, 0.2] {
         for step in 0..=20 {
             let wc = (1.0 - wp) * step as f64 / 20.0;
-            let wm = 1.0 - wp - wc;
-            let total: f64 = classes
-                .iter()
-                .map(|(n, req, fits)| {
-                    let min = fits
-                        .iter()
-                        .flat_map(|&f| frontiers[f].units.iter())
-                        .map(|u| wc * u[0] * req[0] + wm * u[1] * req[1] + wp * u[2] * req[2])
-                        .fold(f64::INFINITY, f64::min);
-                    if min.is_finite() {
-                        n * min
-                    } else {
-                        0.0
-                    }
-                })
-                .sum();
-            best = best.max(total);
+            let w = [wc, 1.0 - wp - wc, wp];
+            let total: f64 = classes.iter().map(|(_, n, req, fits)| n * share(fits, req, w)).sum();
+            if total > best.0 {
+                best = (total, w);
+            }
         }
     }
-    best.max(single)
+    let mut values = vec![0.0; s.classes.len()];
+    for (c, _, req, fits) in &classes {
+        values[*c] = share(fits, req, best.1);
+    }
+    Dual { total: best.0, single, values }
 }
 
 /// A fit's types as unit prices `[per cpu, per memory, per pod]`, dominated ones dropped, and
 /// the cheapest price of any of them.
-struct Frontier {
-    units: Vec<[f64; 3]>,
-    cheapest: f64,
+pub(crate) struct Frontier {
+    pub units: Vec<[f64; 3]>,
+    /// The pool type index of each entry of `units`.
+    pub types: Vec<u32>,
+    pub cheapest: f64,
 }
 
-fn frontier(s: &Scheduler<'_>, p: usize, fit: &super::PoolFit) -> Frontier {
+pub(crate) fn frontier(s: &Scheduler<'_>, p: usize, fit: &super::PoolFit) -> Frontier {
     let pool = &s.pools[p];
     let mut cheapest = f64::INFINITY;
-    let mut units: Vec<[f64; 3]> = fit
+    let mut units: Vec<([f64; 3], u32)> = fit
         .types
         .iter()
         .filter_map(|&ti| {
@@ -105,15 +229,17 @@ fn frontier(s: &Scheduler<'_>, p: usize, fit: &super::PoolFit) -> Frontier {
             let price = t.best_offering(&fit.reqs)?.price;
             cheapest = cheapest.min(price);
             let per = |f: i64| if f > 0 { price / f as f64 } else { f64::INFINITY };
-            Some([per(t.free.cpu), per(t.free.memory), per(t.free.pods)])
+            Some(([per(t.free.cpu), per(t.free.memory), per(t.free.pods)], ti))
         })
         .collect();
-    units.sort_by(|a, b| a[0].total_cmp(&b[0]).then(a[1].total_cmp(&b[1])).then(a[2].total_cmp(&b[2])));
+    units.sort_by(|(a, _), (b, _)| a[0].total_cmp(&b[0]).then(a[1].total_cmp(&b[1])).then(a[2].total_cmp(&b[2])));
     let mut kept: Vec<[f64; 3]> = Vec::new();
-    for u in units {
+    let mut types = Vec::new();
+    for (u, t) in units {
         if !kept.iter().any(|k| k[0] <= u[0] && k[1] <= u[1] && k[2] <= u[2]) {
             kept.push(u);
+            types.push(t);
         }
     }
-    Frontier { units: kept, cheapest }
+    Frontier { units: kept, types, cheapest }
 }

@@ -89,12 +89,17 @@ pub(crate) struct Scheduler<'a> {
     fits: Vec<Vec<Vec<Option<Result<PoolFit, String>>>>>,
     /// Per (class, level, domain choice): bins before this index never take that class again.
     cursors: FxHashMap<(u32, u16, u128), usize>,
-    /// Remaining requests of unplaced pods per pool (by each class's first compatible pool).
-    demand: Vec<Resources>,
-    first_pool: Vec<Option<usize>>,
     pub unschedulable: Vec<(usize, String)>,
     /// Claims opened so far per pool, for naming.
     pub claim_seq: Vec<usize>,
+    /// Per class: what one pod is worth in $/h (its share of the lower bound), pods not yet
+    /// placed, and whether it has no constraints beyond resources (so it can fill any claim).
+    values: Vec<f64>,
+    /// Per class: index of the next pod to place (pods of a class are interchangeable).
+    next: Vec<usize>,
+    generic: Vec<bool>,
+    /// Candidate target types per (class, level, pool): the Pareto frontier of unit prices.
+    targets: FxHashMap<(u32, u16, u32), Vec<u32>>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -137,8 +142,6 @@ impl<'a> Scheduler<'a> {
         let mut s = Scheduler {
             snap,
             catalog,
-            demand: vec![Resources::default(); pools.len()],
-            first_pool: vec![None; classes.len()],
             pools,
             classes,
             topo,
@@ -147,23 +150,102 @@ impl<'a> Scheduler<'a> {
             cursors: FxHashMap::default(),
             unschedulable: vec![],
             claim_seq: vec![],
+            values: vec![],
+            next: vec![],
+            generic: vec![],
+            targets: FxHashMap::default(),
         };
         s.claim_seq = vec![0; s.pools.len()];
         s.fill_universes();
         s.add_existing();
+        // Every class's fit with every pool at its first rung: the pod values below need them.
         for c in 0..s.classes.len() {
-            let first = (0..s.pools.len()).find(|&p| s.fit(c, 0, p).is_ok());
-            s.first_pool[c] = first;
-            if let Some(p) = first {
-                let n = s.classes[c].pods.len() as i64;
-                let r = &s.snap.pods[s.classes[c].pods[0]].requests;
-                let d = &mut s.demand[p];
-                d.cpu += r.cpu * n;
-                d.memory += r.memory * n;
-                d.pods += r.pods * n;
+            for p in 0..s.pools.len() {
+                let _ = s.fit(c, 0, p);
             }
         }
+        let counts: Vec<(usize, f64)> = s.classes.iter().enumerate().map(|(c, k)| (c, k.pods.len() as f64)).collect();
+        s.values = bound::dual(&s, &counts).values;
+        s.next = vec![0; s.classes.len()];
+        s.generic = s
+            .classes
+            .iter()
+            .map(|k| {
+                let l = &k.levels[0];
+                l.reqs.is_empty()
+                    && l.spreads.is_empty()
+                    && l.affinity.is_empty()
+                    && l.anti.is_empty()
+                    && k.repelled.is_empty()
+                    && k.rep(snap).host_ports.is_empty()
+            })
+            .collect();
         s
+    }
+
+    /// Picks the type a new claim is filled up to: the one that buys the most value per dollar
+    /// when filled, first-fit-decreasing, with this pod and the unconstrained pods still waiting
+    /// (each worth its share of the lower bound). Only frontier types are tried — a type beaten on
+    /// every unit price is never the best buy.
+    fn choose_target(&mut self, c: usize, l: usize, p: usize, pins: &[(String, String)]) -> Option<usize> {
+        let key = (c as u32, l as u16, p as u32);
+        if !self.targets.contains_key(&key) {
+            let fit = self.fit_cached(c, l, p)?.as_ref().ok()?;
+            let types = bound::frontier(self, p, fit).types;
+            self.targets.insert(key, types);
+        }
+        let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let fit = self.fit_cached(c, l, p)?.as_ref().ok()?;
+        let pool = &self.pools[p];
+        let pod = &self.classes[c].rep(self.snap).requests;
+        let mut best: Option<(f64, f64, usize)> = None;
+        for &ti in &self.targets[&key] {
+            let t = &pool.types[ti as usize];
+            let treqs = &self.catalog.types[t.catalog].requirements;
+            if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
+                continue;
+            }
+            let Some(offer) = t.best_offering_all(&[&fit.reqs], &pins) else { continue };
+            if pool.within_limits(&t.capacity).is_err() {
+                continue;
+            }
+            let mut room = t.free.minus(pod);
+            let mut value = self.values[c];
+            for (o, class) in self.classes.iter().enumerate() {
+                let left = class.pods.len() - self.next[o];
+                if left == 0 || !self.generic[o] {
+                    continue;
+                }
+                if !matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if f.has_type(ti as usize)) {
+                    continue;
+                }
+                let r = &class.rep(self.snap).requests;
+                let fits = |need: i64, have: i64| if need > 0 { (have / need).max(0) } else { i64::MAX };
+                let k = fits(r.cpu, room.cpu)
+                    .min(fits(r.memory, room.memory))
+                    .min(fits(r.pods, room.pods))
+                    .min(left as i64);
+                if k > 0 && r.extended.is_empty() && r.ephemeral <= room.ephemeral {
+                    room.cpu -= r.cpu * k;
+                    room.memory -= r.memory * k;
+                    room.pods -= r.pods * k;
+                    value += self.values[o] * k as f64;
+                }
+            }
+            let efficiency = value / offer.price.max(1e-12);
+            let better = match best {
+                None => true,
+                Some((e, price, bi)) => {
+                    efficiency > e * (1.0 + 1e-9)
+                        || (efficiency >= e * (1.0 - 1e-9)
+                            && if e > 0.0 { t.free.cpu > pool.types[bi].free.cpu } else { offer.price < price })
+                }
+            };
+            if better {
+                best = Some((efficiency, offer.price, ti as usize));
+            }
+        }
+        best.map(|(_, _, t)| t)
     }
 
     /// Existing nodes and in-flight claims become the first bins, their pods counted.
@@ -195,17 +277,37 @@ impl<'a> Scheduler<'a> {
 
     fn run(&mut self) {
         for c in 0..self.classes.len() {
-            for k in 0..self.classes[c].pods.len() {
-                let pod = self.classes[c].pods[k];
-                if let Err(reason) = self.place(c, pod) {
-                    self.unschedulable.push((pod, reason));
+            while self.next[c] < self.classes[c].pods.len() {
+                let pod = self.classes[c].pods[self.next[c]];
+                self.next[c] += 1;
+                match self.place(c, pod) {
+                    Ok(Some(b)) => self.fill(b),
+                    Ok(None) => {}
+                    Err(reason) => self.unschedulable.push((pod, reason)),
                 }
             }
         }
     }
 
-    /// Places one pod, relaxing preferences rung by rung.
-    fn place(&mut self, c: usize, pod: usize) -> Result<(), String> {
+    /// Fills a claim just opened with the unconstrained pods still waiting, largest first: the
+    /// packing its target type was chosen for (see `choose_target`).
+    fn fill(&mut self, b: usize) {
+        for o in 0..self.classes.len() {
+            if !self.generic[o] {
+                continue;
+            }
+            while self.next[o] < self.classes[o].pods.len() {
+                let Ok(choices) = self.domain_choices(o, 0) else { break };
+                let Some(choice) = choices.into_iter().find(|ch| self.accepts(b, o, 0, ch)) else { break };
+                let pod = self.classes[o].pods[self.next[o]];
+                self.next[o] += 1;
+                self.commit(b, o, 0, &choice, pod);
+            }
+        }
+    }
+
+    /// Places one pod, relaxing preferences rung by rung; `Some(bin)` when it opened a new claim.
+    fn place(&mut self, c: usize, pod: usize) -> Result<Option<usize>, String> {
         let mut last_reason = String::new();
         for l in 0..self.classes[c].levels.len() {
             let choices = match self.domain_choices(c, l) {
@@ -218,13 +320,13 @@ impl<'a> Scheduler<'a> {
             for choice in &choices {
                 if let Some(b) = self.find_bin(c, l, choice) {
                     self.commit(b, c, l, choice, pod);
-                    return Ok(());
+                    return Ok(None);
                 }
             }
             match self.open_claim(c, l, &choices) {
                 Ok((b, choice)) => {
                     self.commit(b, c, l, &choice, pod);
-                    return Ok(());
+                    return Ok(Some(b));
                 }
                 Err(e) => last_reason = e,
             }
@@ -599,44 +701,26 @@ impl<'a> Scheduler<'a> {
                 if pins.iter().any(|(k, v)| fit.reqs.get(k).is_some_and(|r| !r.has(v))) {
                     continue;
                 }
-                let pool = &self.pools[p];
-                let demand = &self.demand[p];
-                let mut best: Option<(f64, usize)> = None;
-                for &ti in &fit.types {
-                    let t = &pool.types[ti as usize];
-                    let treqs = &self.catalog.types[t.catalog].requirements;
-                    if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
-                        continue;
-                    }
-                    let Some(offer) = t.best_offering_all(&[&fit.reqs], &pins) else { continue };
-                    if let Err(e) = pool.within_limits(&t.capacity) {
-                        last = e;
-                        continue;
-                    }
-                    let score = offer.price * nodes_needed(demand, &t.free);
-                    let better = match best {
-                        None => true,
-                        Some((s, bi)) => {
-                            score < s * (1.0 - 1e-9)
-                                || (score <= s * (1.0 + 1e-9) && t.free.cpu > pool.types[bi].free.cpu)
-                        }
-                    };
-                    if better {
-                        best = Some((score, ti as usize));
-                    }
+                let owned: Vec<(String, String)> = pins.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+                let best = self.choose_target(c, l, p, &owned);
+                if best.is_none() {
+                    last = self.pools[p]
+                        .types
+                        .iter()
+                        .find_map(|t| self.pools[p].within_limits(&t.capacity).err())
+                        .unwrap_or_default();
                 }
-                let Some((_, target)) = best else {
+                let Some(target) = best else {
                     if last.is_empty() {
-                        let where_: Vec<String> = pins.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        let where_: Vec<String> = owned.iter().map(|(k, v)| format!("{k}={v}")).collect();
                         last = format!("no instance type with an offering in {}", where_.join(", "));
                     }
                     continue;
                 };
                 let mut reqs = fit.reqs.clone();
-                for (k, v) in &pins {
+                for (k, v) in &owned {
                     reqs.add(Requirement::single(k, v));
                 }
-                drop(pins);
                 let t = &self.pools[p].types[target];
                 let free = t.free.clone();
                 let capacity = t.capacity.clone();
@@ -699,12 +783,6 @@ impl<'a> Scheduler<'a> {
             self.topo.record(g, v.as_deref(), b, &mut counts);
         }
         self.bins[b].counts = counts;
-        if let Some(fp) = self.first_pool[c] {
-            let d = &mut self.demand[fp];
-            d.cpu -= p.requests.cpu;
-            d.memory -= p.requests.memory;
-            d.pods -= p.requests.pods;
-        }
     }
 }
 
@@ -780,12 +858,6 @@ fn universe(
     }
     values.sort();
     values
-}
-
-/// How many nodes of a type the remaining demand needs, at least one.
-fn nodes_needed(demand: &Resources, free: &Resources) -> f64 {
-    let ratio = |d: i64, f: i64| if f > 0 { d.max(0) as f64 / f as f64 } else { f64::INFINITY };
-    ratio(demand.cpu, free.cpu).max(ratio(demand.memory, free.memory)).max(ratio(demand.pods, free.pods)).max(1.0)
 }
 
 pub(crate) fn describe_requests(r: &Resources) -> String {
