@@ -21,6 +21,7 @@ mod nodepool;
 mod open_enum;
 pub mod schedule;
 mod schema;
+mod to_core;
 mod validate;
 
 pub use duration::{DurationError, KubeDuration, NillableDuration};

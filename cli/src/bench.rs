@@ -1,0 +1,168 @@
+//! `dovetail bench`: the scheduler on Karpenter's published benchmark mix (400 synthetic types,
+//! five kinds of pods) and on generic pods over the real embedded catalog with EKS's default
+//! DaemonSets, at Karpenter's published sizes.
+//!
+//! Each size is warmed up once, then timed repeatedly (at least `--samples` runs and about
+//! `--seconds` of wall time); the median is reported with the spread, so one noisy run on a
+//! shared machine does not decide the figure. `cargo bench -p dovetail-core` runs the same
+//! workloads under criterion.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use dovetail_core::benchmark;
+use dovetail_core::catalog::Catalog;
+use dovetail_core::scheduler::{schedule, Plan};
+use dovetail_core::snapshot::Snapshot;
+use serde::Serialize;
+
+use crate::Format;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Pod counts to run.
+    #[arg(long, value_delimiter = ',', default_value = "1,100,1000,5000,20000")]
+    sizes: Vec<usize>,
+    /// Minimum timed runs per size.
+    #[arg(long, default_value_t = 5)]
+    samples: usize,
+    /// Target wall time per size, in seconds (more runs are made while time remains).
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Which workloads: the Karpenter mix, the real catalog, or both.
+    #[arg(long, value_enum, default_value = "all")]
+    suite: Suite,
+    #[arg(short = 'o', long, value_enum, default_value = "table")]
+    output: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Suite {
+    All,
+    KarpenterMix,
+    RealCatalog,
+}
+
+/// One workload at one size.
+#[derive(Serialize)]
+struct Row {
+    suite: &'static str,
+    pods: usize,
+    runs: usize,
+    median_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+    pods_per_second: f64,
+    nodes: usize,
+    unschedulable: usize,
+    cost_per_hour: f64,
+    lower_bound_per_hour: f64,
+    cost_to_bound: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    rows: Vec<Row>,
+    /// Median time at the largest size over the median at 1,000 pods, per suite.
+    growth_1k_to_largest: Vec<(String, f64)>,
+}
+
+fn time(snap: &Snapshot, catalog: &Catalog, samples: usize, budget: Duration) -> (Vec<Duration>, Plan) {
+    let plan = schedule(snap, catalog); // warm-up, and the plan the figures describe
+    let started = Instant::now();
+    let mut runs = Vec::new();
+    while runs.len() < samples || (started.elapsed() < budget && runs.len() < 1000) {
+        let t = Instant::now();
+        let p = schedule(snap, catalog);
+        runs.push(t.elapsed());
+        std::hint::black_box(p);
+    }
+    runs.sort();
+    (runs, plan)
+}
+
+fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan) -> Row {
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let median = ms(runs[runs.len() / 2]);
+    Row {
+        suite,
+        pods,
+        runs: runs.len(),
+        median_ms: median,
+        min_ms: ms(runs[0]),
+        max_ms: ms(runs[runs.len() - 1]),
+        pods_per_second: pods as f64 / (median / 1e3),
+        nodes: plan.nodeclaims.len(),
+        unschedulable: plan.unschedulable.len(),
+        cost_per_hour: plan.cost_per_hour,
+        lower_bound_per_hour: plan.lower_bound_per_hour,
+        cost_to_bound: if plan.lower_bound_per_hour > 0.0 { plan.cost_per_hour / plan.lower_bound_per_hour } else { 1.0 },
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let budget = Duration::from_secs_f64(args.seconds.max(0.0));
+    let mut rows = Vec::new();
+    if args.suite != Suite::RealCatalog {
+        let catalog = benchmark::karpenter_catalog(400);
+        for &n in &args.sizes {
+            let snap = benchmark::snapshot(benchmark::karpenter_pods(n, benchmark::SEED));
+            let (runs, plan) = time(&snap, &catalog, args.samples, budget);
+            rows.push(row("karpenter-mix", n, &runs, &plan));
+            progress(args.output, rows.last().expect("just pushed"));
+        }
+    }
+    if args.suite != Suite::KarpenterMix {
+        let catalog = dovetail_core::catalog::embedded();
+        for &n in &args.sizes {
+            let snap = benchmark::eks_snapshot(benchmark::generic_pods(n, benchmark::SEED));
+            let (runs, plan) = time(&snap, catalog, args.samples, budget);
+            rows.push(row("real-catalog-generic", n, &runs, &plan));
+            progress(args.output, rows.last().expect("just pushed"));
+        }
+    }
+    let mut growth = Vec::new();
+    for suite in ["karpenter-mix", "real-catalog-generic"] {
+        let of = |n: usize| rows.iter().find(|r| r.suite == suite && r.pods == n);
+        let largest = rows.iter().filter(|r| r.suite == suite).map(|r| r.pods).max();
+        if let (Some(k), Some(l)) = (of(1000), largest.and_then(of)) {
+            if l.pods > 1000 {
+                growth.push((suite.to_string(), l.median_ms / k.median_ms));
+            }
+        }
+    }
+    let report = Report { rows, growth_1k_to_largest: growth };
+    match args.output {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => {
+            for (suite, g) in &report.growth_1k_to_largest {
+                println!("{suite}: time grows {g:.1}x from 1,000 pods to the largest size");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn progress(format: Format, r: &Row) {
+    if format != Format::Table {
+        return;
+    }
+    if r.pods == 1 || r.suite == "karpenter-mix" && r.pods == 1 {
+        // Header once per suite (the first size printed).
+    }
+    println!(
+        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>3} runs)  {:>10.0} pods/s  {:>5} nodes  ${:>9.3}/h  bound ${:>9.3}/h  ratio {:.3}{}",
+        r.suite,
+        r.pods,
+        r.median_ms,
+        r.min_ms,
+        r.max_ms,
+        r.runs,
+        r.pods_per_second,
+        r.nodes,
+        r.cost_per_hour,
+        r.lower_bound_per_hour,
+        r.cost_to_bound,
+        if r.unschedulable > 0 { format!("  ({} unschedulable)", r.unschedulable) } else { String::new() }
+    );
+}

@@ -1,0 +1,44 @@
+//! `dovetail`: explain what Dovetail would do, before it does it.
+
+mod bench;
+mod plan;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "dovetail", version, about = "Serverless, event-driven node autoscaling for Amazon EKS")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Plan capacity for the pending pods in Kubernetes manifests: which NodeClaims Dovetail would
+    /// launch, which pods go to existing nodes, and why the rest cannot be placed.
+    Plan(plan::Args),
+    /// Time the scheduler on Karpenter's published benchmark mix and on the real EC2 catalog.
+    Bench(bench::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Plan(args) => plan::run(args),
+        Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("dovetail: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! From the API objects to the decision core's model.
+//!
+//! Conversion validates first, so the core only ever sees well-formed pools: every problem comes
+//! back as [`FieldError`]s naming the object and field, and a pool that fails is left out by the
+//! caller while the others carry on.
+
+use std::collections::BTreeMap;
+
+use dovetail_core::model as core;
+use dovetail_core::requirements::{Operator as CoreOperator, Requirement, Requirements};
+use dovetail_core::resources::{parse_cpu_millis, parse_units, Resources, CPU};
+
+use super::{
+    Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError, NodePool, Taint, TaintEffect,
+};
+
+fn field_error(kind: &'static str, name: &str, field: String, message: String) -> FieldError {
+    FieldError { kind, name: name.to_string(), field, message }
+}
+
+fn taint(t: &Taint) -> core::Taint {
+    let effect = match t.effect {
+        TaintEffect::PreferNoSchedule => core::TaintEffect::PreferNoSchedule,
+        TaintEffect::NoExecute => core::TaintEffect::NoExecute,
+        // Validation has rejected unknown effects; NoSchedule is the only one left.
+        _ => core::TaintEffect::NoSchedule,
+    };
+    core::Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect }
+}
+
+fn operator(op: &super::Operator) -> Option<CoreOperator> {
+    CoreOperator::parse(op.as_str())
+}
+
+/// Parses a resource quantity the way the core counts it (cpu in millicores, the rest in units).
+fn quantity(name: &str, q: &str) -> Result<i64, String> {
+    let r = if name == CPU { parse_cpu_millis(q) } else { parse_units(q) };
+    r.map_err(|e| e.to_string())
+}
+
+impl NodePool {
+    /// The pool as the decision core uses it. `usage` (capacity of the pool's current nodes)
+    /// is left zero for the caller to fill from the cluster.
+    pub fn to_core(&self) -> Result<core::NodePool, Vec<FieldError>> {
+        self.validate()?;
+        let name = self.metadata.name.clone().unwrap_or_default();
+        let err = |field: String, message: String| vec![field_error("NodePool", &name, field, message)];
+        let tmpl = &self.spec.template;
+        let mut requirements = Requirements::new();
+        for (i, r) in tmpl.spec.requirements.iter().enumerate() {
+            let field = format!("spec.template.spec.requirements[{i}]");
+            let op =
+                operator(&r.operator).ok_or_else(|| err(format!("{field}.operator"), "unknown operator".into()))?;
+            let req = Requirement::new(&r.key, op, &r.values).map_err(|e| err(field.clone(), e.to_string()))?;
+            requirements.add(req.with_min_values(r.min_values.map(|m| m.max(0) as usize)));
+        }
+        // Template labels become requirements: a pod selecting them must match this pool.
+        for (k, v) in &tmpl.metadata.labels {
+            requirements.add(Requirement::single(k, v));
+        }
+        let mut limits = BTreeMap::new();
+        for (k, q) in &self.spec.limits {
+            let v = quantity(k, &q.0).map_err(|m| err(format!("spec.limits.{k}"), m))?;
+            limits.insert(k.clone(), v);
+        }
+        let expire_after =
+            tmpl.spec.expire_after.parse().map_err(|e| err("spec.template.spec.expireAfter".into(), e.to_string()))?;
+        let termination_grace_period = match &tmpl.spec.termination_grace_period {
+            Some(d) => {
+                Some(d.parse().map_err(|e| err("spec.template.spec.terminationGracePeriod".into(), e.to_string()))?)
+            }
+            None => None,
+        };
+        let d = &self.spec.disruption;
+        let consolidate_after =
+            d.consolidate_after.parse().map_err(|e| err("spec.disruption.consolidateAfter".into(), e.to_string()))?;
+        let budgets = d
+            .budgets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| budget(b).map_err(|m| err(format!("spec.disruption.budgets[{i}]"), m)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(core::NodePool {
+            name: name.clone(),
+            weight: self.spec.weight.unwrap_or(0),
+            requirements,
+            labels: tmpl.metadata.labels.clone(),
+            annotations: tmpl.metadata.annotations.clone(),
+            taints: tmpl.spec.taints.iter().map(taint).collect(),
+            startup_taints: tmpl.spec.startup_taints.iter().map(taint).collect(),
+            node_class: tmpl.spec.node_class_ref.name.clone(),
+            limits,
+            usage: Resources::default(),
+            expire_after,
+            termination_grace_period,
+            disruption: core::DisruptionSpec {
+                consolidation_policy: match d.consolidation_policy {
+                    ConsolidationPolicy::WhenEmpty => core::ConsolidationPolicy::WhenEmpty,
+                    _ => core::ConsolidationPolicy::WhenEmptyOrUnderutilized,
+                },
+                consolidate_after,
+                budgets,
+            },
+        })
+    }
+}
+
+fn budget(b: &Budget) -> Result<core::Budget, String> {
+    let nodes = match BudgetNodes::parse(&b.nodes)? {
+        BudgetNodes::Count(n) => core::BudgetNodes::Count(n),
+        BudgetNodes::Percent(p) => core::BudgetNodes::Percent(u32::from(p)),
+    };
+    let duration = match &b.duration {
+        Some(d) => Some(d.parse().map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let reasons = b
+        .reasons
+        .iter()
+        .flatten()
+        .filter_map(|r| match r {
+            DisruptionReason::Empty => Some(core::DisruptionReason::Empty),
+            DisruptionReason::Underutilized => Some(core::DisruptionReason::Underutilized),
+            DisruptionReason::Drifted => Some(core::DisruptionReason::Drifted),
+            DisruptionReason::Unknown(_) => None,
+        })
+        .collect();
+    Ok(core::Budget { nodes, schedule: b.schedule.clone(), duration, reasons })
+}
+
+impl EC2NodeClass {
+    /// The parts of the class the decision core needs (kubelet settings that shape allocatable,
+    /// and tags).
+    pub fn to_core(&self) -> Result<core::NodeClass, Vec<FieldError>> {
+        self.validate()?;
+        let name = self.metadata.name.clone().unwrap_or_default();
+        let err = |field: String, message: String| vec![field_error("EC2NodeClass", &name, field, message)];
+        let mut kubelet = core::KubeletConfig::default();
+        if let Some(k) = &self.spec.kubelet {
+            kubelet.max_pods = k.max_pods.map(i64::from);
+            kubelet.pods_per_core = k.pods_per_core.map(i64::from);
+            let reserved =
+                |map: &BTreeMap<String, String>, field: &str| -> Result<Option<Resources>, Vec<FieldError>> {
+                    if map.is_empty() {
+                        return Ok(None);
+                    }
+                    Resources::from_quantities(map.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                        .map(Some)
+                        .map_err(|(k, e)| err(format!("spec.kubelet.{field}.{k}"), e.to_string()))
+                };
+            kubelet.kube_reserved = reserved(&k.kube_reserved, "kubeReserved")?;
+            kubelet.system_reserved = reserved(&k.system_reserved, "systemReserved")?;
+            kubelet.eviction_hard = k.eviction_hard.clone();
+            kubelet.eviction_soft = k.eviction_soft.clone();
+            dovetail_core::overhead::validate(&kubelet).map_err(|e| err("spec.kubelet".into(), e.to_string()))?;
+        }
+        Ok(core::NodeClass { name, kubelet, tags: self.spec.tags.clone() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(yaml: &str) -> NodePool {
+        serde_yaml_ng::from_str(yaml).expect("fixture parses")
+    }
+
+    #[test]
+    fn converts_requirements_labels_limits_and_disruption() {
+        let np = pool(
+            r#"
+apiVersion: dovetail.dev/v1
+kind: NodePool
+metadata: {name: web}
+spec:
+  weight: 10
+  limits: {cpu: "100", memory: 400Gi}
+  template:
+    metadata:
+      labels: {team: web}
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [spot, on-demand]}
+        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, m6i, m7i, c6i, c7i], minValues: 3}
+        - {key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: ["3"]}
+      taints: [{key: dedicated, value: web, effect: NoSchedule}]
+      startupTaints: [{key: node.cilium.io/agent-not-ready, effect: NoExecute}]
+      expireAfter: 168h
+  disruption:
+    consolidationPolicy: WhenEmpty
+    consolidateAfter: 5m
+    budgets:
+      - {nodes: "20%"}
+      - {nodes: "0", schedule: "0 9 * * mon-fri", duration: 8h, reasons: [Underutilized]}
+"#,
+        );
+        let p = np.to_core().expect("valid");
+        assert_eq!(p.name, "web");
+        assert_eq!(p.weight, 10);
+        assert_eq!(p.node_class, "default");
+        assert_eq!(p.requirements.get("team").and_then(|r| r.single_value()), Some("web"));
+        assert_eq!(p.requirements.get("karpenter.k8s.aws/instance-family").unwrap().min_values, Some(3));
+        assert!(p.requirements.get("karpenter.k8s.aws/instance-cpu").unwrap().has("4"));
+        assert_eq!(p.limits["cpu"], 100_000);
+        assert_eq!(p.limits["memory"], 400 << 30);
+        assert_eq!(p.taints[0].to_string(), "dedicated=web:NoSchedule");
+        assert_eq!(p.startup_taints[0].effect, core::TaintEffect::NoExecute);
+        assert_eq!(p.expire_after, Some(std::time::Duration::from_secs(168 * 3600)));
+        assert_eq!(p.disruption.consolidation_policy, core::ConsolidationPolicy::WhenEmpty);
+        assert_eq!(p.disruption.consolidate_after, Some(std::time::Duration::from_secs(300)));
+        assert_eq!(p.disruption.budgets.len(), 2);
+        assert_eq!(p.disruption.budgets[1].nodes, core::BudgetNodes::Count(0));
+        assert_eq!(p.disruption.budgets[1].reasons, vec![core::DisruptionReason::Underutilized]);
+    }
+
+    #[test]
+    fn defaults_follow_karpenter() {
+        let p = pool(
+            "apiVersion: dovetail.dev/v1\nkind: NodePool\nmetadata: {name: d}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}\n      requirements: []\n",
+        )
+        .to_core()
+        .expect("valid");
+        assert_eq!(p.expire_after, Some(std::time::Duration::from_secs(720 * 3600)));
+        assert_eq!(p.disruption.consolidation_policy, core::ConsolidationPolicy::WhenEmptyOrUnderutilized);
+        assert_eq!(p.disruption.budgets[0].nodes, core::BudgetNodes::Percent(10));
+    }
+
+    #[test]
+    fn invalid_pool_reports_object_and_field() {
+        let np = pool(
+            "apiVersion: dovetail.dev/v1\nkind: NodePool\nmetadata: {name: bad}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}\n      requirements:\n        - {key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: [four]}\n",
+        );
+        let errs = np.to_core().unwrap_err();
+        let text = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+        assert!(text.contains("NodePool \"bad\""), "{text}");
+        assert!(text.contains("spec.template.spec.requirements[0]"), "{text}");
+    }
+
+    #[test]
+    fn node_class_kubelet_shapes_allocatable() {
+        let nc: EC2NodeClass = serde_yaml_ng::from_str(
+            r#"
+apiVersion: dovetail.dev/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: KarpenterNodeRole-demo
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+  kubelet: {maxPods: 20, kubeReserved: {cpu: 200m}}
+"#,
+        )
+        .unwrap();
+        let c = nc.to_core().expect("valid");
+        assert_eq!(c.kubelet.max_pods, Some(20));
+        assert_eq!(c.kubelet.kube_reserved.as_ref().map(|r| r.cpu), Some(200));
+        let m5 = dovetail_core::catalog::embedded().get("m5.large").unwrap();
+        assert_eq!(m5.allocatable(&c.kubelet).pods, 20);
+    }
+}
