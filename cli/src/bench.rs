@@ -96,7 +96,11 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan) -> Row 
         unschedulable: plan.unschedulable.len(),
         cost_per_hour: plan.cost_per_hour,
         lower_bound_per_hour: plan.lower_bound_per_hour,
-        cost_to_bound: if plan.lower_bound_per_hour > 0.0 { plan.cost_per_hour / plan.lower_bound_per_hour } else { 1.0 },
+        cost_to_bound: if plan.lower_bound_per_hour > 0.0 {
+            plan.cost_per_hour / plan.lower_bound_per_hour
+        } else {
+            1.0
+        },
     }
 }
 

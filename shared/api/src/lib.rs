@@ -1,7 +1,13 @@
-//! Dovetail's Kubernetes-facing API: the `NodePool` and `EC2NodeClass` custom resources
-//! (group `dovetail.dev`, version `v1`), their validation, and the CRDs generated from them.
+//! Dovetail's Kubernetes side, without a Kubernetes client:
+//! - `crd`: the `NodePool` and `EC2NodeClass` custom resources (group `dovetail.dev`, version
+//!   `v1`), their validation, the CRDs generated from them, and their conversion to the core;
+//! - `convert`: single k8s-openapi objects (Pod, Node, DaemonSet, volumes) onto
+//!   `dovetail_core::model` exactly as kube-scheduler and Karpenter read them;
+//! - `manifest`: multi-document YAML/JSON files (or `kubectl get -o yaml` dumps) into
+//!   [`manifest::Inputs`] for `dovetail plan` / `dovetail simulate`.
 //!
-//! This crate is deliberately light (no AWS SDK, no kube client) so the decision core, the CLI
-//! and every function can depend on it without paying for either.
+//! Deliberately light (no AWS SDK, no kube client) so the CLI and every function can depend on it.
 
+pub mod convert;
 pub mod crd;
+pub mod manifest;

@@ -100,7 +100,8 @@ pub struct Pod {
     /// Effective requests: max(Σ containers, max init container) + pod overhead, with `pods: 1`.
     pub requests: Resources,
     /// Required node affinity: alternatives (ORed terms), each already intersected with the
-    /// nodeSelector. One empty term when the pod has no node constraint.
+    /// nodeSelector. One empty term when the pod has no node constraint; no term at all when
+    /// every term it wrote was empty, which (as in kube-scheduler) matches no node.
     pub node_affinity: Vec<Requirements>,
     pub preferred_node_affinity: Vec<Weighted<Requirements>>,
     pub tolerations: Vec<Toleration>,

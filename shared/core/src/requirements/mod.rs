@@ -330,9 +330,71 @@ pub enum Incompatible {
     Undefined { key: String },
 }
 
-/// A conjunction of requirements, one per key.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A conjunction of requirements, one per key. Serialized as a list of Kubernetes
+/// NodeSelectorRequirements (`{key, operator, values, minValues}`), the form people read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Requirements(BTreeMap<String, Requirement>);
+
+/// One NodeSelectorRequirement, as written in manifests.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireRequirement {
+    key: String,
+    operator: Operator,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    values: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    min_values: Option<usize>,
+}
+
+impl Serialize for Requirements {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut out = Vec::new();
+        for r in self.iter() {
+            let wire = |operator, values: Vec<String>| WireRequirement {
+                key: r.key.clone(),
+                operator,
+                values,
+                min_values: None,
+            };
+            let first = out.len();
+            let values: Vec<String> = r.values.iter().cloned().collect();
+            match (r.complement, values.is_empty()) {
+                (false, false) => out.push(wire(Operator::In, values)),
+                (false, true) => out.push(wire(Operator::DoesNotExist, vec![])),
+                (true, false) => out.push(wire(Operator::NotIn, values)),
+                (true, true) if r.greater_than.is_none() && r.less_than.is_none() => {
+                    out.push(wire(Operator::Exists, vec![]))
+                }
+                (true, true) => {}
+            }
+            if r.complement {
+                if let Some(g) = r.greater_than {
+                    out.push(wire(Operator::Gt, vec![g.to_string()]));
+                }
+                if let Some(l) = r.less_than {
+                    out.push(wire(Operator::Lt, vec![l.to_string()]));
+                }
+            }
+            if let Some(w) = out.get_mut(first) {
+                w.min_values = r.min_values;
+            }
+        }
+        out.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Requirements {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = Vec::<WireRequirement>::deserialize(deserializer)?;
+        let mut out = Requirements::new();
+        for w in wire {
+            let r = Requirement::new(&w.key, w.operator, &w.values).map_err(serde::de::Error::custom)?;
+            out.add(r.with_min_values(w.min_values));
+        }
+        Ok(out)
+    }
+}
 
 impl Requirements {
     pub fn new() -> Self {

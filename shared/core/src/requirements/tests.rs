@@ -101,3 +101,24 @@ fn overlaps_agrees_with_intersection() {
         }
     }
 }
+
+#[test]
+fn serializes_as_node_selector_requirements_and_back() {
+    let reqs: Requirements = [
+        req("a", Operator::In, &["1", "2"]).with_min_values(Some(2)),
+        req("b", Operator::NotIn, &["x"]),
+        req("c", Operator::Exists, &[]),
+        req("d", Operator::DoesNotExist, &[]),
+        req("e", Operator::Gt, &["3"]).intersection(&req("e", Operator::Lt, &["9"])),
+    ]
+    .into_iter()
+    .collect();
+    let json = serde_json::to_string(&reqs).unwrap();
+    assert!(json.contains(r#"{"key":"a","operator":"In","values":["1","2"],"minValues":2}"#), "{json}");
+    assert!(
+        json.contains(r#"{"key":"e","operator":"Gt","values":["3"]},{"key":"e","operator":"Lt","values":["9"]}"#),
+        "{json}"
+    );
+    let back: Requirements = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, reqs);
+}

@@ -358,6 +358,10 @@ impl<'a> Scheduler<'a> {
         if let Some(why) = &pool.broken {
             return Err(why.clone());
         }
+        if pod.node_affinity.is_empty() {
+            // Every required node-affinity term was empty, and an empty term matches no node.
+            return Err("its required node affinity has no term that can match a node".to_string());
+        }
         if let Some(t) = taints_block(pod, &pool.pool.taints, level.strict_prefer) {
             return Err(format!("taint {t} is not tolerated"));
         }
@@ -606,6 +610,9 @@ impl<'a> Scheduler<'a> {
             }
         }
         let pins = self.pins(c, l, choice);
+        if pod.node_affinity.is_empty() {
+            return false;
+        }
         if let Some(n) = bin.node {
             let node = &self.snap.nodes[n];
             return !node.unschedulable

@@ -1,0 +1,104 @@
+//! Node object → core [`Node`] (kind Existing).
+
+use dovetail_core::model::{Node, NodeKind, Taint, TaintEffect};
+use k8s_openapi::api::core::v1 as k8s;
+
+use super::pod::quantities;
+use super::{ConvertError, Within};
+
+/// Labels, taints, allocatable and schedulability of a registered Node. Pods are not attached
+/// here: the caller binds them by `spec.nodeName`.
+///
+/// Allocatable falls back to capacity when a hand-written Node has no `status.allocatable`, and a
+/// node being deleted counts as unschedulable, since nothing new lands there and its pods need a
+/// new home.
+pub fn node_from_k8s(node: &k8s::Node) -> Result<Node, ConvertError> {
+    let name = node.metadata.name.clone().filter(|n| !n.is_empty());
+    let name = name.ok_or_else(|| ConvertError::invalid("metadata.name", "missing"))?;
+    let spec = node.spec.as_ref();
+    let taints = spec
+        .and_then(|s| s.taints.as_ref())
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, t)| taint(t).within(|| format!("spec.taints[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let status = node.status.as_ref();
+    let allocatable = match (status.and_then(|s| s.allocatable.as_ref()), status.and_then(|s| s.capacity.as_ref())) {
+        (Some(a), _) => quantities(a).within(|| "status.allocatable".into())?,
+        (None, Some(c)) => quantities(c).within(|| "status.capacity".into())?,
+        (None, None) => Default::default(),
+    };
+    Ok(Node {
+        name,
+        kind: NodeKind::Existing,
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints,
+        allocatable,
+        pods: vec![],
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false)
+            || node.metadata.deletion_timestamp.is_some(),
+        price: None,
+    })
+}
+
+pub(crate) fn taint(t: &k8s::Taint) -> Result<Taint, ConvertError> {
+    if t.key.is_empty() {
+        return Err(ConvertError::invalid("key", "must not be empty"));
+    }
+    let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+        ConvertError::unknown("effect", "taint effect", &t.effect, "NoSchedule, PreferNoSchedule, NoExecute")
+    })?;
+    Ok(Taint::new(&t.key, t.value.as_deref().unwrap_or_default(), effect))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dovetail_core::labels;
+
+    fn parse(yaml: &str) -> k8s::Node {
+        serde_yaml_ng::from_str(yaml).unwrap()
+    }
+
+    #[test]
+    fn registered_node() {
+        let n = node_from_k8s(&parse(
+            r#"
+metadata:
+  name: ip-10-0-1-7.ec2.internal
+  labels: {topology.kubernetes.io/zone: us-east-1a, node.kubernetes.io/instance-type: m7i.xlarge}
+spec:
+  unschedulable: true
+  taints:
+  - {key: node.kubernetes.io/unschedulable, effect: NoSchedule}
+  - {key: dedicated, value: ml, effect: NoExecute}
+status:
+  capacity: {cpu: "4", memory: 16073128Ki, pods: "58"}
+  allocatable: {cpu: 3920m, memory: 15056296Ki, pods: "58", ephemeral-storage: "76224326324"}
+"#,
+        ))
+        .unwrap();
+        assert_eq!(n.kind, NodeKind::Existing);
+        assert_eq!(n.labels[labels::ZONE], "us-east-1a");
+        assert_eq!(n.allocatable.cpu, 3920);
+        assert_eq!(n.allocatable.memory, 15056296 * 1024);
+        assert_eq!(n.allocatable.pods, 58);
+        assert!(n.unschedulable);
+        assert_eq!(n.taints[1], Taint::new("dedicated", "ml", TaintEffect::NoExecute));
+    }
+
+    #[test]
+    fn capacity_fallback_and_errors() {
+        let n = node_from_k8s(&parse("metadata: {name: n}\nstatus: {capacity: {cpu: \"2\"}}\n")).unwrap();
+        assert_eq!(n.allocatable.cpu, 2000);
+        assert!(!n.unschedulable);
+        let deleting =
+            node_from_k8s(&parse("metadata: {name: n, deletionTimestamp: \"2025-01-01T00:00:00Z\"}\n")).unwrap();
+        assert!(deleting.unschedulable);
+        let e = node_from_k8s(&parse("metadata: {name: n}\nspec: {taints: [{key: a, effect: Never}]}\n")).unwrap_err();
+        assert!(e.to_string().starts_with("spec.taints[0].effect: \"Never\" is not a valid taint effect"), "{e}");
+        let e = node_from_k8s(&parse("metadata: {name: n}\nstatus: {allocatable: {memory: 1.5.Gi}}\n")).unwrap_err();
+        assert!(e.to_string().starts_with("status.allocatable.memory: \"1.5.Gi\""), "{e}");
+    }
+}

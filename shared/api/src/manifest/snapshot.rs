@@ -1,0 +1,57 @@
+//! Loaded manifests into the decision core's snapshot: NodePools and EC2NodeClasses typed,
+//! validated and converted, pool usage counted from the nodes that belong to each pool.
+
+use dovetail_core::labels;
+use dovetail_core::snapshot::Snapshot;
+
+use super::{Inputs, LoadError, LoadErrorKind, Sourced};
+use crate::crd::{EC2NodeClass, NodePool, API_VERSION};
+
+/// Parses a NodePool or EC2NodeClass document into its typed form. Karpenter's `karpenter.sh/v1`
+/// and `karpenter.k8s.aws/v1` objects are read as Dovetail's: the fields are the same.
+fn typed<T: serde::de::DeserializeOwned>(doc: &Sourced<serde_json::Value>) -> Result<T, LoadError> {
+    let mut value = doc.object.clone();
+    if let Some(map) = value.as_object_mut() {
+        map.insert("apiVersion".into(), API_VERSION.into());
+    }
+    super::objects::decode(&value).map_err(|kind| LoadError::at(&doc.source, Some(&doc.label), kind))
+}
+
+fn field_errors(doc: &Sourced<serde_json::Value>, errors: Vec<crate::crd::FieldError>) -> LoadError {
+    let text: Vec<String> = errors.iter().map(|e| format!("{}: {}", e.field, e.message)).collect();
+    LoadError::at(&doc.source, Some(&doc.label), LoadErrorKind::Invalid(text.join("; ")))
+}
+
+impl Inputs {
+    /// The snapshot `dovetail plan` schedules: every pool and class must be valid (a planning
+    /// input is fixed by hand, so the first bad object stops the run with its location).
+    pub fn snapshot(&self) -> Result<Snapshot, LoadError> {
+        let mut nodepools = Vec::new();
+        for doc in &self.node_pools {
+            let np: NodePool = typed(doc)?;
+            let mut pool = np.to_core().map_err(|e| field_errors(doc, e))?;
+            // Capacity already running for the pool counts against its limits.
+            for n in &self.nodes {
+                let owner = n.labels.get(labels::NODEPOOL).or_else(|| n.labels.get(labels::KARPENTER_NODEPOOL));
+                if owner == Some(&pool.name) {
+                    pool.usage.add(&n.allocatable);
+                }
+            }
+            nodepools.push(pool);
+        }
+        let mut nodeclasses = Vec::new();
+        for doc in &self.node_classes {
+            let nc: EC2NodeClass = typed(doc)?;
+            nodeclasses.push(nc.to_core().map_err(|e| field_errors(doc, e))?);
+        }
+        Ok(Snapshot {
+            pods: self.pending.clone(),
+            nodes: self.nodes.clone(),
+            daemonsets: self.daemonsets.clone(),
+            nodepools,
+            nodeclasses,
+            unavailable: Default::default(),
+            namespaces: self.namespaces.clone(),
+        })
+    }
+}
