@@ -151,9 +151,6 @@ fn progress(format: Format, r: &Row) {
     if format != Format::Table {
         return;
     }
-    if r.pods == 1 || r.suite == "karpenter-mix" && r.pods == 1 {
-        // Header once per suite (the first size printed).
-    }
     println!(
         "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>3} runs)  {:>10.0} pods/s  {:>5} nodes  ${:>9.3}/h  bound ${:>9.3}/h  ratio {:.3}{}",
         r.suite,

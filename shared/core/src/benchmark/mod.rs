@@ -97,7 +97,7 @@ pub fn karpenter_pods(count: usize, seed: u64) -> Vec<Pod> {
     };
     for i in 0..count {
         let requests = random_requests(&mut rng);
-        let kind = if fifth == 0 { 0 } else { (i / fifth).min(5) };
+        let kind = i.checked_div(fifth).map_or(0, |k| k.min(5));
         let p = match kind {
             1 => {
                 let own = random_label(&mut rng);

@@ -21,7 +21,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
     // Claims release their provisional reservation as they are finalised, so a claim can
     // only pick types that still fit under the pool's limits next to the others.
     let mut reserved: Vec<Resources> = s.pools.iter().map(|p| p.reserved.clone()).collect();
-    let mut cache: HashMap<(usize, &Requirements), (Vec<Priced>, Vec<Priced>)> = HashMap::default();
+    let mut cache: HashMap<(usize, &Requirements), SpotAndOnDemand> = HashMap::default();
     for bin in &s.bins {
         if bin.pods.is_empty() {
             continue;
@@ -122,8 +122,11 @@ type Candidate<'a> = (&'a PoolType, CapacityType, f64, String);
 /// (index into the pool's types, capacity type, price, zone) of a type's best offering.
 type Priced = (usize, CapacityType, f64, String);
 
+/// Priced spot and on-demand candidates.
+type SpotAndOnDemand = (Vec<Priced>, Vec<Priced>);
+
 /// A pool's types the requirements allow, as (spot, on-demand) lists sorted by price then name.
-fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> (Vec<Priced>, Vec<Priced>) {
+fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> SpotAndOnDemand {
     let p = &s.pools[pool];
     let mut spot = Vec::new();
     let mut on_demand = Vec::new();

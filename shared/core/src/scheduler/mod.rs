@@ -64,6 +64,9 @@ pub(crate) struct Bin {
     pub offers: Vec<u8>,
 }
 
+/// A pool fit, or why the pool cannot take the class at that level.
+pub(crate) type FitResult = Result<PoolFit, String>;
+
 /// Per (class, level, pool): the pool's requirements narrowed by the pod's and the types that fit.
 #[derive(Debug, Clone)]
 pub(crate) struct PoolFit {
@@ -86,7 +89,7 @@ pub(crate) struct Scheduler<'a> {
     pub topo: Topology,
     pub bins: Vec<Bin>,
     /// Lazily computed pool fits, indexed [class][level][pool].
-    fits: Vec<Vec<Vec<Option<Result<PoolFit, String>>>>>,
+    fits: Vec<Vec<Vec<Option<FitResult>>>>,
     /// Per (class, level, domain choice): bins before this index never take that class again.
     cursors: FxHashMap<(u32, u16, u128), usize>,
     pub unschedulable: Vec<(usize, String)>,
@@ -347,11 +350,11 @@ impl<'a> Scheduler<'a> {
     }
 
     /// A pool fit if it was computed during the pass.
-    pub(crate) fn fit_cached(&self, c: usize, l: usize, p: usize) -> Option<&Result<PoolFit, String>> {
+    pub(crate) fn fit_cached(&self, c: usize, l: usize, p: usize) -> Option<&FitResult> {
         self.fits[c][l][p].as_ref()
     }
 
-    fn compute_fit(&self, c: usize, l: usize, p: usize) -> Result<PoolFit, String> {
+    fn compute_fit(&self, c: usize, l: usize, p: usize) -> FitResult {
         let pool = &self.pools[p];
         let pod = self.classes[c].rep(self.snap);
         let level = &self.classes[c].levels[l];
@@ -413,8 +416,8 @@ impl<'a> Scheduler<'a> {
     /// Works out, once per distinct (key, policies, requirements, tolerations), the domain values
     /// each class level can take on its domain keys and the domains each spread counts.
     fn fill_universes(&mut self) {
-        let mut cache: FxHashMap<(String, bool, bool, Requirements, Vec<crate::model::Toleration>), Vec<String>> =
-            FxHashMap::default();
+        type Key = (String, bool, bool, Requirements, Vec<crate::model::Toleration>);
+        let mut cache: FxHashMap<Key, Vec<String>> = FxHashMap::default();
         for c in 0..self.classes.len() {
             let pod = self.classes[c].rep(self.snap);
             for l in 0..self.classes[c].levels.len() {
