@@ -1,6 +1,7 @@
 //! `dovetail bench`: the scheduler on Karpenter's published benchmark mix (400 synthetic types,
 //! five kinds of pods) and on generic pods over the real embedded catalog with EKS's default
-//! DaemonSets, at Karpenter's published sizes.
+//! DaemonSets — once with Karpenter's documented general-purpose NodePool (c/m/r, generation > 2),
+//! once with every type allowed (burstable micro types included) — at Karpenter's published sizes.
 //!
 //! Each size is warmed up once, then timed repeatedly (at least `--samples` runs and about
 //! `--seconds` of wall time); the median is reported with the spread, so one noisy run on a
@@ -29,7 +30,8 @@ pub struct Args {
     /// Target wall time per size, in seconds (more runs are made while time remains).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
-    /// Which workloads: the Karpenter mix, the real catalog, or both.
+    /// Which workloads: the Karpenter mix, generic pods on the real catalog with a general-purpose
+    /// pool (c/m/r, generation > 2), the same with every instance type allowed, or all three.
     #[arg(long, value_enum, default_value = "all")]
     suite: Suite,
     #[arg(short = 'o', long, value_enum, default_value = "table")]
@@ -41,6 +43,7 @@ enum Suite {
     All,
     KarpenterMix,
     RealCatalog,
+    RealCatalogAnyType,
 }
 
 /// One workload at one size.
@@ -107,6 +110,11 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan) -> Row 
 pub fn run(args: Args) -> Result<()> {
     let budget = Duration::from_secs_f64(args.seconds.max(0.0));
     let mut rows = Vec::new();
+    if args.output == Format::Table {
+        println!(
+            "suite                   size         median time                                   throughput  result"
+        );
+    }
     if args.suite != Suite::RealCatalog {
         let catalog = benchmark::karpenter_catalog(400);
         for &n in &args.sizes {
@@ -116,17 +124,24 @@ pub fn run(args: Args) -> Result<()> {
             progress(args.output, rows.last().expect("just pushed"));
         }
     }
-    if args.suite != Suite::KarpenterMix {
-        let catalog = dovetail_core::catalog::embedded();
+    let catalog = dovetail_core::catalog::embedded();
+    for (suite, name, any_type) in [
+        (Suite::RealCatalog, "real-catalog-generic", false),
+        (Suite::RealCatalogAnyType, "real-catalog-any-type", true),
+    ] {
+        if args.suite != Suite::All && args.suite != suite {
+            continue;
+        }
         for &n in &args.sizes {
-            let snap = benchmark::eks_snapshot(benchmark::generic_pods(n, benchmark::SEED));
+            let pods = benchmark::generic_pods(n, benchmark::SEED);
+            let snap = if any_type { benchmark::eks_snapshot(pods) } else { benchmark::general_purpose_snapshot(pods) };
             let (runs, plan) = time(&snap, catalog, args.samples, budget);
-            rows.push(row("real-catalog-generic", n, &runs, &plan));
+            rows.push(row(name, n, &runs, &plan));
             progress(args.output, rows.last().expect("just pushed"));
         }
     }
     let mut growth = Vec::new();
-    for suite in ["karpenter-mix", "real-catalog-generic"] {
+    for suite in ["karpenter-mix", "real-catalog-generic", "real-catalog-any-type"] {
         let of = |n: usize| rows.iter().find(|r| r.suite == suite && r.pods == n);
         let largest = rows.iter().filter(|r| r.suite == suite).map(|r| r.pods).max();
         if let (Some(k), Some(l)) = (of(1000), largest.and_then(of)) {

@@ -183,6 +183,23 @@ pub fn eks_snapshot(pods: Vec<Pod>) -> Snapshot {
     Snapshot { daemonsets: eks_daemonsets(), ..snapshot(pods) }
 }
 
+/// The general-purpose NodePool Karpenter's documentation starts people with: compute, general
+/// and memory-optimised families (`c`, `m`, `r`) newer than the 2nd generation, spot and
+/// on-demand, either architecture — no burstable, accelerated or storage-dense types.
+pub fn general_purpose_pool() -> NodePool {
+    let (mut pool, _) = default_pool();
+    pool.requirements.add(Requirement::new(labels::INSTANCE_CATEGORY, Operator::In, &["c", "m", "r"]).expect("valid"));
+    pool.requirements.add(Requirement::new(labels::INSTANCE_GENERATION, Operator::Gt, &["2"]).expect("valid"));
+    pool
+}
+
+/// Generic pods for the real catalog: the general-purpose pool and EKS's default DaemonSets.
+pub fn general_purpose_snapshot(pods: Vec<Pod>) -> Snapshot {
+    let mut snap = eks_snapshot(pods);
+    snap.nodepools = vec![general_purpose_pool()];
+    snap
+}
+
 /// A snapshot with just these pending pods and the default pool.
 pub fn snapshot(pods: Vec<Pod>) -> Snapshot {
     let (pool, class) = default_pool();

@@ -214,26 +214,24 @@ impl<'a> Scheduler<'a> {
             }
             let mut room = t.free.minus(pod);
             let mut value = self.values[c];
-            for (o, class) in self.classes.iter().enumerate() {
-                let left = class.pods.len() - self.next[o];
-                if left == 0 || !self.generic[o] {
-                    continue;
-                }
-                if !matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if f.has_type(ti as usize)) {
-                    continue;
-                }
-                let r = &class.rep(self.snap).requests;
-                let fits = |need: i64, have: i64| if need > 0 { (have / need).max(0) } else { i64::MAX };
-                let k = fits(r.cpu, room.cpu)
-                    .min(fits(r.memory, room.memory))
-                    .min(fits(r.pods, room.pods))
-                    .min(left as i64);
-                if k > 0 && r.extended.is_empty() && r.ephemeral <= room.ephemeral {
-                    room.cpu -= r.cpu * k;
-                    room.memory -= r.memory * k;
-                    room.pods -= r.pods * k;
-                    value += self.values[o] * k as f64;
-                }
+            // Simulate the fill (see `fill`): repeatedly the class whose shape best matches the
+            // room left, as many of it as fit.
+            let mut left: Vec<(usize, i64)> = (0..self.classes.len())
+                .filter(|&o| self.generic[o])
+                .filter(|&o| matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if f.has_type(ti as usize)))
+                .map(|o| (o, (self.classes[o].pods.len() - self.next[o]) as i64))
+                .filter(|&(_, n)| n > 0)
+                .collect();
+            while let Some((i, _)) = best_shape(&left, &room, &t.free, |o| &self.classes[o].rep(self.snap).requests) {
+                let (o, n) = left[i];
+                let r = &self.classes[o].rep(self.snap).requests;
+                let k = how_many(r, &room).min(n);
+                room.cpu -= r.cpu * k;
+                room.memory -= r.memory * k;
+                room.pods -= r.pods * k;
+                room.ephemeral -= r.ephemeral * k;
+                value += self.values[o] * k as f64;
+                left.swap_remove(i);
             }
             let efficiency = value / offer.price.max(1e-12);
             let better = match best {
@@ -292,19 +290,45 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Fills a claim just opened with the unconstrained pods still waiting, largest first: the
-    /// packing its target type was chosen for (see `choose_target`).
+    /// Fills a claim just opened with the unconstrained pods still waiting: each time the class
+    /// whose shape best matches the room left (largest dot product of its requests and the free
+    /// capacity, both relative to the type), so cpu-heavy and memory-heavy pods share nodes
+    /// instead of one resource running out while the other idles. This is the packing the
+    /// target type was chosen for (see `choose_target`).
     fn fill(&mut self, b: usize) {
-        for o in 0..self.classes.len() {
-            if !self.generic[o] {
-                continue;
-            }
-            while self.next[o] < self.classes[o].pods.len() {
-                let Ok(choices) = self.domain_choices(o, 0) else { break };
-                let Some(choice) = choices.into_iter().find(|ch| self.accepts(b, o, 0, ch)) else { break };
-                let pod = self.classes[o].pods[self.next[o]];
-                self.next[o] += 1;
-                self.commit(b, o, 0, &choice, pod);
+        let (p, t) = (self.bins[b].pool, self.bins[b].target);
+        let mut candidates: Vec<(usize, i64)> = (0..self.classes.len())
+            .filter(|&o| self.generic[o])
+            .filter(|&o| matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if f.has_type(t)))
+            .map(|o| (o, (self.classes[o].pods.len() - self.next[o]) as i64))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        let size = self.pools[p].types[t].free.clone();
+        loop {
+            let room = self.bins[b].free.clone();
+            let Some((i, _)) = best_shape(&candidates, &room, &size, |o| &self.classes[o].rep(self.snap).requests)
+            else {
+                break;
+            };
+            let o = candidates[i].0;
+            let placed = self
+                .domain_choices(o, 0)
+                .ok()
+                .and_then(|choices| choices.into_iter().find(|ch| self.accepts(b, o, 0, ch)));
+            match placed {
+                Some(choice) if self.next[o] < self.classes[o].pods.len() => {
+                    let pod = self.classes[o].pods[self.next[o]];
+                    self.next[o] += 1;
+                    self.commit(b, o, 0, &choice, pod);
+                    candidates[i].1 -= 1;
+                    if candidates[i].1 == 0 {
+                        candidates.swap_remove(i);
+                    }
+                }
+                // Fits by resources but not otherwise (a zone pin, a port): not for this claim.
+                _ => {
+                    candidates.swap_remove(i);
+                }
             }
         }
     }
@@ -794,6 +818,42 @@ impl<'a> Scheduler<'a> {
         }
         self.bins[b].counts = counts;
     }
+}
+
+/// How many pods with requests `r` fit in `room`.
+fn how_many(r: &Resources, room: &Resources) -> i64 {
+    let fits = |need: i64, have: i64| if need > 0 { (have / need).max(0) } else { i64::MAX };
+    if !r.extended.is_empty() {
+        return 0;
+    }
+    fits(r.cpu, room.cpu)
+        .min(fits(r.memory, room.memory))
+        .min(fits(r.pods, room.pods))
+        .min(fits(r.ephemeral, room.ephemeral))
+}
+
+/// Among `(class, count)` candidates, the one that fits `room` and whose requests point most
+/// in the direction of the room left (dot product, both relative to the type's `size`).
+fn best_shape<'a>(
+    candidates: &[(usize, i64)],
+    room: &Resources,
+    size: &Resources,
+    requests: impl Fn(usize) -> &'a Resources,
+) -> Option<(usize, f64)> {
+    let rel = |x: i64, of: i64| if of > 0 { x as f64 / of as f64 } else { 0.0 };
+    let (rc, rm, rp) = (rel(room.cpu, size.cpu), rel(room.memory, size.memory), rel(room.pods, size.pods));
+    let mut best: Option<(usize, f64)> = None;
+    for (i, &(o, _)) in candidates.iter().enumerate() {
+        let r = requests(o);
+        if how_many(r, room) == 0 {
+            continue;
+        }
+        let score = rel(r.cpu, size.cpu) * rc + rel(r.memory, size.memory) * rm + rel(r.pods, size.pods) * rp;
+        if best.is_none_or(|(_, s)| score > s) {
+            best = Some((i, score));
+        }
+    }
+    best
 }
 
 /// Keys whose pins the target's offerings check (zone, zone id, capacity type).
