@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use dovetail_core::benchmark;
 use dovetail_core::catalog::Catalog;
-use dovetail_core::scheduler::{schedule, Plan};
+use dovetail_core::scheduler::{schedule, schedule_with, Plan, Strategy};
 use dovetail_core::snapshot::Snapshot;
 use serde::Serialize;
 
@@ -61,6 +61,9 @@ struct Row {
     cost_per_hour: f64,
     lower_bound_per_hour: f64,
     cost_to_bound: f64,
+    /// The same pods packed first-fit-decreasing (Karpenter's way), for comparison.
+    ffd_cost_per_hour: f64,
+    ffd_nodes: usize,
 }
 
 #[derive(Serialize)]
@@ -84,7 +87,7 @@ fn time(snap: &Snapshot, catalog: &Catalog, samples: usize, budget: Duration) ->
     (runs, plan)
 }
 
-fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan) -> Row {
+fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan, ffd: &Plan) -> Row {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let median = ms(runs[runs.len() / 2]);
     Row {
@@ -104,6 +107,8 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan) -> Row 
         } else {
             1.0
         },
+        ffd_cost_per_hour: ffd.cost_per_hour,
+        ffd_nodes: ffd.nodeclaims.len(),
     }
 }
 
@@ -120,7 +125,8 @@ pub fn run(args: Args) -> Result<()> {
         for &n in &args.sizes {
             let snap = benchmark::snapshot(benchmark::karpenter_pods(n, benchmark::SEED));
             let (runs, plan) = time(&snap, &catalog, args.samples, budget);
-            rows.push(row("karpenter-mix", n, &runs, &plan));
+            let ffd = schedule_with(&snap, &catalog, Strategy::FirstFitDecreasing);
+            rows.push(row("karpenter-mix", n, &runs, &plan, &ffd));
             progress(args.output, rows.last().expect("just pushed"));
         }
     }
@@ -136,7 +142,8 @@ pub fn run(args: Args) -> Result<()> {
             let pods = benchmark::generic_pods(n, benchmark::SEED);
             let snap = if any_type { benchmark::eks_snapshot(pods) } else { benchmark::general_purpose_snapshot(pods) };
             let (runs, plan) = time(&snap, catalog, args.samples, budget);
-            rows.push(row(name, n, &runs, &plan));
+            let ffd = schedule_with(&snap, catalog, Strategy::FirstFitDecreasing);
+            rows.push(row(name, n, &runs, &plan, &ffd));
             progress(args.output, rows.last().expect("just pushed"));
         }
     }
@@ -167,7 +174,7 @@ fn progress(format: Format, r: &Row) {
         return;
     }
     println!(
-        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>3} runs)  {:>10.0} pods/s  {:>5} nodes  ${:>9.3}/h  bound ${:>9.3}/h  ratio {:.3}{}",
+        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>4} runs)  {:>8.0} pods/s  {:>5} nodes ${:>9.3}/h  bound ${:>9.3}/h  {:.3}x  FFD {:>5} nodes ${:>9.3}/h ({:.3}x ours){}",
         r.suite,
         r.pods,
         r.median_ms,
@@ -179,6 +186,9 @@ fn progress(format: Format, r: &Row) {
         r.cost_per_hour,
         r.lower_bound_per_hour,
         r.cost_to_bound,
+        r.ffd_nodes,
+        r.ffd_cost_per_hour,
+        if r.cost_per_hour > 0.0 { r.ffd_cost_per_hour / r.cost_per_hour } else { 1.0 },
         if r.unschedulable > 0 { format!("  ({} unschedulable)", r.unschedulable) } else { String::new() }
     );
 }

@@ -36,7 +36,24 @@ use crate::snapshot::Snapshot;
 
 /// Computes the plan for a snapshot.
 pub fn schedule(snap: &Snapshot, catalog: &Catalog) -> Plan {
+    schedule_with(snap, catalog, Strategy::LowestCost)
+}
+
+/// How new claims are packed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strategy {
+    /// Dovetail's: target types chosen for value per dollar, claims filled by shape.
+    LowestCost,
+    /// Karpenter's first-fit-decreasing: a new claim keeps every type that still fits and grows
+    /// until only the largest would; pods go to the first claim with room. Kept as the baseline the
+    /// benchmarks compare against.
+    FirstFitDecreasing,
+}
+
+/// Computes the plan with a given packing strategy (constraints are honoured the same way).
+pub fn schedule_with(snap: &Snapshot, catalog: &Catalog, strategy: Strategy) -> Plan {
     let mut s = Scheduler::new(snap, catalog);
+    s.strategy = strategy;
     s.run();
     let mut plan = finalize::plan(&s);
     plan.lower_bound_per_hour = bound::lower_bound(&s, &plan);
@@ -103,6 +120,7 @@ pub(crate) struct Scheduler<'a> {
     generic: Vec<bool>,
     /// Candidate target types per (class, level, pool): the Pareto frontier of unit prices.
     targets: FxHashMap<(u32, u16, u32), Vec<u32>>,
+    strategy: Strategy,
 }
 
 impl<'a> Scheduler<'a> {
@@ -157,6 +175,7 @@ impl<'a> Scheduler<'a> {
             next: vec![],
             generic: vec![],
             targets: FxHashMap::default(),
+            strategy: Strategy::LowestCost,
         };
         s.claim_seq = vec![0; s.pools.len()];
         s.fill_universes();
@@ -184,6 +203,25 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         s
+    }
+
+    /// First-fit-decreasing's bin: the roomiest type the pod may use (a Karpenter claim keeps
+    /// accepting pods while its largest candidate still fits them).
+    fn largest_target(&self, c: usize, l: usize, p: usize, pins: &[(String, String)]) -> Option<usize> {
+        let fit = self.fit_cached(c, l, p)?.as_ref().ok()?;
+        let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let pool = &self.pools[p];
+        fit.types
+            .iter()
+            .map(|&ti| ti as usize)
+            .filter(|&ti| {
+                let t = &pool.types[ti];
+                let treqs = &self.catalog.types[t.catalog].requirements;
+                !pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v)))
+                    && t.best_offering_all(&[&fit.reqs], &pins).is_some()
+                    && pool.within_limits(&t.capacity).is_ok()
+            })
+            .max_by_key(|&ti| (pool.types[ti].free.cpu, pool.types[ti].free.memory))
     }
 
     /// Picks the type a new claim is filled up to: the one that buys the most value per dollar
@@ -282,8 +320,8 @@ impl<'a> Scheduler<'a> {
                 let pod = self.classes[c].pods[self.next[c]];
                 self.next[c] += 1;
                 match self.place(c, pod) {
-                    Ok(Some(b)) => self.fill(b),
-                    Ok(None) => {}
+                    Ok(Some(b)) if self.strategy == Strategy::LowestCost => self.fill(b),
+                    Ok(_) => {}
                     Err(reason) => self.unschedulable.push((pod, reason)),
                 }
             }
@@ -736,7 +774,10 @@ impl<'a> Scheduler<'a> {
                     continue;
                 }
                 let owned: Vec<(String, String)> = pins.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-                let best = self.choose_target(c, l, p, &owned);
+                let best = match self.strategy {
+                    Strategy::LowestCost => self.choose_target(c, l, p, &owned),
+                    Strategy::FirstFitDecreasing => self.largest_target(c, l, p, &owned),
+                };
                 if best.is_none() {
                     last = self.pools[p]
                         .types
