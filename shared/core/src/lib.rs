@@ -5,10 +5,14 @@
 
 pub mod benchmark;
 pub mod catalog;
+pub mod disruption;
 pub mod labels;
 pub mod model;
+pub mod nodeclaim;
 pub mod overhead;
 pub mod requirements;
 pub mod resources;
 pub mod scheduler;
 pub mod snapshot;
+pub mod termination;
+pub mod time;

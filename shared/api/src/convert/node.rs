@@ -33,6 +33,7 @@ pub fn node_from_k8s(node: &k8s::Node) -> Result<Node, ConvertError> {
         name,
         kind: NodeKind::Existing,
         labels: node.metadata.labels.clone().unwrap_or_default(),
+        annotations: node.metadata.annotations.clone().unwrap_or_default(),
         taints,
         allocatable,
         pods: vec![],

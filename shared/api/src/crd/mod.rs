@@ -19,7 +19,7 @@ mod ec2nodeclass;
 pub mod labels;
 mod nodepool;
 mod open_enum;
-pub mod schedule;
+pub use dovetail_core::time::cron as schedule;
 mod schema;
 mod to_core;
 mod validate;

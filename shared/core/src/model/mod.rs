@@ -4,6 +4,7 @@
 mod node;
 mod nodeclass;
 mod nodepool;
+mod pdb;
 mod pod;
 mod selector;
 mod taint;
@@ -11,6 +12,7 @@ mod taint;
 pub use node::{DaemonSet, Node, NodeKind};
 pub use nodeclass::{KubeletConfig, NodeClass};
 pub use nodepool::{Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool};
+pub use pdb::Pdb;
 pub use pod::{
     HostPort, InclusionPolicy, NamespaceScope, OwnerKind, Pod, PodAffinityTerm, TopologySpread, Weighted,
     WhenUnsatisfiable,

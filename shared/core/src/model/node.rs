@@ -21,6 +21,7 @@ pub struct Node {
     pub name: String,
     pub kind: NodeKind,
     pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
     /// Taints that keep pods off (startup taints of an in-flight claim excluded: they go away).
     pub taints: Vec<Taint>,
     pub allocatable: Resources,
@@ -38,6 +39,7 @@ impl Node {
             name: name.to_string(),
             kind: NodeKind::Existing,
             labels,
+            annotations: BTreeMap::new(),
             taints: vec![],
             allocatable,
             pods: vec![],

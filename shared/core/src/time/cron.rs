@@ -90,6 +90,12 @@ impl CronSchedule {
 
     /// Whether the schedule fires at this UTC minute. `month` and `day_of_month` start at 1,
     /// `day_of_week` at 0 for Sunday.
+    /// Whether the schedule fires in the minute containing `t`.
+    pub fn fires_at(&self, t: super::Time) -> bool {
+        let c = t.civil();
+        self.matches(c.minute, c.hour, c.day, c.month, c.weekday)
+    }
+
     pub fn matches(&self, minute: u32, hour: u32, day_of_month: u32, month: u32, day_of_week: u32) -> bool {
         let bit = |set: u64, v: u32| v < 64 && set & (1u64 << v) != 0;
         let dom = bit(u64::from(self.days_of_month), day_of_month);

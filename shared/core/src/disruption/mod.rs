@@ -1,0 +1,135 @@
+//! Voluntary and involuntary disruption: what to take away, when, and why.
+//!
+//! Every function here is a pure decision over a [`Cluster`] — the live state the sweeper and the
+//! interruption function read (or the simulator holds) — and returns [`Decision`]s: actions with
+//! the sentence a person would want to read about them. Adapters carry the actions out.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::catalog::OfferingKey;
+use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pdb, Pod, Taint};
+use crate::nodeclaim::NodeClaim;
+use crate::scheduler::PlannedClaim;
+use crate::time::Time;
+
+/// An EC2 instance as the cloud reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `pending`, `running`, `stopping`, `stopped`, `shutting-down`, `terminated`.
+    pub state: String,
+    pub launched_at: Time,
+    pub tags: BTreeMap<String, String>,
+    pub image_id: String,
+    pub subnet_id: String,
+    pub security_groups: Vec<String>,
+}
+
+/// What an EC2NodeClass currently resolves to, for drift.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedClass {
+    pub name: String,
+    /// Hash of the class spec (minus selector terms), see `drift`.
+    pub hash: String,
+    /// Image per instance type architecture (`amd64` / `arm64`) or per type name.
+    pub images: BTreeMap<String, String>,
+    pub subnets: Vec<String>,
+    pub security_groups: Vec<String>,
+}
+
+/// The live state disruption decisions are made from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cluster {
+    pub now: Time,
+    pub claims: Vec<NodeClaim>,
+    /// Registered nodes with their pods.
+    pub nodes: Vec<Node>,
+    /// Pods waiting for capacity (consolidation must not remove room they need).
+    pub pending: Vec<Pod>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub nodepools: Vec<NodePool>,
+    pub nodeclasses: Vec<NodeClass>,
+    /// Current resolution of each class (hash, images, subnets, security groups).
+    pub resolved: Vec<ResolvedClass>,
+    /// Hash of each pool's template, by pool name.
+    pub nodepool_hashes: BTreeMap<String, String>,
+    pub pdbs: Vec<Pdb>,
+    /// Instances tagged for this cluster.
+    pub instances: Vec<Instance>,
+    /// VolumeAttachments still present, by node name.
+    pub volume_attachments: BTreeMap<String, Vec<String>>,
+    pub unavailable: BTreeSet<OfferingKey>,
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+/// Something to do, for an adapter to carry out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Action {
+    /// Launch replacement capacity.
+    Launch(PlannedClaim),
+    /// Persist a claim (conditional on its previous version).
+    WriteClaim(NodeClaim),
+    DeleteClaim {
+        name: String,
+    },
+    TaintNode {
+        node: String,
+        taint: Taint,
+    },
+    /// Evict through the Eviction API (a 429 means a PDB blocks: retry later).
+    Evict {
+        namespace: String,
+        name: String,
+    },
+    /// Delete outright (terminationGracePeriod reached).
+    DeletePod {
+        namespace: String,
+        name: String,
+        grace_period_seconds: i64,
+    },
+    DeleteNode {
+        node: String,
+    },
+    TerminateInstance {
+        instance_id: String,
+    },
+    /// Keep this offering out of plans until `until`.
+    MarkUnavailable {
+        offering: OfferingKey,
+        until: Time,
+    },
+    /// A Kubernetes Event on an object (`Node/x`, `Pod/ns/x`, `NodePool/x`).
+    Event {
+        object: String,
+        reason: String,
+        message: String,
+    },
+    /// Come back for this claim after a short wait (a delayed message).
+    RequeueAfter {
+        claim: String,
+        after: Duration,
+    },
+}
+
+/// An action and the sentence that explains it; `action: None` records a non-decision a user
+/// would ask about ("not consolidated: pod shop/cart-7 has do-not-disrupt").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub claim: Option<String>,
+    pub action: Option<Action>,
+    pub why: String,
+}
+
+impl Decision {
+    pub fn act(claim: Option<&str>, action: Action, why: impl Into<String>) -> Decision {
+        Decision { claim: claim.map(str::to_string), action: Some(action), why: why.into() }
+    }
+
+    pub fn note(claim: Option<&str>, why: impl Into<String>) -> Decision {
+        Decision { claim: claim.map(str::to_string), action: None, why: why.into() }
+    }
+}

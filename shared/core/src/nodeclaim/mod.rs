@@ -1,0 +1,184 @@
+//! The NodeClaim: Dovetail's record of one decision to run one instance, persisted (DynamoDB in
+//! AWS, memory in the simulator) and advanced by short, idempotent steps.
+//!
+//! Plain data with a `version` for optimistic concurrency: a store accepts a write only when the
+//! version it holds is the one the writer read, so concurrent invocations and redeliveries never
+//! act twice on one claim.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::catalog::CapacityType;
+use crate::model::Taint;
+use crate::requirements::Requirements;
+use crate::time::Time;
+
+/// Where a claim is in its life. Transitions only go forward.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Phase {
+    /// Intent written; CreateFleet not yet known to have succeeded.
+    Launching,
+    /// The instance exists (`launch` is set).
+    Launched,
+    /// A Node with the claim's providerID joined the cluster.
+    Registered,
+    /// The Node is Ready and its startup taints are gone.
+    Initialized,
+    /// Tainted and being drained (`drain` is set).
+    Draining,
+    /// Drained (or forced); waiting for volumes to detach and the instance to terminate.
+    Terminating,
+    /// The instance is gone; the record remains until its TTL.
+    Terminated,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// What the cloud gave us.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Launch {
+    pub instance_id: String,
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub image_id: String,
+    pub subnet_id: String,
+    pub security_groups: Vec<String>,
+    /// USD per hour at launch.
+    pub price: f64,
+    pub launched_at: Time,
+}
+
+impl Launch {
+    /// The Node's `spec.providerID` for this instance.
+    pub fn provider_id(&self) -> String {
+        format!("aws:///{}/{}", self.zone, self.instance_id)
+    }
+}
+
+/// Hashes of the NodePool template and EC2NodeClass spec the claim was launched from (drift).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hashes {
+    pub nodepool: String,
+    pub nodeclass: String,
+}
+
+/// Why a claim is being taken away.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Reason {
+    Expired,
+    Drifted,
+    Empty,
+    Underutilized,
+    /// Spot interruption warning.
+    SpotInterrupted,
+    /// Rebalance recommendation under a `Replace` policy.
+    Rebalance,
+    /// The instance is stopping, stopped, shutting down or terminated.
+    InstanceStateChange,
+    /// AWS Health scheduled change.
+    ScheduledChange,
+    /// Capacity reservation interruption warning.
+    CapacityReservationInterrupted,
+    LaunchTimeout,
+    RegistrationTimeout,
+}
+
+impl Reason {
+    /// Voluntary disruptions respect budgets, PDBs (before the grace deadline) and do-not-disrupt.
+    pub fn is_voluntary(self) -> bool {
+        matches!(self, Reason::Drifted | Reason::Empty | Reason::Underutilized | Reason::Rebalance)
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A decision to take the claim away, kept on the claim so a crash resumes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Disruption {
+    pub reason: Reason,
+    pub since: Time,
+    /// Claims launched to take over its pods (launch first, then drain).
+    pub replacements: Vec<String>,
+    /// The sentence a person reads in Events and logs.
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeClaim {
+    /// Deterministic from the decision that created it; also the CreateFleet client token.
+    pub name: String,
+    pub nodepool: String,
+    pub nodeclass: String,
+    pub phase: Phase,
+    /// Incremented by every write.
+    pub version: u64,
+    pub created_at: Time,
+    pub requirements: Requirements,
+    /// Candidates, cheapest first (CreateFleet overrides).
+    pub instance_types: Vec<String>,
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    /// Pods the claim was launched for (`namespace/name`).
+    pub pods: Vec<String>,
+    pub launch: Option<Launch>,
+    pub node_name: Option<String>,
+    pub registered_at: Option<Time>,
+    pub initialized_at: Option<Time>,
+    pub hashes: Hashes,
+    /// Copied from the pool at launch: later pool edits are drift, not retroactive.
+    pub expire_after: Option<Duration>,
+    pub termination_grace_period: Option<Duration>,
+    pub disruption: Option<Disruption>,
+    /// Drain progress while Draining / Terminating.
+    pub drain: Option<crate::termination::DrainState>,
+}
+
+impl NodeClaim {
+    /// A fresh intent, before CreateFleet.
+    pub fn launching(name: &str, nodepool: &str, nodeclass: &str, now: Time) -> NodeClaim {
+        NodeClaim {
+            name: name.to_string(),
+            nodepool: nodepool.to_string(),
+            nodeclass: nodeclass.to_string(),
+            phase: Phase::Launching,
+            version: 0,
+            created_at: now,
+            requirements: Requirements::new(),
+            instance_types: vec![],
+            labels: BTreeMap::new(),
+            taints: vec![],
+            startup_taints: vec![],
+            pods: vec![],
+            launch: None,
+            node_name: None,
+            registered_at: None,
+            initialized_at: None,
+            hashes: Hashes::default(),
+            expire_after: None,
+            termination_grace_period: None,
+            disruption: None,
+            drain: None,
+        }
+    }
+
+    pub fn provider_id(&self) -> Option<String> {
+        self.launch.as_ref().map(Launch::provider_id)
+    }
+
+    /// Still counts as capacity (not on its way out).
+    pub fn is_live(&self) -> bool {
+        self.phase < Phase::Draining && self.disruption.is_none()
+    }
+}
