@@ -40,7 +40,13 @@ pub fn pod_from_k8s(pod: &k8s::Pod) -> Result<Pod, ConvertError> {
     {
         return Err(ConvertError::invalid("metadata.name", "missing"));
     }
-    pod_from_spec(&pod.metadata, spec)
+    let mut out = pod_from_spec(&pod.metadata, spec)?;
+    out.started_at = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map(|t| dovetail_core::time::Time(t.0.as_millisecond()));
+    Ok(out)
 }
 
 /// Converts a pod from its metadata and spec (also a controller's pod template, whose errors the

@@ -93,6 +93,17 @@ impl NodePool {
             usage: Resources::default(),
             expire_after,
             termination_grace_period,
+            rebalance: match self.metadata.annotations.as_ref().and_then(|a| a.get(core::REBALANCE_POLICY_ANNOTATION)) {
+                Some(v) if v == "Replace" => core::RebalancePolicy::Replace,
+                Some(v) if v == "Ignore" => core::RebalancePolicy::Ignore,
+                Some(v) => {
+                    return Err(err(
+                        format!("metadata.annotations[{}]", core::REBALANCE_POLICY_ANNOTATION),
+                        format!("{v:?} is not a rebalance policy: use Ignore or Replace"),
+                    ))
+                }
+                None => core::RebalancePolicy::Ignore,
+            },
             disruption: core::DisruptionSpec {
                 consolidation_policy: match d.consolidation_policy {
                     ConsolidationPolicy::WhenEmpty => core::ConsolidationPolicy::WhenEmpty,

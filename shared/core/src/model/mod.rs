@@ -11,7 +11,10 @@ mod taint;
 
 pub use node::{DaemonSet, Node, NodeKind};
 pub use nodeclass::{KubeletConfig, NodeClass};
-pub use nodepool::{Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool};
+pub use nodepool::{
+    Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool, RebalancePolicy,
+    REBALANCE_POLICY_ANNOTATION,
+};
 pub use pdb::Pdb;
 pub use pod::{
     HostPort, InclusionPolicy, NamespaceScope, OwnerKind, Pod, PodAffinityTerm, TopologySpread, Weighted,

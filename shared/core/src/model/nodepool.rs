@@ -56,6 +56,20 @@ impl Default for DisruptionSpec {
     }
 }
 
+/// What to do on an EC2 rebalance recommendation for the pool's spot nodes. Set with the NodePool
+/// annotation `dovetail.dev/rebalance-policy: Ignore | Replace`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum RebalancePolicy {
+    /// Record an Event only (Karpenter's behaviour).
+    #[default]
+    Ignore,
+    /// Launch a replacement first, then drain the node gracefully within budgets.
+    Replace,
+}
+
+/// The NodePool annotation that selects the [`RebalancePolicy`].
+pub const REBALANCE_POLICY_ANNOTATION: &str = "dovetail.dev/rebalance-policy";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodePool {
     pub name: String,
@@ -76,6 +90,7 @@ pub struct NodePool {
     pub expire_after: Option<Duration>,
     pub termination_grace_period: Option<Duration>,
     pub disruption: DisruptionSpec,
+    pub rebalance: RebalancePolicy,
 }
 
 impl NodePool {
@@ -95,6 +110,7 @@ impl NodePool {
             expire_after: Some(Duration::from_secs(720 * 3600)),
             termination_grace_period: None,
             disruption: DisruptionSpec::default(),
+            rebalance: RebalancePolicy::Ignore,
         }
     }
 }

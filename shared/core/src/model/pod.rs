@@ -119,6 +119,8 @@ pub struct Pod {
     pub owner_name: String,
     pub node_name: Option<String>,
     pub termination_grace_seconds: i64,
+    /// When the pod started running (`status.startTime`), for duration-valued do-not-disrupt.
+    pub started_at: Option<crate::time::Time>,
 }
 
 impl Pod {
@@ -150,6 +152,7 @@ impl Pod {
             owner_name: String::new(),
             node_name: None,
             termination_grace_seconds: 30,
+            started_at: None,
         }
     }
 

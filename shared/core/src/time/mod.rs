@@ -3,6 +3,9 @@
 //! decisions stay pure functions of their input.
 
 pub mod cron;
+mod duration;
+
+pub use duration::{format_duration, parse_duration, DurationError};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -83,27 +86,6 @@ impl fmt::Display for Time {
     }
 }
 
-/// `1h30m`, `45s`, `250ms`: a duration the way Kubernetes and people write it.
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let s = d.as_secs();
-    let (h, m, sec) = (s / 3600, s % 3600 / 60, s % 60);
-    let mut out = String::new();
-    if h > 0 {
-        out.push_str(&format!("{h}h"));
-    }
-    if m > 0 {
-        out.push_str(&format!("{m}m"));
-    }
-    if sec > 0 || out.is_empty() {
-        out.push_str(&format!("{sec}s"));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +108,7 @@ mod tests {
         assert_eq!(t.since(Time::from_secs(200)), Duration::ZERO);
         assert_eq!(format_duration(Duration::from_secs(5400)), "1h30m");
         assert_eq!(format_duration(Duration::from_millis(100)), "100ms");
+        assert_eq!(parse_duration("1h30m").unwrap(), Duration::from_secs(5400));
+        assert!(parse_duration("5x").unwrap_err().to_string().contains("5x"));
     }
 }
