@@ -72,9 +72,9 @@ pub struct Cluster {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Action {
     /// Launch replacement capacity.
-    Launch(PlannedClaim),
+    Launch(Box<PlannedClaim>),
     /// Persist a claim (conditional on its previous version).
-    WriteClaim(NodeClaim),
+    WriteClaim(Box<NodeClaim>),
     DeleteClaim {
         name: String,
     },
