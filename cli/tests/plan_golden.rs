@@ -1,0 +1,728 @@
+//! Golden tests for `dovetail plan` on the manifests under `examples/`, and the CLI's bad-input
+//! contract.
+//!
+//! Every example directory holds its manifests (`*.yaml`) and the plan they produce, as JSON
+//! (`plan.json`, from `-o json`) and as the table (`plan.txt`, from `-o table`). The tests run the
+//! built binary on the manifests and compare its stdout with those files byte for byte. After a
+//! deliberate change to the planner or to an example, rewrite the goldens and review the diff:
+//!
+//! ```text
+//! DOVETAIL_BLESS=1 cargo test -p dovetail --test plan_golden
+//! ```
+//!
+//! A re-bless accepts whatever the planner does, so the goldens alone prove little. Each plan is
+//! therefore also checked against the embedded catalog and the manifests themselves: every
+//! candidate instance type satisfies the claim's, the pool's and the pods' requirements, has an
+//! offering the claim allows and holds all the claim's pods; the pods tolerate the claim's taints
+//! and accept its labels; the `NodePool` limits hold whichever candidates get launched; prices and
+//! labels are the catalog's; every pending pod is placed or explained exactly once. And each
+//! example asserts the facts it exists to show (zone spread, GPU counts, arm64, zone pinning, one
+//! pod per node, a limit's reason).
+//!
+//! Tests marked `#[ignore]` pin down known planner problems: they fail today and should pass once
+//! the planner is fixed (`cargo test -p dovetail --test plan_golden -- --ignored`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use dovetail_core::catalog::{self, Catalog, InstanceType};
+use dovetail_core::labels;
+use dovetail_core::model::{tolerates_all, Pod};
+use dovetail_core::resources::Resources;
+use dovetail_core::scheduler::{Plan, PlannedClaim};
+use dovetail_core::snapshot::Snapshot;
+
+const BIN: &str = env!("CARGO_BIN_EXE_dovetail");
+
+/// The repository root: examples and their goldens are addressed from there, as in the README.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("cli/ has a parent").to_path_buf()
+}
+
+fn blessing() -> bool {
+    std::env::var_os("DOVETAIL_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// An example's manifests, sorted by name (what a shell glob `examples/<name>/*.yaml` gives),
+/// relative to the repository root.
+fn manifests(example: &str) -> Vec<String> {
+    let dir = root().join("examples").join(example);
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").file_name().into_string().expect("UTF-8 file name"))
+        .filter(|n| Path::new(n).extension().is_some_and(|e| e == "yaml"))
+        .map(|n| format!("examples/{example}/{n}"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "examples/{example} has no *.yaml manifests");
+    files
+}
+
+/// Runs `dovetail <args>` from the repository root, feeding `stdin` if given.
+fn dovetail(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).current_dir(root()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = cmd.spawn().expect("run the dovetail binary");
+    if let Some(input) = stdin {
+        child.stdin.take().expect("piped stdin").write_all(input).expect("write stdin");
+    }
+    child.wait_with_output().expect("wait for dovetail")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
+}
+
+/// `dovetail plan -o <format> -f <files…>`, which must succeed; its stdout.
+fn plan_output(files: &[String], format: &str) -> String {
+    let mut args = vec!["plan", "-o", format, "-f"];
+    args.extend(files.iter().map(String::as_str));
+    let out = dovetail(&args, None);
+    assert!(out.status.success(), "dovetail {} failed ({}): {}", args.join(" "), out.status, text(&out.stderr));
+    // Only notes about documents the planner does not use may go to stderr.
+    for line in text(&out.stderr).lines() {
+        assert!(line.starts_with("dovetail: note: "), "unexpected stderr line: {line}");
+    }
+    text(&out.stdout)
+}
+
+/// Compares `actual` with the golden file, or rewrites it when blessing.
+fn check_golden(path: &Path, actual: &str) {
+    if blessing() {
+        std::fs::write(path, actual).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        return;
+    }
+    let expected = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        panic!("{}: {e} (create it with DOVETAIL_BLESS=1 cargo test -p dovetail --test plan_golden)", path.display())
+    });
+    if expected != actual {
+        let line = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the plan, first at line {}:\n  golden: {:?}\n  actual: {:?}\n\
+             If the change is intended, rewrite it with DOVETAIL_BLESS=1 cargo test -p dovetail --test plan_golden \
+             and review the diff.",
+            path.display(),
+            line + 1,
+            expected.lines().nth(line).unwrap_or("<end of file>"),
+            actual.lines().nth(line).unwrap_or("<end of file>"),
+        );
+    }
+}
+
+/// What an example plans to, checked against its goldens and against the catalog and manifests.
+struct Example {
+    plan: Plan,
+    snap: Snapshot,
+}
+
+impl Example {
+    fn pod(&self, name: &str) -> &Pod {
+        self.snap
+            .pods
+            .iter()
+            .find(|p| format!("{}/{}", p.namespace, p.name) == name)
+            .unwrap_or_else(|| panic!("{name} is not a pending pod of the input"))
+    }
+
+    fn claims_of<'a>(&'a self, pool: &'a str) -> impl Iterator<Item = &'a PlannedClaim> + 'a {
+        self.plan.nodeclaims.iter().filter(move |c| c.nodepool == pool)
+    }
+
+    /// The claim a pod was planned onto.
+    fn claim_of(&self, pod: &str) -> &PlannedClaim {
+        self.plan
+            .nodeclaims
+            .iter()
+            .find(|c| c.pods.iter().any(|p| p == pod))
+            .unwrap_or_else(|| panic!("{pod} is on no new NodeClaim"))
+    }
+
+    fn pods_named(&self, prefix: &str) -> Vec<String> {
+        let names: Vec<String> = self
+            .snap
+            .pods
+            .iter()
+            .map(|p| format!("{}/{}", p.namespace, p.name))
+            .filter(|n| n.starts_with(prefix))
+            .collect();
+        assert!(!names.is_empty(), "no pending pod is named {prefix}*");
+        names
+    }
+}
+
+fn run_example(name: &str) -> Example {
+    let files = manifests(name);
+    let dir = root().join("examples").join(name);
+    let json = plan_output(&files, "json");
+    check_golden(&dir.join("plan.json"), &json);
+    let table = plan_output(&files, "table");
+    check_golden(&dir.join("plan.txt"), &table);
+
+    let plan: Plan = serde_json::from_str(&json).expect("plan -o json parses as a Plan");
+    let paths: Vec<PathBuf> = files.iter().map(|f| root().join(f)).collect();
+    let inputs = dovetail_api::manifest::load(&paths).expect("the example loads");
+    let snap = inputs.snapshot().expect("the example converts");
+    let example = Example { plan, snap };
+    check_plan(name, &example, catalog::embedded());
+    example
+}
+
+fn label<'a>(t: &'a InstanceType, key: &str) -> Option<&'a str> {
+    t.requirements.get(key).and_then(|r| r.single_value())
+}
+
+fn sum_requests(ex: &Example, pods: &[String]) -> Resources {
+    let mut total = Resources::default();
+    for p in pods {
+        total.add(&ex.pod(p).requests);
+    }
+    total
+}
+
+/// Facts every plan must satisfy, whatever the example.
+fn check_plan(name: &str, ex: &Example, catalog: &Catalog) {
+    let plan = &ex.plan;
+    let snap = &ex.snap;
+    assert!(snap.nodes.is_empty(), "{name}: examples plan for new capacity only");
+    assert!(plan.existing.is_empty(), "{name}: no existing capacity in the examples");
+    // DaemonSets would change what is free on each type; the checks below assume none.
+    assert!(snap.daemonsets.is_empty(), "{name}: the checks assume no DaemonSets");
+
+    // Every pending pod is planned or explained, exactly once.
+    let mut seen = BTreeMap::new();
+    for c in &plan.nodeclaims {
+        for p in &c.pods {
+            *seen.entry(p.clone()).or_insert(0) += 1;
+        }
+    }
+    for u in &plan.unschedulable {
+        *seen.entry(u.pod.clone()).or_insert(0) += 1;
+        assert!(!u.reason.is_empty(), "{name}: {} is unschedulable without a reason", u.pod);
+    }
+    let pending: BTreeSet<String> = snap.pods.iter().map(|p| format!("{}/{}", p.namespace, p.name)).collect();
+    assert_eq!(seen.keys().cloned().collect::<BTreeSet<_>>(), pending, "{name}: planned pods ≠ pending pods");
+    assert!(seen.values().all(|&n| n == 1), "{name}: a pod is planned twice: {seen:?}");
+
+    let total: f64 = plan.nodeclaims.iter().map(|c| c.price_per_hour).sum();
+    assert!((plan.cost_per_hour - total).abs() < 1e-9, "{name}: cost {} ≠ Σ claim prices {total}", plan.cost_per_hour);
+    assert!(plan.lower_bound_per_hour <= plan.cost_per_hour + 1e-9, "{name}: lower bound above the cost");
+
+    // Per pool and limited resource: the claims' worst-case capacity (whichever candidate type
+    // gets launched) stays within the pool's limits.
+    let mut worst: BTreeMap<(&str, String), i64> = BTreeMap::new();
+
+    for c in &plan.nodeclaims {
+        for (resource, value) in check_claim(name, ex, catalog, c) {
+            *worst.entry((c.nodepool.as_str(), resource)).or_default() += value;
+        }
+    }
+    for ((pool, resource), value) in worst {
+        let limit = snap.nodepools.iter().find(|p| p.name == pool).expect("pool").limits[&resource];
+        assert!(value <= limit, "{name}: pool {pool} may launch {value} of {resource}, over its limit {limit}");
+    }
+}
+
+/// One claim's facts; returns, per resource the pool limits, the most its candidates could add.
+fn check_claim(name: &str, ex: &Example, catalog: &Catalog, c: &PlannedClaim) -> BTreeMap<String, i64> {
+    let snap = &ex.snap;
+    let pool = snap.nodepools.iter().find(|p| p.name == c.nodepool).expect("the claim's NodePool exists");
+    let class = snap.nodeclasses.iter().find(|k| k.name == pool.node_class).expect("the pool's EC2NodeClass");
+    let at = format!("{name}: {}", c.name);
+    assert!(!c.pods.is_empty(), "{at}: a claim without pods");
+    assert!(!c.instance_types.is_empty() && c.instance_types.len() <= 60, "{at}: 1 to 60 candidate types");
+    assert_eq!(c.instance_types[0], c.instance_type, "{at}: the cheapest candidate comes first");
+    assert_eq!(c.taints, pool.taints, "{at}: a claim carries its pool's taints");
+    for (k, v) in &pool.labels {
+        assert_eq!(c.labels.get(k), Some(v), "{at}: pool label {k}");
+    }
+
+    // The cheapest type: price, zone, capacity type and labels are the catalog's.
+    let cheapest = catalog.get(&c.instance_type).expect("a catalog type");
+    let offering = cheapest
+        .offerings
+        .iter()
+        .find(|o| o.zone == c.zone && o.capacity_type == c.capacity_type)
+        .unwrap_or_else(|| panic!("{at}: {} has no {} offering in {}", c.instance_type, c.capacity_type, c.zone));
+    assert!((offering.price - c.price_per_hour).abs() < 1e-9, "{at}: price is not the catalog's");
+    for (key, value) in [
+        (labels::INSTANCE_TYPE, c.instance_type.as_str()),
+        (labels::ZONE, c.zone.as_str()),
+        (labels::CAPACITY_TYPE, c.capacity_type.as_str()),
+        (labels::NODEPOOL, c.nodepool.as_str()),
+    ] {
+        assert_eq!(c.labels.get(key).map(String::as_str), Some(value), "{at}: label {key}");
+    }
+    for key in [labels::ARCH, labels::INSTANCE_FAMILY, labels::INSTANCE_CPU, labels::INSTANCE_GPU_COUNT] {
+        assert_eq!(c.labels.get(key).map(String::as_str), label(cheapest, key), "{at}: label {key}");
+    }
+    for key in [labels::ZONE, labels::CAPACITY_TYPE] {
+        let r = c.requirements.get(key);
+        assert!(r.is_none_or(|r| r.has(c.labels[key].as_str())), "{at}: requirements exclude its own {key}");
+    }
+    assert!(pool.requirements.intersects(&c.requirements).is_ok(), "{at}: requirements outside the pool's");
+
+    let requests = sum_requests(ex, &c.pods);
+    let mut claim_worst: BTreeMap<String, i64> = BTreeMap::new();
+    for t in &c.instance_types {
+        let ty = catalog.get(t).unwrap_or_else(|| panic!("{at}: {t} is not in the catalog"));
+        assert!(ty.requirements.intersects(&c.requirements).is_ok(), "{at}: {t} violates the claim's requirements");
+        assert!(ty.requirements.intersects(&pool.requirements).is_ok(), "{at}: {t} violates the pool's requirements");
+        let offered = ty.offerings.iter().any(|o| {
+            o.available
+                && c.requirements.get(labels::ZONE).is_none_or(|r| r.has(&o.zone))
+                && c.requirements.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(o.capacity_type.as_str()))
+        });
+        assert!(offered, "{at}: {t} has no offering the claim allows");
+        let allocatable = ty.allocatable(&class.kubelet);
+        assert!(
+            requests.fits(&allocatable),
+            "{at}: {t} cannot hold its pods ({:?} short)",
+            requests.exceeds(&allocatable)
+        );
+        let capacity = ty.capacity(&class.kubelet);
+        for resource in pool.limits.keys() {
+            let w = claim_worst.entry(resource.clone()).or_default();
+            *w = (*w).max(capacity.get(resource));
+        }
+        for p in &c.pods {
+            let pod = ex.pod(p);
+            assert!(
+                pod.node_affinity.iter().any(|term| ty.requirements.intersects(term).is_ok()),
+                "{at}: {t} does not satisfy the node affinity of {p}"
+            );
+            assert!(
+                ty.requirements.intersects(&pod.volume_requirements).is_ok(),
+                "{at}: {t} does not satisfy the volumes of {p}"
+            );
+        }
+    }
+
+    // The pods accept the node as the plan describes it (labels of the cheapest type).
+    for p in &c.pods {
+        let pod = ex.pod(p);
+        assert!(
+            pod.node_affinity.iter().any(|term| term.matches_labels(&c.labels)),
+            "{at}: the node's labels do not satisfy the node selector / affinity of {p}"
+        );
+        assert!(pod.volume_requirements.matches_labels(&c.labels), "{at}: {p}'s volumes are elsewhere");
+        assert!(tolerates_all(&pod.tolerations, &c.taints).is_ok(), "{at}: {p} does not tolerate the taints");
+    }
+    claim_worst
+}
+
+fn zone_counts(ex: &Example, pods: &[String]) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for p in pods {
+        *counts.entry(ex.claim_of(p).zone.clone()).or_insert(0) += 1;
+    }
+    counts
+}
+
+#[test]
+fn web_zone_spread() {
+    let ex = run_example("web-zone-spread");
+    let pods = ex.pods_named("web/frontend-");
+    assert_eq!(pods.len(), 9);
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    let counts = zone_counts(&ex, &pods);
+    assert_eq!(counts.len(), 3, "all three zones are used: {counts:?}");
+    let (min, max) = (counts.values().min().unwrap(), counts.values().max().unwrap());
+    assert!(max - min <= 1, "maxSkew 1 across zones: {counts:?}");
+    for c in &ex.plan.nodeclaims {
+        // The launcher must not be free to pick another zone than the one the spread counted.
+        let zone = c.requirements.get(labels::ZONE).expect("a zone requirement");
+        assert_eq!(zone.single_value(), Some(c.zone.as_str()), "{}: pinned to its zone", c.name);
+        assert_eq!(c.capacity_type.as_str(), "spot", "{}: spot is preferred when allowed", c.name);
+    }
+}
+
+#[test]
+fn batch_spot() {
+    let ex = run_example("batch-spot");
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    let sims = ex.pods_named("simulations/simulation-run-42-");
+    assert_eq!(sims.len(), 20, "parallelism 20");
+    for p in &sims {
+        let c = ex.claim_of(p);
+        assert_eq!(c.nodepool, "batch", "{p}");
+        assert_eq!(c.capacity_type.as_str(), "spot", "{p}");
+        assert!(c.taints.iter().any(|t| t.to_string() == "workload=batch:NoSchedule"), "{p} on a tainted node");
+    }
+    for p in ex.pods_named("simulations/simulation-api-") {
+        let c = ex.claim_of(&p);
+        assert_eq!(c.nodepool, "default", "{p} does not tolerate the batch taint");
+        assert_eq!(c.capacity_type.as_str(), "on-demand", "{p}");
+        assert!(c.taints.is_empty(), "{p}");
+        assert!(c.pods.iter().all(|q| q.starts_with("simulations/simulation-api-")), "no simulation on {}", c.name);
+    }
+}
+
+#[test]
+fn gpu() {
+    let ex = run_example("gpu");
+    let catalog = catalog::embedded();
+    let gpu = "nvidia.com/gpu";
+    for c in &ex.plan.nodeclaims {
+        assert_eq!(c.nodepool, "gpu", "only GPU pods are pending here");
+        let wanted: i64 = c.pods.iter().map(|p| ex.pod(p).requests.get(gpu)).sum();
+        assert!(wanted >= 1, "{}: a GPU pod", c.name);
+        for t in &c.instance_types {
+            let ty = catalog.get(t).expect("a catalog type");
+            let count: i64 = label(ty, labels::INSTANCE_GPU_COUNT).and_then(|v| v.parse().ok()).unwrap_or(0);
+            assert!(count >= wanted, "{}: {t} has {count} GPUs, its pods want {wanted}", c.name);
+            assert_eq!(label(ty, labels::INSTANCE_GPU_MANUFACTURER), Some("nvidia"), "{}: {t}", c.name);
+            assert!(matches!(label(ty, labels::INSTANCE_CATEGORY), Some("g" | "p")), "{}: {t}", c.name);
+        }
+        assert!(c.taints.iter().any(|t| t.key == gpu), "{}: tainted for GPU pods only", c.name);
+    }
+    let finetune = ex.claim_of("ml/finetune-0");
+    assert_eq!(finetune.capacity_type.as_str(), "on-demand", "the Job selects on-demand");
+    assert_eq!(ex.pods_named("ml/llm-inference-").len(), 3);
+
+    assert_eq!(ex.plan.unschedulable.len(), 1, "{:?}", ex.plan.unschedulable);
+    let notebook = &ex.plan.unschedulable[0];
+    assert_eq!(notebook.pod, "ml/notebook");
+    assert!(
+        notebook.reason.contains("nvidia.com/gpu=true:NoSchedule") && notebook.reason.contains("not tolerated"),
+        "the reason names the taint: {}",
+        notebook.reason
+    );
+}
+
+#[test]
+fn arm64_only() {
+    let ex = run_example("arm64-only");
+    let catalog = catalog::embedded();
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    assert_eq!(ex.pods_named("payments/ledger-").len(), 6);
+    for c in &ex.plan.nodeclaims {
+        assert_eq!(c.labels.get(labels::ARCH).map(String::as_str), Some("arm64"), "{}", c.name);
+        for t in &c.instance_types {
+            let ty = catalog.get(t).expect("a catalog type");
+            assert_eq!(label(ty, labels::ARCH), Some("arm64"), "{}: {t} is not Graviton", c.name);
+        }
+    }
+}
+
+#[test]
+fn hostname_anti_affinity() {
+    let ex = run_example("hostname-anti-affinity");
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    let pods = ex.pods_named("coordination/zookeeper-");
+    assert_eq!(pods.len(), 3);
+    assert_eq!(ex.plan.nodeclaims.len(), 3, "one node per replica");
+    for c in &ex.plan.nodeclaims {
+        let members = c.pods.iter().filter(|p| pods.contains(p)).count();
+        assert_eq!(members, 1, "{}: one ZooKeeper per node, got {:?}", c.name, c.pods);
+    }
+}
+
+#[test]
+fn pvc_zone() {
+    let ex = run_example("pvc-zone");
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    assert!(!ex.plan.nodeclaims.is_empty());
+    let pod = ex.pod("db/postgres-0");
+    assert!(!pod.volume_requirements.is_empty(), "the bound volume constrains the pod");
+    for c in &ex.plan.nodeclaims {
+        assert_eq!(c.zone, "us-east-1b", "{}", c.name);
+        let zone = c.requirements.get(labels::ZONE).expect("a zone requirement");
+        assert_eq!(zone.single_value(), Some("us-east-1b"), "{}: the launcher may only use us-east-1b", c.name);
+    }
+}
+
+#[test]
+fn limits() {
+    let ex = run_example("limits");
+    let catalog = catalog::embedded();
+    let workers = ex.pods_named("analytics/spark-worker-");
+    assert_eq!(workers.len(), 10);
+    assert_eq!(ex.claims_of("default").count(), 0, "the default pool cannot take the team's pods");
+    let vcpus: i64 = ex
+        .claims_of("analytics")
+        .map(|c| {
+            c.instance_types
+                .iter()
+                .map(|t| label(catalog.get(t).expect("type"), labels::INSTANCE_CPU).unwrap().parse::<i64>().unwrap())
+                .max()
+                .unwrap()
+        })
+        .sum();
+    assert!(vcpus <= 16, "analytics may launch {vcpus} vCPUs, over its limit of 16");
+    // 20 vCPUs of requests cannot fit in 16 vCPUs of nodes.
+    assert!(!ex.plan.unschedulable.is_empty());
+    for u in &ex.plan.unschedulable {
+        assert!(workers.contains(&u.pod), "{}", u.pod);
+        assert!(
+            u.reason.contains("NodePool \"analytics\"") && u.reason.contains("limit on cpu"),
+            "the reason names the pool and its limit: {}",
+            u.reason
+        );
+        assert!(
+            u.reason.contains("NodePool \"default\": requirement team"),
+            "and why not the default pool: {}",
+            u.reason
+        );
+    }
+}
+
+#[test]
+fn karpenter_migration() {
+    let ex = run_example("karpenter-migration");
+    let catalog = catalog::embedded();
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    // The Karpenter NodePool's weight, budgets and expireAfter made it through.
+    let pool = ex.snap.nodepools.iter().find(|p| p.name == "default").expect("the Karpenter NodePool");
+    assert_eq!(pool.weight, 10);
+    assert_eq!(pool.disruption.budgets.len(), 2);
+    assert_eq!(pool.expire_after, Some(std::time::Duration::from_secs(720 * 3600)));
+    for (prefix, capacity, families) in
+        [("shop/checkout-", "on-demand", &["m7i", "m6i"][..]), ("shop/queue-worker-", "spot", &["c7a"][..])]
+    {
+        for p in ex.pods_named(prefix) {
+            let c = ex.claim_of(&p);
+            assert_eq!(c.capacity_type.as_str(), capacity, "{p}");
+            for t in &c.instance_types {
+                let family = label(catalog.get(t).expect("type"), labels::INSTANCE_FAMILY).unwrap();
+                assert!(families.contains(&family), "{p}: {t} is not in {families:?}");
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Known planner problems. Each fails today; un-ignore it when the planner is fixed.
+
+/// An example's manifests as one stream of documents, with text replaced (each edit must apply).
+fn edited(example: &str, edits: &[(&str, &str)]) -> String {
+    let mut all = String::new();
+    for f in manifests(example) {
+        all.push_str(&std::fs::read_to_string(root().join(&f)).expect("read manifest"));
+        all.push_str("\n---\n");
+    }
+    for (from, to) in edits {
+        assert!(all.contains(from), "examples/{example} lacks {from:?}");
+        all = all.replace(from, to);
+    }
+    all
+}
+
+fn plan_stdin(manifests: &str) -> Plan {
+    let out = dovetail(&["plan", "-o", "json", "-f", "-"], Some(manifests.as_bytes()));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_str(&text(&out.stdout)).expect("a plan")
+}
+
+/// The same six arm64 pods cost $0.136/h (one c6g.xlarge) when the pool only allows arm64, but
+/// $0.204/h (six c6g.medium, one pod each) when they ask for arm64 with a nodeSelector: the
+/// target type of a claim opened for a pod with any constraint is chosen for that one pod.
+#[test]
+#[ignore = "planner problem: constrained pods get a claim sized for one pod"]
+fn constrained_pods_pack_like_unconstrained_ones() {
+    let selected = run_example("arm64-only").plan;
+    let pool_only = plan_stdin(&edited(
+        "arm64-only",
+        &[
+            ("values: [\"amd64\", \"arm64\"]", "values: [\"arm64\"]"),
+            ("      nodeSelector:\n        kubernetes.io/arch: arm64\n", ""),
+        ],
+    ));
+    assert!(
+        selected.cost_per_hour <= pool_only.cost_per_hour + 1e-9,
+        "nodeSelector arm64: ${:.4}/h on {} nodes; arm64-only pool: ${:.4}/h on {} nodes",
+        selected.cost_per_hour,
+        selected.nodeclaims.len(),
+        pool_only.cost_per_hour,
+        pool_only.nodeclaims.len()
+    );
+}
+
+/// 20 pods of 1 vCPU get 20 c6a.large nodes ($0.58/h); three c6a.2xlarge ($0.39/h) hold them,
+/// and even Karpenter's first-fit-decreasing (one c7i-flex.8xlarge, $0.45/h) does better.
+#[test]
+#[ignore = "planner problem: 1-vCPU batch pods get one node each"]
+fn batch_spot_packs_simulations() {
+    let ex = run_example("batch-spot");
+    let batch: Vec<&PlannedClaim> = ex.claims_of("batch").collect();
+    let cost: f64 = batch.iter().map(|c| c.price_per_hour).sum();
+    assert!(batch.len() < 20 && cost < 0.45, "{} batch nodes for 20 pods, ${cost:.4}/h", batch.len());
+}
+
+/// Within the 16-vCPU limit one m6a.4xlarge holds 7 of the 2-vCPU workers for the price of the
+/// four m6a.xlarge that hold 4.
+#[test]
+#[ignore = "planner problem: the limit is spent on nodes sized for one pod"]
+fn limits_place_as_many_pods_as_fit() {
+    let ex = run_example("limits");
+    assert!(ex.plan.unschedulable.len() <= 3, "{} of 10 workers left pending", ex.plan.unschedulable.len());
+}
+
+/// A pod that selects `karpenter.sh/nodepool: b` must land on pool `b` (or nowhere), not on the
+/// higher-weight pool `a`.
+#[test]
+#[ignore = "planner problem: karpenter.sh/nodepool and dovetail.dev/nodepool selectors are ignored"]
+fn nodepool_selector_picks_the_pool() {
+    let manifests = r"
+apiVersion: dovetail.dev/v1
+kind: NodePool
+metadata: {name: a}
+spec:
+  weight: 10
+  template:
+    spec:
+      nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]
+---
+apiVersion: dovetail.dev/v1
+kind: NodePool
+metadata: {name: b}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}
+      requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
+---
+apiVersion: dovetail.dev/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: DovetailNodeRole-demo-cluster
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: wants-b, namespace: default}
+spec:
+  nodeSelector: {karpenter.sh/nodepool: b}
+  containers: [{name: app, resources: {requests: {cpu: 500m, memory: 1Gi}}}]
+";
+    let plan = plan_stdin(manifests);
+    for c in &plan.nodeclaims {
+        assert_eq!(c.nodepool, "b", "{} is from pool {}", c.name, c.nodepool);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input handling: stdin, directories, and bad input (exit 2, a message that says where, nothing
+// on stdout).
+
+#[test]
+fn stdin_reads_the_same_plan() {
+    let mut all = String::new();
+    for f in manifests("gpu") {
+        all.push_str(&std::fs::read_to_string(root().join(f)).expect("read manifest"));
+        all.push_str("\n---\n");
+    }
+    let out = dovetail(&["plan", "-f", "-"], Some(all.as_bytes()));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The same as from the files (not read from the golden, which a parallel bless may be writing).
+    assert_eq!(text(&out.stdout), plan_output(&manifests("gpu"), "table"));
+}
+
+#[test]
+fn directory_reads_its_manifests() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plan-golden-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a directory");
+    for f in manifests("karpenter-migration") {
+        let name = Path::new(&f).file_name().expect("file name");
+        std::fs::copy(root().join(&f), dir.join(name)).expect("copy manifest");
+    }
+    // Not a manifest: skipped by extension.
+    std::fs::write(dir.join("README.md"), "# not YAML: {{{\n").expect("write");
+    let out = dovetail(&["plan", "-o", "json", "-f", dir.to_str().expect("UTF-8 path")], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), plan_output(&manifests("karpenter-migration"), "json"));
+}
+
+const FIXTURES: &str = "cli/tests/fixtures";
+
+/// Runs `plan` (table and JSON) on input that must be refused; returns the message after
+/// checking the contract: exit code 2, one line on stderr, nothing on stdout.
+fn refused(files: &[&str], stdin: Option<&str>) -> String {
+    let mut message = String::new();
+    for format in ["table", "json"] {
+        let mut args = vec!["plan", "-o", format, "-f"];
+        args.extend_from_slice(files);
+        let out = dovetail(&args, stdin.map(str::as_bytes));
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "bad input exits 2: {stderr}");
+        assert!(out.stdout.is_empty(), "nothing on stdout on bad input, got {:?}", text(&out.stdout));
+        assert!(stderr.starts_with("dovetail: "), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "one message: {stderr}");
+        if !message.is_empty() {
+            assert_eq!(stderr, message, "the same message whatever the output format");
+        }
+        message = stderr;
+    }
+    message
+}
+
+fn assert_mentions(stderr: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(stderr.contains(p), "the message should mention {p:?}: {stderr}");
+    }
+}
+
+#[test]
+fn bad_quantity_is_refused() {
+    let f = format!("{FIXTURES}/bad-quantity.yaml");
+    let err = refused(&[&f], None);
+    assert_mentions(
+        &err,
+        &[
+            &f,
+            "document 3",
+            "(Deployment shop/web)",
+            "spec.template.spec.containers[0].resources.requests.memory",
+            "2GB",
+        ],
+    );
+}
+
+#[test]
+fn yaml_syntax_error_is_refused() {
+    let f = format!("{FIXTURES}/bad-yaml.yaml");
+    let err = refused(&[&f], None);
+    assert_mentions(&err, &[&f, "document 2", "invalid YAML", "line 18"]);
+}
+
+#[test]
+fn invalid_nodepool_field_is_refused() {
+    let f = format!("{FIXTURES}/bad-budget.yaml");
+    let err = refused(&[&f], None);
+    assert_mentions(&err, &[&f, "document 1", "(NodePool default)", "spec.disruption.budgets[1].nodes", "ten%"]);
+}
+
+#[test]
+fn missing_kind_is_refused() {
+    let f = format!("{FIXTURES}/missing-kind.yaml");
+    let err = refused(&[&f], None);
+    assert_mentions(&err, &[&f, "document 2", "(web)", "missing \"kind\""]);
+}
+
+#[test]
+fn one_bad_file_refuses_the_whole_input() {
+    // Good manifests first: no plan for them either (all or nothing).
+    let mut files: Vec<String> = manifests("web-zone-spread");
+    files.push(format!("{FIXTURES}/bad-quantity.yaml"));
+    let files: Vec<&str> = files.iter().map(String::as_str).collect();
+    let err = refused(&files, None);
+    assert_mentions(&err, &["bad-quantity.yaml", "(Deployment shop/web)"]);
+}
+
+#[test]
+fn bad_input_on_stdin_is_named_stdin() {
+    let text = std::fs::read_to_string(root().join(FIXTURES).join("bad-quantity.yaml")).expect("fixture");
+    let err = refused(&["-"], Some(&text));
+    assert_mentions(&err, &["<stdin>: document 3", "(Deployment shop/web)", "resources.requests.memory"]);
+}
