@@ -1,8 +1,9 @@
 //! Golden tests for `dovetail plan` on the manifests under `examples/`, and the CLI's bad-input
 //! contract.
 //!
-//! Every example directory holds its manifests (`*.yaml`) and the plan they produce, as JSON
-//! (`plan.json`, from `-o json`) and as the table (`plan.txt`, from `-o table`). The tests run the
+//! Every example directory holds its manifests (`*.yaml`) and, under `expected/` (so that
+//! `dovetail plan -f examples/<name>` reads only the manifests), the plan they produce as JSON
+//! (`expected/plan.json`, from `-o json`) and as the table (`expected/plan.txt`, from `-o table`). The tests run the
 //! built binary on the manifests and compare its stdout with those files byte for byte. After a
 //! deliberate change to the planner or to an example, rewrite the goldens and review the diff:
 //!
@@ -161,9 +162,9 @@ fn run_example(name: &str) -> Example {
     let files = manifests(name);
     let dir = root().join("examples").join(name);
     let json = plan_output(&files, "json");
-    check_golden(&dir.join("plan.json"), &json);
+    check_golden(&dir.join("expected/plan.json"), &json);
     let table = plan_output(&files, "table");
-    check_golden(&dir.join("plan.txt"), &table);
+    check_golden(&dir.join("expected/plan.txt"), &table);
 
     let plan: Plan = serde_json::from_str(&json).expect("plan -o json parses as a Plan");
     let paths: Vec<PathBuf> = files.iter().map(|f| root().join(f)).collect();

@@ -80,6 +80,8 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         }
         labels_out.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.as_str().to_string());
         labels_out.insert(labels::NODEPOOL.to_string(), pool.pool.name.clone());
+        // Karpenter's spelling too, so pods written for Karpenter select these nodes unchanged.
+        labels_out.insert(labels::KARPENTER_NODEPOOL.to_string(), pool.pool.name.clone());
         labels_out.insert(labels::NODECLAIM.to_string(), name.clone());
         let mut requirements = bin.reqs.clone();
         requirements.add(
@@ -162,7 +164,7 @@ fn keep_min_values<'a>(s: &Scheduler<'_>, pool: usize, candidates: Vec<Candidate
     }
     let mut keep = vec![false; candidates.len()];
     let mut kept = 0;
-    for m in s.pools[pool].pool.requirements.iter().filter(|r| r.min_values.is_some()) {
+    for m in s.pools[pool].requirements.iter().filter(|r| r.min_values.is_some()) {
         let want = m.min_values.unwrap_or(0);
         let mut seen: Vec<&str> = Vec::new();
         for (i, c) in candidates.iter().enumerate() {

@@ -113,13 +113,19 @@ pub(crate) struct Scheduler<'a> {
     /// Claims opened so far per pool, for naming.
     pub claim_seq: Vec<usize>,
     /// Per class: what one pod is worth in $/h (its share of the lower bound), pods not yet
-    /// placed, and whether it has no constraints beyond resources (so it can fill any claim).
+    /// placed, and whether it has no topology or host-port constraints (so it can fill any claim
+    /// whose requirements and taints it is compatible with).
     values: Vec<f64>,
     /// Per class: index of the next pod to place (pods of a class are interchangeable).
     next: Vec<usize>,
     generic: Vec<bool>,
-    /// Candidate target types per (class, level, pool): the Pareto frontier of unit prices.
-    targets: FxHashMap<(u32, u16, u32), Vec<u32>>,
+    /// Candidate target types per (class, level, pool): the unit-price frontier, and the best buys
+    /// by size beyond it (see `best_buys`).
+    targets: FxHashMap<(u32, u16, u32), (Vec<u32>, Vec<u32>)>,
+    /// Per (class, level, pool): the classes whose pods could share a claim it opens there.
+    joiners: FxHashMap<(u32, u16, u32), Vec<u32>>,
+    /// Per [class][pool]: an id shared by classes with the same requests and pool fit.
+    shape_of: Vec<Vec<u32>>,
     strategy: Strategy,
 }
 
@@ -175,6 +181,8 @@ impl<'a> Scheduler<'a> {
             next: vec![],
             generic: vec![],
             targets: FxHashMap::default(),
+            joiners: FxHashMap::default(),
+            shape_of: vec![],
             strategy: Strategy::LowestCost,
         };
         s.claim_seq = vec![0; s.pools.len()];
@@ -186,6 +194,19 @@ impl<'a> Scheduler<'a> {
                 let _ = s.fit(c, 0, p);
             }
         }
+        let mut shape_ids: FxHashMap<(&crate::resources::Resources, &Requirements, &[u32]), u32> = FxHashMap::default();
+        let mut shape_of = vec![vec![u32::MAX; s.pools.len()]; s.classes.len()];
+        for (c, row) in shape_of.iter_mut().enumerate() {
+            for (p, id) in row.iter_mut().enumerate() {
+                if let Some(Ok(f)) = &s.fits[c][0][p] {
+                    let key = (&s.snap.pods[s.classes[c].pods[0]].requests, &f.reqs, f.types.as_slice());
+                    let next = shape_ids.len() as u32;
+                    *id = *shape_ids.entry(key).or_insert(next);
+                }
+            }
+        }
+        drop(shape_ids);
+        s.shape_of = shape_of;
         let counts: Vec<(usize, f64)> = s.classes.iter().enumerate().map(|(c, k)| (c, k.pods.len() as f64)).collect();
         s.values = bound::dual(&s, &counts).values;
         s.next = vec![0; s.classes.len()];
@@ -193,9 +214,10 @@ impl<'a> Scheduler<'a> {
             .classes
             .iter()
             .map(|k| {
+                // Node requirements and tolerations are fine: joining a claim checks them. Topology
+                // and host ports depend on where others land, so such pods only go the long way.
                 let l = &k.levels[0];
-                l.reqs.is_empty()
-                    && l.spreads.is_empty()
+                l.spreads.is_empty()
                     && l.affinity.is_empty()
                     && l.anti.is_empty()
                     && k.repelled.is_empty()
@@ -225,66 +247,116 @@ impl<'a> Scheduler<'a> {
     }
 
     /// Picks the type a new claim is filled up to: the one that buys the most value per dollar
-    /// when filled, first-fit-decreasing, with this pod and the unconstrained pods still waiting
-    /// (each worth its share of the lower bound). Only frontier types are tried — a type beaten on
-    /// every unit price is never the best buy.
+    /// when filled with this pod and the compatible pods still waiting (each worth its share of the
+    /// lower bound), the way `fill` will fill it.
     fn choose_target(&mut self, c: usize, l: usize, p: usize, pins: &[(String, String)]) -> Option<usize> {
         let key = (c as u32, l as u16, p as u32);
         if !self.targets.contains_key(&key) {
             let fit = self.fit_cached(c, l, p)?.as_ref().ok()?;
-            let types = bound::frontier(self, p, fit).types;
+            // First the types cheapest per unit of some mix of resources (what the lower bound
+            // says an optimal plan would use), then the best buys by size (for pods too coarse for
+            // those: see `best_buys`).
+            let frontier = bound::frontier(self, p, fit).types;
+            let extra: Vec<u32> = best_buys(self, p, fit).into_iter().filter(|t| !frontier.contains(t)).collect();
+            let types = (frontier, extra);
+            // Classes that could ever share a claim this class opens in this pool.
+            let joiners: Vec<u32> = (0..self.classes.len())
+                .filter(|&o| matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if fit.reqs.intersects(&f.reqs).is_ok()))
+                .map(|o| o as u32)
+                .collect();
             self.targets.insert(key, types);
+            self.joiners.insert(key, joiners);
         }
         let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let fit = self.fit_cached(c, l, p)?.as_ref().ok()?;
         let pool = &self.pools[p];
         let pod = &self.classes[c].rep(self.snap).requests;
-        let mut best: Option<(f64, f64, usize)> = None;
-        for &ti in &self.targets[&key] {
-            let t = &pool.types[ti as usize];
-            let treqs = &self.catalog.types[t.catalog].requirements;
-            if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
+        // Pods still waiting that could share this claim, merged by shape (requests and the
+        // types they may use) so the simulation below stays short: (representative class, count,
+        // average value). Pods with topology constraints count too: `fill` leaves them out, but
+        // they join later, first fit.
+        let mut shapes: Vec<(usize, i64, f64)> = Vec::new();
+        let mut index: FxHashMap<u32, usize> = FxHashMap::default();
+        for &o in &self.joiners[&key] {
+            let o = o as usize;
+            let left = (self.classes[o].pods.len() - self.next[o]) as i64;
+            if left == 0 {
                 continue;
             }
-            let Some(offer) = t.best_offering_all(&[&fit.reqs], &pins) else { continue };
-            if pool.within_limits(&t.capacity).is_err() {
+            let Some(Ok(f)) = self.fit_cached(o, 0, p) else { continue };
+            if !pins.iter().all(|(k, v)| f.reqs.get(k).is_none_or(|r| r.has(v))) {
                 continue;
             }
-            let mut room = t.free.minus(pod);
-            let mut value = self.values[c];
-            // Simulate the fill (see `fill`): repeatedly the class whose shape best matches the
-            // room left, as many of it as fit.
-            let mut left: Vec<(usize, i64)> = (0..self.classes.len())
-                .filter(|&o| self.generic[o])
-                .filter(|&o| matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if f.has_type(ti as usize)))
-                .map(|o| (o, (self.classes[o].pods.len() - self.next[o]) as i64))
-                .filter(|&(_, n)| n > 0)
-                .collect();
-            while let Some((i, _)) = best_shape(&left, &room, &t.free, |o| &self.classes[o].rep(self.snap).requests) {
-                let (o, n) = left[i];
-                let r = &self.classes[o].rep(self.snap).requests;
-                let k = how_many(r, &room).min(n);
-                room.cpu -= r.cpu * k;
-                room.memory -= r.memory * k;
-                room.pods -= r.pods * k;
-                room.ephemeral -= r.ephemeral * k;
-                value += self.values[o] * k as f64;
-                left.swap_remove(i);
+            let i = *index.entry(self.shape_of[o][p]).or_insert_with(|| {
+                shapes.push((o, 0, 0.0));
+                shapes.len() - 1
+            });
+            let value = self.values[o];
+            let s = &mut shapes[i];
+            s.2 = (s.2 * s.1 as f64 + value * left as f64) / (s.1 + left) as f64;
+            s.1 += left;
+        }
+        let mut scored: Vec<(f64, f64, usize, bool)> = Vec::new();
+        let (frontier, extra) = &self.targets[&key];
+        for (round, candidates) in [frontier, extra].into_iter().enumerate() {
+            // Frontier types that fill to within 10% of their worth are as good as it gets; only when
+            // the pods are too coarse for them is it worth looking at other sizes.
+            // (At the tail, where the waiting pods cannot fill any type, a frontier type is kept
+            // and re-priced smaller at the end, which is cheaper than starting small.)
+            let best = scored.iter().max_by(|a, b| a.0.total_cmp(&b.0));
+            if round == 1 && best.is_none_or(|b| b.0 >= COARSE_PODS || !b.3) {
+                break;
             }
-            let efficiency = value / offer.price.max(1e-12);
-            let better = match best {
-                None => true,
-                Some((e, price, bi)) => {
-                    efficiency > e * (1.0 + 1e-9)
-                        || (efficiency >= e * (1.0 - 1e-9)
-                            && if e > 0.0 { t.free.cpu > pool.types[bi].free.cpu } else { offer.price < price })
+            for &ti in candidates {
+                let t = &pool.types[ti as usize];
+                let treqs = &self.catalog.types[t.catalog].requirements;
+                if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
+                    continue;
                 }
-            };
-            if better {
-                best = Some((efficiency, offer.price, ti as usize));
+                let Some(offer) = t.best_offering_all(&[&fit.reqs], &pins) else { continue };
+                if pool.within_limits(&t.capacity).is_err() {
+                    continue;
+                }
+                let mut room = t.free.minus(pod);
+                let mut value = self.values[c];
+                // Simulate the fill (see `fill`): repeatedly the class whose shape best matches the
+                // room left, as many of it as fit.
+                let mut left: Vec<(usize, i64)> = shapes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, sh)| matches!(self.fit_cached(sh.0, 0, p), Some(Ok(f)) if f.has_type(ti as usize)))
+                    .map(|(i, sh)| (i, sh.1))
+                    .collect();
+                let requests = |i: usize| &self.classes[shapes[i].0].rep(self.snap).requests;
+                let mut pods_left_over = false;
+                while let Some((i, _)) = best_shape(&left, &room, &t.free, requests) {
+                    let (sh, n) = left[i];
+                    let r = requests(sh);
+                    let k = how_many(r, &room).min(n);
+                    pods_left_over |= k < n;
+                    room.cpu -= r.cpu * k;
+                    room.memory -= r.memory * k;
+                    room.pods -= r.pods * k;
+                    room.ephemeral -= r.ephemeral * k;
+                    value += shapes[sh].2 * k as f64;
+                    left.swap_remove(i);
+                }
+                pods_left_over |= !left.is_empty();
+                scored.push((value / offer.price.max(1e-12), offer.price, ti as usize, pods_left_over));
             }
         }
-        best.map(|(_, _, t)| t)
+        // Every node costs more than its price says (a root volume, IP addresses, DaemonSets, one
+        // more thing to drain), so among buys within 1% of the best value per dollar, the roomiest
+        // wins. With no value at all (pods requesting nothing), the cheapest.
+        let top = scored.iter().map(|s| s.0).fold(0.0, f64::max);
+        if top <= 0.0 {
+            return scored.iter().min_by(|a, b| a.1.total_cmp(&b.1)).map(|s| s.2);
+        }
+        scored
+            .iter()
+            .filter(|s| s.0 >= top * (1.0 - NODE_COUNT_TOLERANCE))
+            .max_by_key(|s| (pool.types[s.2].free.cpu, pool.types[s.2].free.memory))
+            .map(|s| s.2)
     }
 
     /// Existing nodes and in-flight claims become the first bins, their pods counted.
@@ -430,8 +502,8 @@ impl<'a> Scheduler<'a> {
         if let Some(t) = taints_block(pod, &pool.pool.taints, level.strict_prefer) {
             return Err(format!("taint {t} is not tolerated"));
         }
-        pool.pool.requirements.compatible(&level.reqs).map_err(|e| format!("requirement {e}"))?;
-        let reqs = pool.pool.requirements.intersection(&level.reqs);
+        pool.requirements.compatible(&level.reqs).map_err(|e| format!("requirement {e}"))?;
+        let reqs = pool.requirements.intersection(&level.reqs);
         let mut matched = 0usize;
         let mut offered = 0usize;
         let mut types = Vec::new();
@@ -720,7 +792,7 @@ impl<'a> Scheduler<'a> {
     fn min_values_ok(&self, b: usize, add: &Resources, reqs: &Requirements) -> bool {
         let bin = &self.bins[b];
         let pool = &self.pools[bin.pool];
-        let mins: Vec<&Requirement> = pool.pool.requirements.iter().filter(|r| r.min_values.is_some()).collect();
+        let mins: Vec<&Requirement> = pool.requirements.iter().filter(|r| r.min_values.is_some()).collect();
         let used = bin.used.plus(add);
         let fitting: Vec<&PoolType> = pool
             .types
@@ -861,6 +933,52 @@ impl<'a> Scheduler<'a> {
     }
 }
 
+/// The types worth trying as a new claim's target. A type that another beats on price and room
+/// at once is never one (more room for less money always fills at least as well) — but unit
+/// prices alone would be wrong: a type can be cheapest per vCPU and still hold one pod. To keep
+/// the choice fast, the survivors are bucketed by size (powers of two of vCPUs) and each bucket
+/// keeps its cheapest type and its cheapest per vCPU, per GiB and per pod slot.
+fn best_buys(s: &Scheduler<'_>, p: usize, fit: &PoolFit) -> Vec<u32> {
+    let pool = &s.pools[p];
+    let mut all: Vec<(f64, u32)> = fit
+        .types
+        .iter()
+        .filter_map(|&ti| pool.types[ti as usize].best_offering(&fit.reqs).map(|o| (o.price, ti)))
+        .collect();
+    all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut kept: Vec<(f64, u32)> = Vec::new();
+    for (price, ti) in all {
+        let f = &pool.types[ti as usize].free;
+        let dominated = kept.iter().any(|&(kp, ki)| kp <= price && f.fits(&pool.types[ki as usize].free));
+        if !dominated {
+            kept.push((price, ti));
+        }
+    }
+    let mut buckets: BTreeMap<u32, [Option<(f64, u32)>; 4]> = BTreeMap::new();
+    for (price, ti) in kept {
+        let f = &pool.types[ti as usize].free;
+        let bucket = (f.cpu.max(1000) / 1000).ilog2();
+        let per = |x: i64| if x > 0 { price / x as f64 } else { f64::INFINITY };
+        let scores = [price, per(f.cpu), per(f.memory), per(f.pods)];
+        let best = buckets.entry(bucket).or_default();
+        for (slot, score) in best.iter_mut().zip(scores) {
+            if slot.is_none_or(|(s, _)| score < s) {
+                *slot = Some((score, ti));
+            }
+        }
+    }
+    let mut out: Vec<u32> = buckets.values().flatten().flatten().map(|&(_, t)| t).collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Value per dollar below which a frontier type is considered badly filled (coarse pods).
+const COARSE_PODS: f64 = 0.9;
+
+/// How much value per dollar a larger target may give up for fewer nodes.
+const NODE_COUNT_TOLERANCE: f64 = 0.01;
+
 /// How many pods with requests `r` fit in `room`.
 fn how_many(r: &Resources, room: &Resources) -> i64 {
     let fits = |need: i64, have: i64| if need > 0 { (have / need).max(0) } else { i64::MAX };
@@ -937,12 +1055,12 @@ fn universe(
             continue;
         }
         let reqs = if honor_affinity {
-            if pool.pool.requirements.compatible(level_reqs).is_err() {
+            if pool.requirements.compatible(level_reqs).is_err() {
                 continue;
             }
-            pool.pool.requirements.intersection(level_reqs)
+            pool.requirements.intersection(level_reqs)
         } else {
-            pool.pool.requirements.clone()
+            pool.requirements.clone()
         };
         for t in &pool.types {
             let treqs = &catalog.types[t.catalog].requirements;

@@ -78,6 +78,9 @@ impl PoolType {
 
 pub(crate) struct PreparedPool<'a> {
     pub pool: &'a NodePool,
+    /// The pool's requirements plus `dovetail.dev/nodepool In [name]`, so pods selecting a pool by
+    /// name (either spelling) go to that pool only.
+    pub requirements: Requirements,
     /// Why the pool cannot launch anything at all (missing EC2NodeClass, no types), if so.
     pub broken: Option<String>,
     pub types: Vec<PoolType>,
@@ -116,12 +119,9 @@ pub(crate) fn fmt_resource(name: &str, v: i64) -> String {
 }
 
 /// Whether a DaemonSet's pods would run on a node of this pool and type.
-fn daemon_runs_on(ds: &Pod, pool: &NodePool, type_reqs: &Requirements) -> bool {
+fn daemon_runs_on(ds: &Pod, pool: &NodePool, pool_reqs: &Requirements, type_reqs: &Requirements) -> bool {
     tolerates_all(&ds.tolerations, &pool.taints).is_ok()
-        && ds
-            .node_affinity
-            .iter()
-            .any(|term| pool.requirements.intersects(term).is_ok() && type_reqs.intersects(term).is_ok())
+        && ds.node_affinity.iter().any(|term| pool_reqs.intersects(term).is_ok() && type_reqs.intersects(term).is_ok())
 }
 
 pub(crate) fn prepare<'a>(
@@ -139,9 +139,12 @@ pub(crate) fn prepare<'a>(
         .map(|pool| {
             let remaining = (!pool.limits.is_empty())
                 .then(|| pool.limits.iter().map(|(n, l)| (n.clone(), l - pool.usage.get(n))).collect::<Vec<_>>());
+            let mut requirements = pool.requirements.clone();
+            requirements.add(crate::requirements::Requirement::single(labels::NODEPOOL, &pool.name));
             let Some(kubelet) = kubelets(&pool.node_class) else {
                 return PreparedPool {
                     pool,
+                    requirements,
                     broken: Some(format!("its EC2NodeClass {:?} does not exist", pool.node_class)),
                     types: vec![],
                     remaining,
@@ -151,7 +154,7 @@ pub(crate) fn prepare<'a>(
             };
             let mut types = Vec::new();
             for (i, t) in catalog.types.iter().enumerate() {
-                if pool.requirements.intersects(&t.requirements).is_err() {
+                if requirements.intersects(&t.requirements).is_err() {
                     continue;
                 }
                 let offerings: Vec<PoolOffering> = t
@@ -171,7 +174,7 @@ pub(crate) fn prepare<'a>(
                         capacity_type: o.capacity_type,
                         price: o.price,
                     })
-                    .filter(|o| o.allowed_by(&pool.requirements))
+                    .filter(|o| o.allowed_by(&requirements))
                     .collect();
                 if offerings.is_empty() {
                     continue;
@@ -179,7 +182,7 @@ pub(crate) fn prepare<'a>(
                 let allocatable = t.allocatable(&kubelet);
                 let mut free = allocatable.clone();
                 for ds in daemonsets {
-                    if daemon_runs_on(&ds.pod, pool, &t.requirements) {
+                    if daemon_runs_on(&ds.pod, pool, &requirements, &t.requirements) {
                         free.sub(&ds.pod.requests);
                     }
                 }
@@ -192,7 +195,15 @@ pub(crate) fn prepare<'a>(
                 .is_empty()
                 .then(|| "no instance type satisfies its requirements with an available offering".to_string());
             let has_min_values = pool.requirements.iter().any(|r| r.min_values.is_some());
-            PreparedPool { pool, broken, types, remaining, reserved: Resources::default(), has_min_values }
+            PreparedPool {
+                pool,
+                requirements,
+                broken,
+                types,
+                remaining,
+                reserved: Resources::default(),
+                has_min_values,
+            }
         })
         .collect()
 }
