@@ -20,8 +20,8 @@
 //! example asserts the facts it exists to show (zone spread, GPU counts, arm64, zone pinning, one
 //! pod per node, a limit's reason).
 //!
-//! Tests marked `#[ignore]` pin down known planner problems: they fail today and should pass once
-//! the planner is fixed (`cargo test -p dovetail --test plan_golden -- --ignored`).
+//! The last tests pin down planner problems found while writing the examples (claims sized for one
+//! pod, one node per 1-vCPU batch pod, pool selectors ignored), so they stay fixed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -525,7 +525,6 @@ fn plan_stdin(manifests: &str) -> Plan {
 /// $0.204/h (six c6g.medium, one pod each) when they ask for arm64 with a nodeSelector: the
 /// target type of a claim opened for a pod with any constraint is chosen for that one pod.
 #[test]
-#[ignore = "planner problem: constrained pods get a claim sized for one pod"]
 fn constrained_pods_pack_like_unconstrained_ones() {
     let selected = run_example("arm64-only").plan;
     let pool_only = plan_stdin(&edited(
@@ -548,7 +547,6 @@ fn constrained_pods_pack_like_unconstrained_ones() {
 /// 20 pods of 1 vCPU get 20 c6a.large nodes ($0.58/h); three c6a.2xlarge ($0.39/h) hold them,
 /// and even Karpenter's first-fit-decreasing (one c7i-flex.8xlarge, $0.45/h) does better.
 #[test]
-#[ignore = "planner problem: 1-vCPU batch pods get one node each"]
 fn batch_spot_packs_simulations() {
     let ex = run_example("batch-spot");
     let batch: Vec<&PlannedClaim> = ex.claims_of("batch").collect();
@@ -559,7 +557,6 @@ fn batch_spot_packs_simulations() {
 /// Within the 16-vCPU limit one m6a.4xlarge holds 7 of the 2-vCPU workers for the price of the
 /// four m6a.xlarge that hold 4.
 #[test]
-#[ignore = "planner problem: the limit is spent on nodes sized for one pod"]
 fn limits_place_as_many_pods_as_fit() {
     let ex = run_example("limits");
     assert!(ex.plan.unschedulable.len() <= 3, "{} of 10 workers left pending", ex.plan.unschedulable.len());
@@ -568,7 +565,6 @@ fn limits_place_as_many_pods_as_fit() {
 /// A pod that selects `karpenter.sh/nodepool: b` must land on pool `b` (or nowhere), not on the
 /// higher-weight pool `a`.
 #[test]
-#[ignore = "planner problem: karpenter.sh/nodepool and dovetail.dev/nodepool selectors are ignored"]
 fn nodepool_selector_picks_the_pool() {
     let manifests = r"
 apiVersion: dovetail.dev/v1

@@ -289,8 +289,6 @@ fn instance_type(row: &Row<'_>, zones: &[Zone]) -> InstanceType {
     label(labels::INSTANCE_MEMORY, row.get(col::MEMORY_MIB));
     label(labels::INSTANCE_ENCRYPTION_IN_TRANSIT, bool_str(row.encryption_in_transit));
     label(labels::INSTANCE_CAPABILITY_FLEX, bool_str(row.capability_flex));
-    // Labels EC2 has no value for are left off, as Karpenter does: a pod requiring them then only
-    // matches types that have them (e.g. bare metal has no hypervisor).
     for (key, column) in [
         (labels::INSTANCE_HYPERVISOR, col::HYPERVISOR),
         (labels::INSTANCE_NETWORK_BANDWIDTH, col::NETWORK_BANDWIDTH_MBPS),
@@ -306,6 +304,24 @@ fn instance_type(row: &Row<'_>, zones: &[Zone]) -> InstanceType {
         label(labels::INSTANCE_GPU_MANUFACTURER, row.get(col::GPU_MANUFACTURER));
         label(labels::INSTANCE_GPU_COUNT, row.get(col::GPU_COUNT));
         label(labels::INSTANCE_GPU_MEMORY, row.get(col::GPU_MEMORY_MIB));
+    }
+    // Labels EC2 has no value for are recorded as absent (DoesNotExist), as Karpenter does, so a pod
+    // requiring one (say `instance-gpu-name In [a10g]`) does not match every type that lacks it.
+    for key in [
+        labels::INSTANCE_HYPERVISOR,
+        labels::INSTANCE_NETWORK_BANDWIDTH,
+        labels::INSTANCE_EBS_BANDWIDTH,
+        labels::INSTANCE_LOCAL_NVME,
+        labels::INSTANCE_GPU_NAME,
+        labels::INSTANCE_GPU_MANUFACTURER,
+        labels::INSTANCE_GPU_COUNT,
+        labels::INSTANCE_GPU_MEMORY,
+    ] {
+        if !req.has_key(key) {
+            req.add(
+                Requirement::new(key, crate::requirements::Operator::DoesNotExist, &[] as &[&str]).expect("no values"),
+            );
+        }
     }
     for r in offering_requirements(&offerings, zones) {
         req.add(r);

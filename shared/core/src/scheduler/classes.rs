@@ -139,10 +139,7 @@ pub(crate) fn ladder(pod: &Pod, topo: &mut Topology, prefer_taints_exist: bool) 
     let mut s = states[0].0;
     loop {
         let relaxed;
-        if s.term + 1 < terms {
-            s.term += 1;
-            relaxed = format!("required node affinity term {}", s.term);
-        } else if s.aff < pref_aff.len() {
+        if s.aff < pref_aff.len() {
             s.aff += 1;
             relaxed = "a preferred pod affinity term".to_string();
         } else if s.anti < pref_anti.len() {
@@ -162,6 +159,13 @@ pub(crate) fn ladder(pod: &Pod, topo: &mut Topology, prefer_taints_exist: bool) 
         }
         states.push((s, Some(relaxed)));
     }
+    // Required node-affinity terms are alternatives of equal standing (kube-scheduler takes any
+    // of them): every rung of preferences is tried with each term before a preference is given
+    // up, so a term that only works once preferences are relaxed is still tried.
+    let states: Vec<(State, Option<String>)> = states
+        .into_iter()
+        .flat_map(|(s, relaxed)| (0..terms).map(move |term| (State { term, ..s }, relaxed.clone())))
+        .collect();
 
     let empty = Requirements::new();
     states

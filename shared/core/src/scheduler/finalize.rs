@@ -44,13 +44,17 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         let fitting = |list: &[Priced]| -> Vec<Candidate<'_>> {
             let limit = if pool.has_min_values { usize::MAX } else { MAX_INSTANCE_TYPES };
             list.iter()
-                .filter(|c| bin.used.fits(&pool.types[c.0].free) && within(&pool.types[c.0]))
+                .filter(|c| {
+                    let t = &pool.types[c.0];
+                    bin.used.fits(&t.free) && within(t) && t.ports_free(&bin.ports)
+                })
                 .take(limit)
                 .map(|c| (&pool.types[c.0], c.1, c.2, c.3.clone()))
                 .collect()
         };
         let mut candidates = fitting(&priced.0);
-        let spot = !candidates.is_empty();
+        // Spot first, unless its types alone cannot keep the pool's minValues.
+        let spot = !candidates.is_empty() && min_values_met(s, bin.pool, &candidates);
         if !spot {
             candidates = fitting(&priced.1);
         }
@@ -95,6 +99,18 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         if spot {
             requirements.add(Requirement::single(labels::CAPACITY_TYPE, labels::CAPACITY_SPOT));
         }
+        // Like Karpenter, label the node with one value of every custom key the pool defines but
+        // leaves open (`In` several values, `Exists`, bounds): a pod that requires the key, or one
+        // of several values, must find it on the node. Keys the pool does not define stay off.
+        for r in bin.reqs.iter().filter(|r| !labels::is_well_known(&r.key)) {
+            if labels_out.contains_key(&r.key) || !pool.pool.requirements.has_key(&r.key) {
+                continue;
+            }
+            if let Some(v) = label_value(r) {
+                labels_out.insert(r.key.clone(), v.clone());
+                requirements.add(Requirement::single(&r.key, &v));
+            }
+        }
         let mut taints = pool.pool.taints.clone();
         taints.extend(pool.pool.startup_taints.iter().cloned());
         plan.cost_per_hour += price;
@@ -118,6 +134,18 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
     }
     plan.unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
     plan
+}
+
+/// A value a requirement allows, for labelling: the smallest of a finite set; for a complement
+/// (`Exists`, `NotIn`, `Gt`/`Lt`) the smallest integer within the bounds that is not excluded
+/// (Karpenter picks a random such integer). `None` for `DoesNotExist` or an empty range.
+fn label_value(r: &Requirement) -> Option<String> {
+    if !r.complement {
+        return r.values.iter().next().cloned();
+    }
+    let low = r.greater_than.map_or(0, |g| g.saturating_add(1));
+    let high = r.less_than.unwrap_or(i64::MAX);
+    (low..high).take(r.values.len() + 1).map(|v| v.to_string()).find(|v| !r.values.contains(v))
 }
 
 type Candidate<'a> = (&'a PoolType, CapacityType, f64, String);
@@ -153,6 +181,19 @@ fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> SpotAndO
     spot.sort_by(by_price);
     on_demand.sort_by(by_price);
     (spot, on_demand)
+}
+
+/// Whether the candidates keep enough distinct values for every `minValues` requirement.
+fn min_values_met(s: &Scheduler<'_>, pool: usize, candidates: &[Candidate<'_>]) -> bool {
+    s.pools[pool].pool.requirements.iter().filter(|r| r.min_values.is_some()).all(|m| {
+        let mut values: Vec<&str> = candidates
+            .iter()
+            .filter_map(|c| s.catalog.types[c.0.catalog].requirements.get(&m.key).and_then(|r| r.single_value()))
+            .collect();
+        values.sort_unstable();
+        values.dedup();
+        values.len() >= m.min_values.unwrap_or(0)
+    })
 }
 
 /// Cuts the list to [`MAX_INSTANCE_TYPES`], cheapest first, keeping enough distinct values for

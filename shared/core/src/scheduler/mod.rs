@@ -298,13 +298,20 @@ impl<'a> Scheduler<'a> {
         }
         let mut scored: Vec<(f64, f64, usize, bool)> = Vec::new();
         let (frontier, extra) = &self.targets[&key];
-        for (round, candidates) in [frontier, extra].into_iter().enumerate() {
+        // Both lists are worked out without pins or limits: when those rule out all of them, the
+        // other types that fit get their turn (a dominated type beats no node at all).
+        let rest: Vec<u32> =
+            fit.types.iter().copied().filter(|t| !frontier.contains(t) && !extra.contains(t)).collect();
+        for (round, candidates) in [frontier, extra, &rest].into_iter().enumerate() {
+            if round == 2 && !scored.is_empty() {
+                break;
+            }
             // Frontier types that fill to within 10% of their worth are as good as it gets; only when
             // the pods are too coarse for them is it worth looking at other sizes.
             // (At the tail, where the waiting pods cannot fill any type, a frontier type is kept
             // and re-priced smaller at the end, which is cheaper than starting small.)
             let best = scored.iter().max_by(|a, b| a.0.total_cmp(&b.0));
-            if round == 1 && best.is_none_or(|b| b.0 >= COARSE_PODS || !b.3) {
+            if round == 1 && best.is_some_and(|b| b.0 >= COARSE_PODS || !b.3) {
                 break;
             }
             for &ti in candidates {
@@ -508,6 +515,7 @@ impl<'a> Scheduler<'a> {
         let mut offered = 0usize;
         let mut types = Vec::new();
         let mut largest: Option<&PoolType> = None;
+        let mut port_clash = false;
         for (i, t) in pool.types.iter().enumerate() {
             if self.catalog.types[t.catalog].requirements.intersects(&reqs).is_err() {
                 continue;
@@ -517,6 +525,10 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             offered += 1;
+            if !t.ports_free(&pod.host_ports) {
+                port_clash = true;
+                continue;
+            }
             if pod.requests.fits(&t.free) {
                 types.push(i as u32);
             } else if largest.is_none_or(|l| t.free.cpu > l.free.cpu) {
@@ -528,6 +540,8 @@ impl<'a> Scheduler<'a> {
                 format!("no instance type matches {reqs}")
             } else if offered == 0 {
                 format!("no available offering of the {matched} matching instance types in the allowed zones and capacity types")
+            } else if port_clash && largest.is_none() {
+                "its host ports are held by DaemonSet pods on every matching instance type".to_string()
             } else {
                 let biggest = largest.map(|t| {
                     let name = &self.catalog.types[t.catalog].name;
@@ -544,6 +558,26 @@ impl<'a> Scheduler<'a> {
                 )
             });
         }
+        // minValues: the types that can take the pod must keep enough distinct values, or no
+        // claim for it can (Karpenter leaves such a pod pending).
+        for m in pool.pool.requirements.iter().filter(|r| r.min_values.is_some()) {
+            let want = m.min_values.unwrap_or(0);
+            let mut values: Vec<&str> = types
+                .iter()
+                .filter_map(|&i| self.catalog.types[pool.types[i as usize].catalog].requirements.get(&m.key))
+                .filter_map(|r| r.single_value())
+                .filter(|v| reqs.get(&m.key).is_none_or(|r| r.has(v)))
+                .collect();
+            values.sort_unstable();
+            values.dedup();
+            if values.len() < want {
+                return Err(format!(
+                    "requirement {} has minValues {want}, but the instance types that fit offer {} value(s)",
+                    m.key,
+                    values.len()
+                ));
+            }
+        }
         Ok(PoolFit { reqs, types })
     }
 
@@ -556,25 +590,35 @@ impl<'a> Scheduler<'a> {
             let pod = self.classes[c].rep(self.snap);
             for l in 0..self.classes[c].levels.len() {
                 let level = &self.classes[c].levels[l];
-                let mut get = |key: &str, ha: bool, ht: bool| {
+                let mut get = |key: &str, ha: bool, ht: bool, reqs: &Requirements| {
                     cache
-                        .entry((key.to_string(), ha, ht, level.reqs.clone(), pod.tolerations.clone()))
-                        .or_insert_with(|| {
-                            universe(self.snap, self.catalog, &self.pools, pod, &level.reqs, key, ha, ht)
-                        })
+                        .entry((key.to_string(), ha, ht, reqs.clone(), pod.tolerations.clone()))
+                        .or_insert_with(|| universe(self.snap, self.catalog, &self.pools, pod, reqs, key, ha, ht))
                         .clone()
                 };
-                let universes: Vec<Vec<String>> = level.domain_keys.iter().map(|k| get(k, true, true)).collect();
+                let universes: Vec<Vec<String>> =
+                    level.domain_keys.iter().map(|k| get(k, true, true, &level.reqs)).collect();
+                // A spread's nodeAffinityPolicy (Honor) counts the domains of every node the pod's
+                // *required* node affinity allows — any of its terms — as kube-scheduler does, not
+                // just those of the term and preferred terms this rung tries: counting fewer domains
+                // lets the rung crowd one of them beyond maxSkew.
+                let any = [Requirements::new()];
+                let required: &[Requirements] = if pod.node_affinity.is_empty() { &any } else { &pod.node_affinity };
                 let counted: Vec<Vec<String>> = level
                     .spreads
                     .iter()
                     .map(|sp| {
                         let g = &self.topo.groups[sp.group as usize];
                         if g.hostname {
-                            vec![]
-                        } else {
-                            get(&g.key.topology_key, sp.honor_affinity, sp.honor_taints)
+                            return vec![];
                         }
+                        let mut all: Vec<String> = required
+                            .iter()
+                            .flat_map(|t| get(&g.key.topology_key, sp.honor_affinity, sp.honor_taints, t))
+                            .collect();
+                        all.sort();
+                        all.dedup();
+                        all
                     })
                     .collect();
                 let level = &mut self.classes[c].levels[l];
@@ -794,10 +838,17 @@ impl<'a> Scheduler<'a> {
         let pool = &self.pools[bin.pool];
         let mins: Vec<&Requirement> = pool.requirements.iter().filter(|r| r.min_values.is_some()).collect();
         let used = bin.used.plus(add);
+        // Within limits next to the other claims (this one's reservation is what it would replace).
+        let own = &pool.types[bin.target].capacity;
+        let within = |t: &PoolType| {
+            pool.remaining.as_ref().is_none_or(|rem| {
+                rem.iter().all(|(n, left)| pool.reserved.get(n) - own.get(n) + t.capacity.get(n) <= *left)
+            })
+        };
         let fitting: Vec<&PoolType> = pool
             .types
             .iter()
-            .filter(|t| used.fits(&t.free))
+            .filter(|t| used.fits(&t.free) && within(t))
             .filter(|t| self.catalog.types[t.catalog].requirements.intersects(reqs).is_ok() && t.has_offering(reqs))
             .collect();
         mins.iter().all(|m| {
@@ -810,6 +861,38 @@ impl<'a> Scheduler<'a> {
             distinct.dedup();
             distinct.len() >= m.min_values.unwrap_or(0)
         })
+    }
+
+    /// With `minValues` on the pool: why a new claim under these pins could not keep enough
+    /// distinct values among the types that fit the pod, are offered there and stay within limits.
+    fn min_values_short(&self, p: usize, fit: &PoolFit, pins: &[(String, String)]) -> Option<String> {
+        let pool = &self.pools[p];
+        if !pool.has_min_values {
+            return None;
+        }
+        let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let usable: Vec<&Requirements> = fit
+            .types
+            .iter()
+            .map(|&i| &pool.types[i as usize])
+            .filter(|t| t.best_offering_all(&[&fit.reqs], &pins).is_some() && pool.within_limits(&t.capacity).is_ok())
+            .map(|t| &self.catalog.types[t.catalog].requirements)
+            .filter(|r| pins.iter().all(|(k, v)| r.get(k).is_none_or(|x| x.has(v))))
+            .collect();
+        for m in pool.pool.requirements.iter().filter(|r| r.min_values.is_some()) {
+            let mut values: Vec<&str> = usable.iter().filter_map(|r| r.get(&m.key)?.single_value()).collect();
+            values.sort_unstable();
+            values.dedup();
+            let want = m.min_values.unwrap_or(0);
+            if values.len() < want {
+                return Some(format!(
+                    "requirement {} has minValues {want}, but only {} value(s) can be launched there within limits",
+                    m.key,
+                    values.len()
+                ));
+            }
+        }
+        None
     }
 
     /// Opens a new claim for a pod in the first pool (by weight) that can run it.
@@ -864,6 +947,10 @@ impl<'a> Scheduler<'a> {
                     }
                     continue;
                 };
+                if let Some(why) = self.min_values_short(p, &fit, &owned) {
+                    last = why;
+                    continue;
+                }
                 let mut reqs = fit.reqs.clone();
                 for (k, v) in &owned {
                     reqs.add(Requirement::single(k, v));

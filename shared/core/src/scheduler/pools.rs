@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use crate::catalog::{CapacityType, Catalog, OfferingKey};
 use crate::labels;
-use crate::model::{tolerates_all, DaemonSet, KubeletConfig, NodePool, Pod};
+use crate::model::{tolerates_all, DaemonSet, HostPort, KubeletConfig, NodePool, Pod};
 use crate::requirements::Requirements;
 use crate::resources::Resources;
 
@@ -49,9 +49,16 @@ pub(crate) struct PoolType {
     /// Capacity, counted against the pool's limits.
     pub capacity: Resources,
     pub offerings: Vec<PoolOffering>,
+    /// Host ports the DaemonSet pods that would run on it hold: no pending pod may use them there.
+    pub ports: Vec<HostPort>,
 }
 
 impl PoolType {
+    /// Whether pods with these host ports can run beside the type's DaemonSet pods.
+    pub fn ports_free(&self, ports: &[HostPort]) -> bool {
+        !ports.iter().any(|p| self.ports.iter().any(|q| p.conflicts(q)))
+    }
+
     /// Cheapest offering the requirements allow, preferring spot when it is allowed at all.
     pub fn best_offering(&self, reqs: &Requirements) -> Option<&PoolOffering> {
         let rank = |o: &PoolOffering| o.capacity_type != CapacityType::Spot;
@@ -181,15 +188,24 @@ pub(crate) fn prepare<'a>(
                 }
                 let allocatable = t.allocatable(&kubelet);
                 let mut free = allocatable.clone();
+                let mut ports = Vec::new();
                 for ds in daemonsets {
                     if daemon_runs_on(&ds.pod, pool, &requirements, &t.requirements) {
                         free.sub(&ds.pod.requests);
+                        ports.extend(ds.pod.host_ports.iter().cloned());
                     }
                 }
                 if free.cpu <= 0 || free.memory <= 0 || free.pods <= 0 {
                     continue;
                 }
-                types.push(PoolType { catalog: i, free, allocatable, capacity: t.capacity(&kubelet), offerings });
+                types.push(PoolType {
+                    catalog: i,
+                    free,
+                    allocatable,
+                    capacity: t.capacity(&kubelet),
+                    offerings,
+                    ports,
+                });
             }
             let broken = types
                 .is_empty()
