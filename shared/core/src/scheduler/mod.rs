@@ -325,7 +325,7 @@ impl<'a> Scheduler<'a> {
             if round == 2 && !scored.is_empty() {
                 break;
             }
-            // Frontier types that fill to within 10% of their worth are as good as it gets; only when
+            // Frontier types that fill to within 30% of their worth are as good as it gets; only when
             // the pods are too coarse for them is it worth looking at other sizes.
             // (At the tail, where the waiting pods cannot fill any type, a frontier type is kept
             // and re-priced smaller at the end, which is cheaper than starting small.)
@@ -431,7 +431,8 @@ impl<'a> Scheduler<'a> {
                     Ok(Some((b, l))) if self.strategy == Strategy::LowestCost => {
                         // A pod placed with preferences relaxed says nothing about its siblings:
                         // they try their preferences again on their own.
-                        if l == 0 {
+                        // (Unconstrained siblings are left to `fill`, which mixes shapes.)
+                        if l == 0 && !self.generic[c] {
                             self.fill_class(b, c, l);
                         }
                         self.fill(b);
@@ -1192,7 +1193,7 @@ fn best_buys(s: &Scheduler<'_>, p: usize, fit: &PoolFit) -> Vec<u32> {
 }
 
 /// Value per dollar below which a frontier type is considered badly filled (coarse pods).
-const COARSE_PODS: f64 = 0.9;
+const COARSE_PODS: f64 = 0.7;
 
 /// How much value per dollar a larger target may give up for fewer nodes.
 const NODE_COUNT_TOLERANCE: f64 = 0.01;
