@@ -1100,16 +1100,17 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Whether bin `b` is a node the pods behind private count `i` could use.
+    /// Whether bin `b` is a node the pods behind private count `i` could use: one that satisfies a
+    /// term of their required node affinity (nodeSelector included; preferences do not count).
     fn bin_eligible(&self, b: usize, i: usize) -> bool {
-        let (c, l) = self.private_owner[i];
-        let reqs = &self.classes[c].levels[l].reqs;
+        let (c, _) = self.private_owner[i];
+        let terms = &self.classes[c].rep(self.snap).node_affinity;
         let bin = &self.bins[b];
         match bin.node {
-            Some(n) => reqs.matches_labels(&self.snap.nodes[n].labels),
+            Some(n) => terms.iter().any(|t| t.matches_labels(&self.snap.nodes[n].labels)),
             None => {
-                let t = &self.pools[bin.pool].types[bin.target];
-                bin.reqs.intersects(reqs).is_ok() && self.catalog.types[t.catalog].requirements.intersects(reqs).is_ok()
+                let ty = &self.catalog.types[self.pools[bin.pool].types[bin.target].catalog];
+                terms.iter().any(|t| bin.reqs.intersects(t).is_ok() && ty.requirements.intersects(t).is_ok())
             }
         }
     }
@@ -1120,15 +1121,17 @@ impl<'a> Scheduler<'a> {
         for c in 0..self.classes.len() {
             for l in 0..self.classes[c].levels.len() {
                 for si in 0..self.classes[c].levels[l].spreads.len() {
+                    let terms = &self.classes[c].rep(self.snap).node_affinity;
                     let level = &self.classes[c].levels[l];
                     let sp = &level.spreads[si];
                     let g = &self.topo.groups[sp.group as usize];
-                    if !sp.honor_affinity || level.reqs.is_empty() || g.hostname {
+                    let constrained = !(terms.len() == 1 && terms[0].is_empty());
+                    if !sp.honor_affinity || !constrained || g.hostname {
                         continue;
                     }
                     let mut counts: FxHashMap<String, u32> = FxHashMap::default();
                     for n in &self.snap.nodes {
-                        if !level.reqs.matches_labels(&n.labels) {
+                        if !terms.iter().any(|t| t.matches_labels(&n.labels)) {
                             continue;
                         }
                         let Some(v) = n.labels.get(&g.key.topology_key) else { continue };

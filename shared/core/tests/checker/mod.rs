@@ -705,6 +705,20 @@ impl<'a> Checker<'a> {
                         ));
                         continue;
                     }
+                    // The final state can only judge a spread when every pod it counts saw the same
+                    // nodes: with nodeAffinityPolicy Honor, a selected pod with other node
+                    // requirements counted (and was counted on) different nodes when it was placed,
+                    // so the order of placement decides and kube-scheduler's per-pod check is the
+                    // only fair one. Such mixed spreads are not judged here.
+                    let mixed = honor_affinity
+                        && self
+                            .nodes
+                            .iter()
+                            .flat_map(|q| q.pods.iter())
+                            .any(|x| selected(x.pod) && x.pod.node_affinity != p.pod.node_affinity);
+                    if mixed {
+                        continue;
+                    }
                     let too_few = s.min_domains.is_some_and(|m| (domains.len() as i64) < m as i64);
                     let min = if too_few { 0 } else { counts.values().copied().min().unwrap_or(0) };
                     let here = counts[dp.as_str()];
