@@ -90,8 +90,13 @@ pub enum EvictionResult {
 /// Eviction bookkeeping for one pod (`namespace/name`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodEviction {
-    /// Evictions emitted so far; the backoff doubles with each.
+    /// Evictions emitted so far.
     pub attempts: u32,
+    /// Times the eviction was held back because a covering PDB had no disruption left: a 429
+    /// predicted without asking. Counts toward the backoff like a refusal, so a long-blocked pod
+    /// is looked at every 10 s, not ten times a second.
+    #[serde(default)]
+    pub pdb_waits: u32,
     pub last_attempt: Option<Time>,
     /// Not evicted again before this instant. Set at emission as though the eviction were
     /// refused: an eviction whose answer never got recorded (a crash) is then simply retried.
@@ -132,7 +137,7 @@ impl DrainState {
             EvictionResult::Accepted | EvictionResult::NotFound => entry.accepted_at = Some(now),
             EvictionResult::Refused | EvictionResult::Failed => {
                 entry.accepted_at = None;
-                entry.next_retry = Some(now.plus(backoff(entry.attempts.max(1))));
+                entry.next_retry = Some(now.plus(backoff((entry.attempts + entry.pdb_waits).max(1))));
             }
         }
     }
@@ -352,12 +357,16 @@ impl Stepper {
             }
             let covering: Vec<_> = cluster.pdbs.iter().filter(|p| p.covers(pod)).collect();
             if let Some(full) = covering.iter().find(|p| budgets[&(p.namespace.clone(), p.name.clone())] <= 0) {
-                // Emitting it would only earn a 429: look again after the backoff it would get.
+                // Emitting it would only earn a 429: back off as though it had.
                 self.note(format!(
                     "not evicting pod {key} yet: PodDisruptionBudget {}/{} allows no more disruptions",
                     full.namespace, full.name
                 ));
-                self.requeue(backoff(entry.attempts + 1));
+                let e = self.state().pods.entry(key.clone()).or_default();
+                e.pdb_waits += 1;
+                let wait = backoff(e.attempts + e.pdb_waits);
+                e.next_retry = Some(now.plus(wait));
+                self.requeue(wait);
                 continue;
             }
             for p in &covering {
@@ -366,7 +375,7 @@ impl Stepper {
             let e = self.state().pods.entry(key.clone()).or_default();
             e.attempts += 1;
             e.last_attempt = Some(now);
-            let wait = backoff(e.attempts);
+            let wait = backoff(e.attempts + e.pdb_waits);
             e.next_retry = Some(now.plus(wait));
             let attempt = e.attempts;
             let retry = if attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
@@ -477,5 +486,7 @@ fn blocker(node: &Node, claim: &NodeClaim, now: Time) -> Option<String> {
     if let Some(why) = do_not_disrupt(&node.annotations, claim.registered_at, now) {
         return Some(format!("node {} has {why}", node.name));
     }
-    node.pods.iter().filter(|p| !p.is_mirror()).find_map(|p| pod_protected(p, now))
+    // Every pod counts, mirror and tolerating ones too: the annotation is the owner saying "not
+    // this node, not now", whether or not the drain would touch that pod.
+    node.pods.iter().find_map(|p| pod_protected(p, now))
 }
