@@ -73,10 +73,7 @@ fn registration_by_provider_id_removes_the_taint_and_initializes_a_ready_node() 
     let now = T0.plus(secs(90));
     let c = cluster(now, &claim, "running", Some(n));
     let (step, next, world) = settle(&claim, &c);
-    assert_eq!(
-        actions(&step),
-        vec![Action::RemoveTaint { node: "node-a".into(), key: TAINT_UNREGISTERED.into() }]
-    );
+    assert_eq!(actions(&step), vec![Action::RemoveTaint { node: "node-a".into(), key: TAINT_UNREGISTERED.into() }]);
     assert_eq!(
         sentences(&step),
         vec![
@@ -151,7 +148,11 @@ fn registration_timeout_terminates_the_instance_and_deletes_the_claim() {
         actions(&step),
         vec![
             Action::TerminateInstance { instance_id: "i-a".into() },
-            Action::Event { object: "NodePool/default".into(), reason: "RegistrationTimeout".into(), message: why.into() },
+            Action::Event {
+                object: "NodePool/default".into(),
+                reason: "RegistrationTimeout".into(),
+                message: why.into()
+            },
             Action::DeleteClaim { name: "a".into() },
         ]
     );

@@ -86,7 +86,10 @@ fn the_node_is_tainted_before_anything_is_evicted() {
     assert_eq!(actions(&s), vec![Action::TaintNode { node: "node-a".into(), taint: disrupted_taint() }]);
     assert_eq!(
         sentences(&s),
-        vec!["draining a (node node-a) for Expired", "tainting node node-a with dovetail.dev/disrupted:NoSchedule before draining it"]
+        vec![
+            "draining a (node node-a) for Expired",
+            "tainting node node-a with dovetail.dev/disrupted:NoSchedule before draining it"
+        ]
     );
     let next = s.claim.clone().unwrap();
     assert_eq!(next.phase, Phase::Draining);
@@ -111,11 +114,8 @@ fn pods_go_in_four_tiers_skipping_mirror_and_tolerating_pods_then_the_instance_a
     let c = drain_cluster(&claim, pods);
     let (trace, end, world) = drive(claim, c, &mut |_| EvictionResult::Accepted, 50);
     assert_eq!(end.phase, Phase::Terminated);
-    let steps_with_evictions: Vec<Vec<String>> = trace
-        .iter()
-        .map(|s| evicted(std::slice::from_ref(s)))
-        .filter(|e| !e.is_empty())
-        .collect();
+    let steps_with_evictions: Vec<Vec<String>> =
+        trace.iter().map(|s| evicted(std::slice::from_ref(s))).filter(|e| !e.is_empty()).collect();
     assert_eq!(
         steps_with_evictions,
         vec![
@@ -127,7 +127,9 @@ fn pods_go_in_four_tiers_skipping_mirror_and_tolerating_pods_then_the_instance_a
     );
     let all: Vec<String> = trace.iter().flat_map(sentences).collect();
     assert!(all.contains(&"evicting non-critical non-daemon pod shop/cart-1 from node node-a for Expired".to_string()));
-    assert!(all.contains(&"evicting critical daemon pod kube-system/kube-proxy from node node-a for Expired".to_string()));
+    assert!(
+        all.contains(&"evicting critical daemon pod kube-system/kube-proxy from node node-a for Expired".to_string())
+    );
     assert!(all.contains(&"node node-a is drained".to_string()));
     assert!(all.contains(&"terminating instance i-a of a for Expired".to_string()));
     let tail: Vec<Action> = trace.iter().flat_map(actions).filter(|a| !matches!(a, Action::Evict { .. })).collect();
@@ -184,7 +186,10 @@ fn refused_evictions_back_off_from_100ms_to_10s() {
     // Due: second attempt, then 200 ms.
     c.now = T0.plus(Duration::from_millis(100));
     let s = step(&claim, &c);
-    assert_eq!(sentences(&s), vec!["evicting non-critical non-daemon pod shop/cart-1 from node node-a for Expired (attempt 2)"]);
+    assert_eq!(
+        sentences(&s),
+        vec!["evicting non-critical non-daemon pod shop/cart-1 from node node-a for Expired (attempt 2)"]
+    );
     assert_eq!(s.requeue, Some(Duration::from_millis(200)));
     claim = apply(&mut c, &claim, &s, &mut |_| EvictionResult::Accepted).unwrap();
     // Accepted and gone: drained.
@@ -361,7 +366,11 @@ fn a_claim_without_a_node_goes_straight_to_terminating() {
     assert_eq!(s.claim.as_ref().unwrap().phase, Phase::Terminating);
     assert_eq!(
         sentences(&s),
-        vec!["draining a (no registered node) for Expired", "a has no node to drain", "terminating instance i-a of a for Expired"]
+        vec![
+            "draining a (no registered node) for Expired",
+            "a has no node to drain",
+            "terminating instance i-a of a for Expired"
+        ]
     );
 }
 
@@ -373,7 +382,8 @@ fn drains_resume_from_persisted_json_after_a_crash_at_any_point() {
     let mut claim = disrupted("a", Reason::Drifted, T0);
     claim.termination_grace_period = Some(secs(300));
     let web = |n: &str| pod("shop", n).with_labels(&[("app", "web")]);
-    let mut c = drain_cluster(&claim, vec![web("web-1"), web("web-2"), daemon(pod("mon", "exporter")), pod("shop", "cart-1")]);
+    let mut c =
+        drain_cluster(&claim, vec![web("web-1"), web("web-2"), daemon(pod("mon", "exporter")), pod("shop", "cart-1")]);
     c.pdbs = vec![pdb("shop", "web", "web", 1)];
     let mut refusals = 0;
     let mut answer = |_: &Pod| {

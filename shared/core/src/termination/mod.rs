@@ -192,10 +192,9 @@ pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
         s.terminated(cluster, "its instance is already gone");
         return s.finish(claim);
     }
-    if claim.phase < Phase::Draining || claim.drain.is_none() {
-        if !s.start(claim, cluster) {
-            return s.finish(claim);
-        }
+    let started = claim.phase >= Phase::Draining && claim.drain.is_some();
+    if !started && !s.start(claim, cluster) {
+        return s.finish(claim);
     }
     if s.next.phase == Phase::Draining {
         s.drain(cluster);
