@@ -580,7 +580,10 @@ proptest! {
                 refusal = 0.0;
             }
         }
-        let must_finish = !(voluntary && protected_at_start) && !(held && grace.is_none());
+        // A voluntary drain blocked at its start never begins; a held pod without a grace period
+        // waits forever (as in Karpenter). Everything else must end Terminated.
+        let blocked_forever = (voluntary && protected_at_start) || (held && grace.is_none());
+        let must_finish = !blocked_forever;
         if must_finish {
             prop_assert_eq!(claim.phase, Phase::Terminated, "drain did not finish");
         }
