@@ -7,6 +7,7 @@ pub mod benchmark;
 pub mod catalog;
 pub mod disruption;
 pub mod labels;
+pub mod lifecycle;
 pub mod model;
 pub mod nodeclaim;
 pub mod overhead;

@@ -40,7 +40,17 @@ pub fn node_from_k8s(node: &k8s::Node) -> Result<Node, ConvertError> {
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false)
             || node.metadata.deletion_timestamp.is_some(),
         price: None,
+        provider_id: spec.and_then(|s| s.provider_id.clone()).filter(|p| !p.is_empty()),
+        ready: is_ready(status),
     })
+}
+
+/// A node is Ready when its `Ready` condition says `True`; a node without conditions has not
+/// reported yet, so it is not.
+fn is_ready(status: Option<&k8s::NodeStatus>) -> bool {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 pub(crate) fn taint(t: &k8s::Taint) -> Result<Taint, ConvertError> {
@@ -87,6 +97,28 @@ status:
         assert_eq!(n.allocatable.pods, 58);
         assert!(n.unschedulable);
         assert_eq!(n.taints[1], Taint::new("dedicated", "ml", TaintEffect::NoExecute));
+        assert_eq!(n.provider_id, None);
+        assert!(!n.ready, "no Ready condition reported yet");
+    }
+
+    #[test]
+    fn provider_id_and_ready_condition() {
+        let n = node_from_k8s(&parse(
+            r#"
+metadata: {name: n}
+spec: {providerID: "aws:///us-east-1a/i-0abc"}
+status:
+  conditions:
+  - {type: MemoryPressure, status: "False"}
+  - {type: Ready, status: "True"}
+"#,
+        ))
+        .unwrap();
+        assert_eq!(n.provider_id.as_deref(), Some("aws:///us-east-1a/i-0abc"));
+        assert!(n.ready);
+        let n = node_from_k8s(&parse("metadata: {name: n}\nstatus: {conditions: [{type: Ready, status: Unknown}]}\n"))
+            .unwrap();
+        assert!(!n.ready);
     }
 
     #[test]

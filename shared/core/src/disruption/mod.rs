@@ -82,6 +82,12 @@ pub enum Action {
         node: String,
         taint: Taint,
     },
+    /// Remove every taint with this key (e.g. `dovetail.dev/unregistered` once the Node is matched
+    /// to its claim). Removing an absent taint is a no-op, so the action is safe to repeat.
+    RemoveTaint {
+        node: String,
+        key: String,
+    },
     /// Evict through the Eviction API (a 429 means a PDB blocks: retry later).
     Evict {
         namespace: String,

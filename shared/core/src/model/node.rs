@@ -31,6 +31,19 @@ pub struct Node {
     pub unschedulable: bool,
     /// $/hour of the capacity, when known.
     pub price: Option<f64>,
+    /// `spec.providerID` (`aws:///<zone>/<instance-id>`): how a NodeClaim finds the Node its
+    /// instance registered as. Labels could be forged or copied by a user; the providerID is set
+    /// by the kubelet from the instance itself.
+    #[serde(default)]
+    pub provider_id: Option<String>,
+    /// The `Ready` condition is `True`. Defaults to true so hand-written and simulated nodes,
+    /// which describe running capacity, need not say so.
+    #[serde(default = "ready_default")]
+    pub ready: bool,
+}
+
+fn ready_default() -> bool {
+    true
 }
 
 impl Node {
@@ -45,6 +58,8 @@ impl Node {
             pods: vec![],
             unschedulable: false,
             price: None,
+            provider_id: None,
+            ready: true,
         }
     }
 

@@ -1,7 +1,491 @@
-//! Draining and terminating a node as a resumable state machine. (Being written.)
+//! Draining and terminating a node as a persisted, resumable state machine.
+//!
+//! A drain can outlive a Lambda invocation (15 minutes at most) and must survive crashes, so it is
+//! never a loop: [`step`] looks at the claim (with its persisted [`DrainState`]) and a fresh
+//! snapshot of the cluster, and returns the next claim state, the actions to carry out now and
+//! "come back in N s" (N ≤ 10). The adapter carries the actions out, records eviction results
+//! with [`DrainState::record`], persists the claim (conditional on its version) and schedules the
+//! next invocation.
+//!
+//! Crash safety comes from being level-triggered: every decision is re-derived from what the
+//! snapshot shows (is the taint there, which pods remain, is the instance gone), and every action
+//! is idempotent (tainting a tainted node, evicting an evicting pod, terminating a terminating
+//! instance). The persisted state only remembers what the snapshot cannot tell: when the drain
+//! started (for the grace deadline), which evictions were tried and when to retry them, which pods
+//! were force-deleted and when the instance termination was requested. A crash before the write
+//! repeats idempotent actions; a crash after it resumes from the persisted state.
+//!
+//! Order of work, as in Karpenter: taint `dovetail.dev/disrupted:NoSchedule`; evict in four tiers
+//! (non-critical non-daemon → non-critical daemon → critical non-daemon → critical daemon), a tier
+//! starting only once the previous tier's pods are gone; then wait for VolumeAttachments to go,
+//! terminate the instance, delete the Node, and mark the claim Terminated once the instance is gone.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
 
-/// Drain progress persisted on the claim.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DrainState {}
+use crate::disruption::protection::{do_not_disrupt, is_critical, pod_protected};
+use crate::disruption::{Action, Cluster, Decision, Instance};
+use crate::labels::{NODECLAIM, TAINT_DISRUPTED};
+use crate::lifecycle::Step;
+use crate::model::{Node, Pod, Taint, TaintEffect};
+use crate::nodeclaim::{NodeClaim, Phase};
+use crate::time::Time;
+
+/// First retry after a refused (HTTP 429) eviction; doubled per attempt up to [`MAX_BACKOFF`].
+pub const MIN_BACKOFF: Duration = Duration::from_millis(100);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// The longest wait a step ever asks for: short enough that a delayed SQS message (or an
+/// in-process sleep) carries it, so no invocation waits in a loop.
+pub const MAX_REQUEUE: Duration = Duration::from_secs(10);
+/// How often to look again while waiting for the taint to show, volumes to detach or the
+/// instance to go.
+pub const POLL: Duration = Duration::from_secs(5);
+/// A TerminateInstance whose instance is still `running`/`pending` after this long is sent again
+/// (the first call may have been lost with a crashed invocation).
+pub const TERMINATE_RETRY: Duration = Duration::from_secs(30);
+
+/// The four eviction tiers, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Tier {
+    NonCriticalNonDaemon,
+    NonCriticalDaemon,
+    CriticalNonDaemon,
+    CriticalDaemon,
+}
+
+impl Tier {
+    pub fn of(pod: &Pod) -> Tier {
+        match (is_critical(pod), pod.is_daemon()) {
+            (false, false) => Tier::NonCriticalNonDaemon,
+            (false, true) => Tier::NonCriticalDaemon,
+            (true, false) => Tier::CriticalNonDaemon,
+            (true, true) => Tier::CriticalDaemon,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Tier::NonCriticalNonDaemon => "non-critical non-daemon",
+            Tier::NonCriticalDaemon => "non-critical daemon",
+            Tier::CriticalNonDaemon => "critical non-daemon",
+            Tier::CriticalDaemon => "critical daemon",
+        }
+    }
+}
+
+/// What the Eviction API answered, as the adapter reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EvictionResult {
+    /// 200/201: the pod is terminating; do not evict it again.
+    Accepted,
+    /// 429: a PodDisruptionBudget blocks; retry after the backoff.
+    Refused,
+    /// 404: the pod is already gone.
+    NotFound,
+    /// Any other error: retried like a refusal.
+    Failed,
+}
+
+/// Eviction bookkeeping for one pod (`namespace/name`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PodEviction {
+    /// Evictions emitted so far.
+    pub attempts: u32,
+    /// Times the eviction was held back because a covering PDB had no disruption left: a 429
+    /// predicted without asking. Counts toward the backoff like a refusal, so a long-blocked pod
+    /// is looked at every 10 s, not ten times a second.
+    #[serde(default)]
+    pub pdb_waits: u32,
+    pub last_attempt: Option<Time>,
+    /// Not evicted again before this instant. Set at emission as though the eviction were
+    /// refused: an eviction whose answer never got recorded (a crash) is then simply retried.
+    pub next_retry: Option<Time>,
+    /// The Eviction API accepted it; the pod is terminating and is not evicted again.
+    pub accepted_at: Option<Time>,
+    /// Deleted outright at the grace deadline.
+    pub deleted_at: Option<Time>,
+}
+
+/// Drain progress persisted on the claim (`NodeClaim::drain`). Plain data: see the module notes
+/// for which facts live here and which are re-read from the cluster each step.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainState {
+    pub started_at: Time,
+    /// `started_at + terminationGracePeriod`: from here on nothing blocks termination, and each
+    /// pod still present is deleted at `deadline − its terminationGracePeriodSeconds`.
+    pub deadline: Option<Time>,
+    /// When the disrupted taint was first seen on the Node (evictions start only after that).
+    pub tainted_at: Option<Time>,
+    /// Per pod, by `namespace/name`.
+    pub pods: BTreeMap<String, PodEviction>,
+    /// When TerminateInstance was last emitted.
+    pub terminate_requested_at: Option<Time>,
+}
+
+impl DrainState {
+    pub fn new(started_at: Time, grace: Option<Duration>) -> DrainState {
+        DrainState { started_at, deadline: grace.map(|g| started_at.plus(g)), ..DrainState::default() }
+    }
+
+    /// Records what the Eviction API answered for `pod` (`namespace/name`) at `now`. The adapter
+    /// calls this after carrying out a step's Evict actions and before persisting the claim; a
+    /// result it never records is treated as a refusal (retried after the backoff).
+    pub fn record(&mut self, pod: &str, result: EvictionResult, now: Time) {
+        let entry = self.pods.entry(pod.to_string()).or_default();
+        match result {
+            EvictionResult::Accepted | EvictionResult::NotFound => entry.accepted_at = Some(now),
+            EvictionResult::Refused | EvictionResult::Failed => {
+                entry.accepted_at = None;
+                entry.next_retry = Some(now.plus(backoff((entry.attempts + entry.pdb_waits).max(1))));
+            }
+        }
+    }
+}
+
+/// Wait before the retry that follows `attempts` evictions: 100 ms, 200 ms, 400 ms, … 10 s.
+pub fn backoff(attempts: u32) -> Duration {
+    let exp = attempts.saturating_sub(1).min(16);
+    (MIN_BACKOFF * (1u32 << exp)).min(MAX_BACKOFF)
+}
+
+/// The instance a claim runs on, if it still exists: by the recorded id, else (a crash between
+/// CreateFleet and the write) by the `dovetail.dev/nodeclaim` tag.
+pub fn instance_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Instance> {
+    match &claim.launch {
+        Some(l) => cluster.instances.iter().find(|i| i.id == l.instance_id),
+        None => cluster.instances.iter().find(|i| i.tags.get(NODECLAIM) == Some(&claim.name)),
+    }
+    .filter(|i| i.state != "terminated")
+}
+
+/// The claim's Node: by recorded name, else by providerID.
+pub fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Node> {
+    if let Some(name) = &claim.node_name {
+        return cluster.nodes.iter().find(|n| &n.name == name);
+    }
+    let pid = claim.provider_id()?;
+    cluster.nodes.iter().find(|n| n.provider_id.as_deref() == Some(pid.as_str()))
+}
+
+pub fn disrupted_taint() -> Taint {
+    Taint::new(TAINT_DISRUPTED, "", TaintEffect::NoSchedule)
+}
+
+/// Pods the drain leaves alone: mirror pods (the kubelet recreates them; they go with the node)
+/// and pods that tolerate the disrupted taint (they chose to stay).
+pub fn ignored_by_drain(pod: &Pod) -> bool {
+    let taint = disrupted_taint();
+    pod.is_mirror() || pod.tolerations.iter().any(|t| t.tolerates(&taint))
+}
+
+/// Advances a claim that is being taken away (disruption set, or phase Draining / Terminating)
+/// by one short step. Pure: the same claim and cluster always give the same [`Step`].
+pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
+    let mut s = Stepper { now: cluster.now, name: claim.name.clone(), next: claim.clone(), out: Step::default() };
+    if claim.phase == Phase::Terminated {
+        s.after_terminated(cluster);
+        return s.finish(claim);
+    }
+    // Whatever the phase, an instance that is already gone ends the claim: nothing left to drain.
+    if claim.launch.is_some() && instance_of(claim, cluster).is_none() {
+        s.terminated(cluster, "its instance is already gone");
+        return s.finish(claim);
+    }
+    let started = claim.phase >= Phase::Draining && claim.drain.is_some();
+    if !started && !s.start(claim, cluster) {
+        return s.finish(claim);
+    }
+    if s.next.phase == Phase::Draining {
+        s.drain(cluster);
+    }
+    if s.next.phase == Phase::Terminating {
+        s.terminate(cluster);
+    }
+    s.finish(claim)
+}
+
+struct Stepper {
+    now: Time,
+    name: String,
+    next: NodeClaim,
+    out: Step,
+}
+
+impl Stepper {
+    fn act(&mut self, action: Action, why: String) {
+        self.out.decisions.push(Decision::act(Some(&self.name), action, why));
+    }
+
+    fn note(&mut self, why: String) {
+        self.out.decisions.push(Decision::note(Some(&self.name), why));
+    }
+
+    fn requeue(&mut self, after: Duration) {
+        let after = after.min(MAX_REQUEUE);
+        self.out.requeue = Some(self.out.requeue.map_or(after, |r| r.min(after)));
+    }
+
+    fn state(&mut self) -> &mut DrainState {
+        let (now, grace) = (self.now, self.next.termination_grace_period);
+        self.next.drain.get_or_insert_with(|| DrainState::new(now, grace))
+    }
+
+    fn reason(&self) -> String {
+        match &self.next.disruption {
+            Some(d) if d.message.is_empty() => d.reason.to_string(),
+            Some(d) => format!("{} ({})", d.reason, d.message),
+            None => "deletion".to_string(),
+        }
+    }
+
+    /// Begins the drain unless a voluntary disruption meets do-not-disrupt. Returns whether the
+    /// drain is (now) under way.
+    fn start(&mut self, claim: &NodeClaim, cluster: &Cluster) -> bool {
+        let voluntary = claim.disruption.as_ref().is_some_and(|d| d.reason.is_voluntary());
+        let node = node_of(claim, cluster);
+        if voluntary {
+            if let Some(why) = node.and_then(|n| blocker(n, claim, self.now)) {
+                self.note(format!("not draining {} for {}: {why}", self.name, self.reason()));
+                return false;
+            }
+        }
+        let (now, grace) = (self.now, claim.termination_grace_period);
+        self.next.drain = Some(DrainState::new(now, grace));
+        self.next.phase = Phase::Draining;
+        let deadline = match grace {
+            Some(g) => format!("; pods left at {} are deleted", now.plus(g)),
+            None => String::new(),
+        };
+        let on = node.map_or_else(|| "no registered node".to_string(), |n| format!("node {}", n.name));
+        self.note(format!("draining {} ({on}) for {}{deadline}", self.name, self.reason()));
+        true
+    }
+
+    fn drain(&mut self, cluster: &Cluster) {
+        let now = self.now;
+        let Some(node) = node_of(&self.next, cluster) else {
+            self.next.phase = Phase::Terminating;
+            self.note(format!("{} has no node to drain", self.name));
+            return;
+        };
+        let deadline = self.state().deadline;
+        if deadline.is_some_and(|d| now >= d) {
+            self.next.phase = Phase::Terminating;
+            let left = node.pods.iter().filter(|p| !ignored_by_drain(p)).count();
+            self.note(format!(
+                "terminationGracePeriod of {} ended at {}; terminating with {left} pod(s) still on node {}",
+                self.name,
+                deadline.unwrap_or(now),
+                node.name
+            ));
+            return;
+        }
+        // Taint first, and evict only once the taint is seen: an evicted pod must not be able to
+        // land on this node again.
+        let taint = disrupted_taint();
+        if !node.taints.iter().any(|t| t.key == taint.key && t.effect == taint.effect) {
+            self.act(
+                Action::TaintNode { node: node.name.clone(), taint: taint.clone() },
+                format!("tainting node {} with {taint} before draining it", node.name),
+            );
+            self.requeue(Duration::from_secs(1));
+            return;
+        }
+        if self.state().tainted_at.is_none() {
+            self.state().tainted_at = Some(now);
+        }
+
+        let blocking: Vec<&Pod> = node.pods.iter().filter(|p| !ignored_by_drain(p)).collect();
+        // Forget pods that are gone so the persisted state stays as small as the drain.
+        let present: Vec<String> = blocking.iter().map(|p| p.key()).collect();
+        self.state().pods.retain(|k, _| present.contains(k));
+        if blocking.is_empty() {
+            self.next.phase = Phase::Terminating;
+            self.note(format!("node {} is drained", node.name));
+            return;
+        }
+
+        // At the grace deadline minus its own grace period a pod is deleted, whatever protects it.
+        if let Some(deadline) = deadline {
+            for pod in &blocking {
+                let grace = Duration::from_secs(pod.termination_grace_seconds.max(0) as u64);
+                let at = deadline.minus(grace);
+                let key = pod.key();
+                let already = self.state().pods.get(&key).is_some_and(|e| e.deleted_at.is_some());
+                if now >= at && !already {
+                    let secs = (deadline.since(now).as_secs() as i64).min(pod.termination_grace_seconds.max(0));
+                    self.state().pods.entry(key.clone()).or_default().deleted_at = Some(now);
+                    self.act(
+                        Action::DeletePod {
+                            namespace: pod.namespace.clone(),
+                            name: pod.name.clone(),
+                            grace_period_seconds: secs,
+                        },
+                        format!(
+                            "deleting pod {key} with {secs}s grace: the terminationGracePeriod of {} ends at {deadline}",
+                            self.name
+                        ),
+                    );
+                } else if now < at {
+                    self.requeue(at.since(now));
+                }
+            }
+        }
+
+        let tier = blocking.iter().map(|p| Tier::of(p)).min().unwrap_or(Tier::CriticalDaemon);
+        let mut budgets: BTreeMap<(String, String), i32> =
+            cluster.pdbs.iter().map(|p| ((p.namespace.clone(), p.name.clone()), p.disruptions_allowed)).collect();
+        let (mut waiting, mut held) = (0usize, 0usize);
+        for pod in blocking.iter().filter(|p| Tier::of(p) == tier) {
+            let key = pod.key();
+            let entry = self.state().pods.get(&key).cloned().unwrap_or_default();
+            if entry.deleted_at.is_some() || entry.accepted_at.is_some() {
+                waiting += 1;
+                continue;
+            }
+            if let Some(why) = pod_protected(pod, now) {
+                self.note(format!("not evicting pod {key}: {why}"));
+                held += 1;
+                continue;
+            }
+            if let Some(retry) = entry.next_retry.filter(|r| now < *r) {
+                self.requeue(retry.since(now));
+                waiting += 1;
+                continue;
+            }
+            let covering: Vec<_> = cluster.pdbs.iter().filter(|p| p.covers(pod)).collect();
+            if let Some(full) = covering.iter().find(|p| budgets[&(p.namespace.clone(), p.name.clone())] <= 0) {
+                // Emitting it would only earn a 429: back off as though it had.
+                self.note(format!(
+                    "not evicting pod {key} yet: PodDisruptionBudget {}/{} allows no more disruptions",
+                    full.namespace, full.name
+                ));
+                let e = self.state().pods.entry(key.clone()).or_default();
+                e.pdb_waits += 1;
+                let wait = backoff(e.attempts + e.pdb_waits);
+                e.next_retry = Some(now.plus(wait));
+                self.requeue(wait);
+                continue;
+            }
+            for p in &covering {
+                *budgets.get_mut(&(p.namespace.clone(), p.name.clone())).expect("every pdb has a budget") -= 1;
+            }
+            let e = self.state().pods.entry(key.clone()).or_default();
+            e.attempts += 1;
+            e.last_attempt = Some(now);
+            let wait = backoff(e.attempts + e.pdb_waits);
+            e.next_retry = Some(now.plus(wait));
+            let attempt = e.attempts;
+            let retry = if attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+            self.act(
+                Action::Evict { namespace: pod.namespace.clone(), name: pod.name.clone() },
+                format!("evicting {} pod {key} from node {} for {}{retry}", tier.describe(), node.name, self.reason()),
+            );
+            self.requeue(wait);
+        }
+        // Terminating pods go in their own time, held ones when their protection ends or the
+        // grace deadline deletes them: look again shortly, never wait here.
+        if waiting > 0 {
+            self.requeue(Duration::from_secs(1));
+        }
+        if held > 0 || self.out.requeue.is_none() {
+            self.requeue(POLL);
+        }
+    }
+
+    fn terminate(&mut self, cluster: &Cluster) {
+        let now = self.now;
+        let instance = instance_of(&self.next, cluster);
+        let Some(instance) = instance else {
+            self.terminated(cluster, "its instance is gone");
+            return;
+        };
+        let node_name = self.next.node_name.clone().or_else(|| node_of(&self.next, cluster).map(|n| n.name.clone()));
+        let past_deadline = self.state().deadline.is_some_and(|d| now >= d);
+        if let Some(volumes) = node_name.as_ref().and_then(|n| cluster.volume_attachments.get(n)) {
+            if !volumes.is_empty() && !past_deadline {
+                self.note(format!(
+                    "waiting for {} volume attachment(s) on node {} to detach before terminating instance {}",
+                    volumes.len(),
+                    node_name.as_deref().unwrap_or_default(),
+                    instance.id
+                ));
+                self.requeue(POLL);
+                return;
+            }
+        }
+        let requested = self.state().terminate_requested_at;
+        let going = matches!(instance.state.as_str(), "shutting-down" | "stopping" | "stopped");
+        let resend = requested.is_none_or(|r| !going && now >= r.plus(TERMINATE_RETRY));
+        if resend {
+            self.state().terminate_requested_at = Some(now);
+            self.act(
+                Action::TerminateInstance { instance_id: instance.id.clone() },
+                format!("terminating instance {} of {} for {}", instance.id, self.name, self.reason()),
+            );
+        }
+        // The Node object goes once the instance is on its way out: deleted earlier, a running
+        // kubelet would register it again.
+        if going {
+            if let Some(n) = node_name.filter(|n| cluster.nodes.iter().any(|x| &x.name == n)) {
+                self.act(
+                    Action::DeleteNode { node: n.clone() },
+                    format!("deleting node {n}: instance {} is {}", instance.id, instance.state),
+                );
+            }
+        }
+        self.requeue(POLL);
+    }
+
+    /// The instance is gone: record the end, delete a leftover Node and say so.
+    fn terminated(&mut self, cluster: &Cluster, why: &str) {
+        self.next.phase = Phase::Terminated;
+        let node = node_of(&self.next, cluster);
+        let pods: Vec<String> =
+            node.map(|n| n.pods.iter().filter(|p| !p.is_mirror()).map(Pod::key).collect()).unwrap_or_default();
+        let object = match node {
+            Some(n) => format!("Node/{}", n.name),
+            None => format!("NodeClaim/{}", self.name),
+        };
+        let released = if pods.is_empty() { String::new() } else { format!("; released pods {}", pods.join(", ")) };
+        self.act(
+            Action::Event {
+                object,
+                reason: "Terminated".into(),
+                message: format!("{} terminated: {why}{released}", self.name),
+            },
+            format!("{} is Terminated: {why}{released}", self.name),
+        );
+        self.after_terminated(cluster);
+    }
+
+    /// A Terminated claim whose Node object lingers: delete it so its pods are rescheduled.
+    fn after_terminated(&mut self, cluster: &Cluster) {
+        if let Some(n) = node_of(&self.next, cluster) {
+            let name = n.name.clone();
+            self.act(
+                Action::DeleteNode { node: name.clone() },
+                format!("deleting node {name}: the instance of {} is gone", self.name),
+            );
+        }
+    }
+
+    fn finish(mut self, before: &NodeClaim) -> Step {
+        if self.next != *before {
+            self.next.version = before.version + 1;
+            self.out.claim = Some(self.next);
+        }
+        self.out
+    }
+}
+
+/// Why do-not-disrupt on the node or one of its pods blocks a voluntary drain from starting.
+fn blocker(node: &Node, claim: &NodeClaim, now: Time) -> Option<String> {
+    if let Some(why) = do_not_disrupt(&node.annotations, claim.registered_at, now) {
+        return Some(format!("node {} has {why}", node.name));
+    }
+    // Every pod counts, mirror and tolerating ones too: the annotation is the owner saying "not
+    // this node, not now", whether or not the drain would touch that pod.
+    node.pods.iter().find_map(|p| pod_protected(p, now))
+}

@@ -1,0 +1,204 @@
+//! The NodeClaim lifecycle: Launching → Launched → Registered → Initialized, the timeouts on the
+//! way, and the end of claims whose instance vanished. Disrupted claims are handed to
+//! [`crate::termination`], so [`advance`] is the one entry point the sweeper, the interruption
+//! function and the simulator call for any claim.
+//!
+//! [`advance`] is pure and level-triggered: it reads the claim and a fresh [`Cluster`] snapshot and
+//! returns a [`Step`]. It runs every transition the snapshot already allows (a Node that is Ready
+//! when it is first seen takes its claim from Launched to Initialized in one step), so carrying out
+//! a step's actions and advancing again on the result yields nothing new until the world moves.
+//!
+//! Adapter contract: carry the actions out in order (each is idempotent), then write `claim`
+//! conditional on the version that was read (`claim.version` is already the next one); on a
+//! version conflict drop the step and advance again from a fresh read. A crash anywhere therefore
+//! only repeats idempotent actions.
+
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+use crate::disruption::{Action, Cluster, Decision};
+use crate::labels::{NODECLAIM, TAINT_UNREGISTERED};
+use crate::nodeclaim::{NodeClaim, Phase};
+use crate::termination::{self, instance_of};
+use crate::time::format_duration;
+
+/// A claim still Launching this long after it was written has failed to launch.
+pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// An instance whose Node has not registered this long after launch is given up on.
+pub const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// How often to look again while a Node is expected (registration, readiness).
+pub const WATCH: Duration = Duration::from_secs(10);
+
+/// One short step for one claim.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// The claim to persist, with `version` already incremented; `None` when unchanged (also
+    /// when the claim is deleted: see [`Action::DeleteClaim`] in `decisions`).
+    pub claim: Option<NodeClaim>,
+    /// Actions in the order to carry them out, and notes, each with its sentence.
+    pub decisions: Vec<Decision>,
+    /// Come back for this claim after this wait (never more than 10 s).
+    pub requeue: Option<Duration>,
+}
+
+impl Step {
+    pub fn actions(&self) -> impl Iterator<Item = &Action> {
+        self.decisions.iter().filter_map(|d| d.action.as_ref())
+    }
+
+    /// Nothing to write and nothing to do.
+    pub fn is_quiet(&self) -> bool {
+        self.claim.is_none() && self.actions().next().is_none()
+    }
+}
+
+/// Advances one claim as far as the snapshot allows.
+pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
+    if claim.disruption.is_some() || claim.phase >= Phase::Draining {
+        return termination::step(claim, cluster);
+    }
+    // A launched claim whose instance vanished ends here; termination words it and releases
+    // the pods (see `termination::step`).
+    if claim.phase >= Phase::Launched && claim.launch.is_some() && instance_of(claim, cluster).is_none() {
+        return termination::step(claim, cluster);
+    }
+    let now = cluster.now;
+    let mut next = claim.clone();
+    let mut out = Step::default();
+    let name = claim.name.as_str();
+
+    if next.phase == Phase::Launching {
+        if next.launch.is_some() {
+            // The launch was recorded without the phase (an older writer): the record wins.
+            next.phase = Phase::Launched;
+        } else {
+            let age = now.since(claim.created_at);
+            if age < LAUNCH_TIMEOUT {
+                return out;
+            }
+            // Any instance that did come up late is stale: its pods were re-planned meanwhile.
+            for i in cluster.instances.iter().filter(|i| i.tags.get(NODECLAIM) == Some(&claim.name)) {
+                if i.state == "terminated" || i.state == "shutting-down" {
+                    continue;
+                }
+                out.decisions.push(Decision::act(
+                    Some(name),
+                    Action::TerminateInstance { instance_id: i.id.clone() },
+                    format!("terminating instance {} tagged for {name}: its launch had already timed out", i.id),
+                ));
+            }
+            let why = format!(
+                "launch of {name} timed out: no instance recorded {} after the claim was written (limit {})",
+                format_duration(age),
+                format_duration(LAUNCH_TIMEOUT)
+            );
+            out.decisions.push(Decision::act(
+                Some(name),
+                Action::Event {
+                    object: format!("NodePool/{}", claim.nodepool),
+                    reason: "LaunchTimeout".into(),
+                    message: why.clone(),
+                },
+                why.clone(),
+            ));
+            out.decisions.push(Decision::act(Some(name), Action::DeleteClaim { name: claim.name.clone() }, why));
+            return out;
+        }
+    }
+
+    if next.phase == Phase::Launched {
+        let launch = next.launch.clone().expect("Launched claims carry their launch");
+        let pid = launch.provider_id();
+        match cluster.nodes.iter().find(|n| n.provider_id.as_deref() == Some(pid.as_str())) {
+            Some(node) => {
+                next.phase = Phase::Registered;
+                next.node_name = Some(node.name.clone());
+                next.registered_at = Some(now);
+                out.decisions.push(Decision::note(
+                    Some(name),
+                    format!("{name} registered as node {} (providerID {pid})", node.name),
+                ));
+            }
+            None => {
+                let age = now.since(launch.launched_at);
+                if age >= REGISTRATION_TIMEOUT {
+                    let why = format!(
+                        "RegistrationTimeout: no Node with providerID {pid} registered {} after instance {} \
+                         launched (limit {}); terminating it and deleting {name}",
+                        format_duration(age),
+                        launch.instance_id,
+                        format_duration(REGISTRATION_TIMEOUT)
+                    );
+                    out.decisions.push(Decision::act(
+                        Some(name),
+                        Action::TerminateInstance { instance_id: launch.instance_id.clone() },
+                        why.clone(),
+                    ));
+                    out.decisions.push(Decision::act(
+                        Some(name),
+                        Action::Event {
+                            object: format!("NodePool/{}", claim.nodepool),
+                            reason: "RegistrationTimeout".into(),
+                            message: why.clone(),
+                        },
+                        why.clone(),
+                    ));
+                    out.decisions.push(Decision::act(
+                        Some(name),
+                        Action::DeleteClaim { name: claim.name.clone() },
+                        why,
+                    ));
+                    return out;
+                }
+                out.requeue = Some(WATCH);
+            }
+        }
+    }
+
+    if next.phase == Phase::Registered {
+        let node = next.node_name.as_ref().and_then(|n| cluster.nodes.iter().find(|x| &x.name == n));
+        if let Some(node) = node {
+            // Level-triggered: as long as the Node carries the taint, ask for its removal.
+            if node.taints.iter().any(|t| t.key == TAINT_UNREGISTERED) {
+                out.decisions.push(Decision::act(
+                    Some(name),
+                    Action::RemoveTaint { node: node.name.clone(), key: TAINT_UNREGISTERED.into() },
+                    format!("removing {TAINT_UNREGISTERED} from node {}: it is matched to {name}", node.name),
+                ));
+            }
+            let startup: Vec<String> = next
+                .startup_taints
+                .iter()
+                .filter(|s| node.taints.iter().any(|t| t.key == s.key && t.effect == s.effect))
+                .map(ToString::to_string)
+                .collect();
+            if node.ready && startup.is_empty() {
+                next.phase = Phase::Initialized;
+                next.initialized_at = Some(now);
+                out.decisions
+                    .push(Decision::note(Some(name), format!("{name} initialized: node {} is Ready", node.name)));
+                out.requeue = None;
+            } else {
+                let why = if node.ready {
+                    format!("still tainted with startup taints {}", startup.join(", "))
+                } else {
+                    "not Ready yet".to_string()
+                };
+                out.decisions
+                    .push(Decision::note(Some(name), format!("{name} not initialized: node {} is {why}", node.name)));
+                out.requeue = Some(WATCH);
+            }
+        }
+    }
+
+    if next != *claim {
+        next.version = claim.version + 1;
+        out.claim = Some(next);
+    }
+    out
+}
+
+/// Advances every claim in the snapshot (the sweeper's pass).
+pub fn advance_all(cluster: &Cluster) -> Vec<Step> {
+    cluster.claims.iter().map(|c| advance(c, cluster)).collect()
+}

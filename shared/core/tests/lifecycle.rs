@@ -1,0 +1,227 @@
+//! Scenario tests for the NodeClaim lifecycle (`lifecycle::advance`): launch and registration
+//! timeouts, registration by providerID, initialization, vanished instances, idempotence.
+
+mod lifecycle_support;
+
+use dovetail_core::disruption::{Action, Cluster};
+use dovetail_core::labels::TAINT_UNREGISTERED;
+use dovetail_core::lifecycle::{advance, advance_all, Step};
+use dovetail_core::model::{Taint, TaintEffect};
+use dovetail_core::nodeclaim::{NodeClaim, Phase};
+use dovetail_core::termination::EvictionResult;
+use lifecycle_support::*;
+
+/// Same input, same output; carrying the output out and advancing again does nothing new.
+fn settle(claim: &NodeClaim, cluster: &Cluster) -> (Step, Option<NodeClaim>, Cluster) {
+    let step = advance(claim, cluster);
+    assert_eq!(step, advance(claim, cluster), "advance is a function of its input");
+    if let Some(r) = step.requeue {
+        assert!(r <= secs(10), "never asks for more than a short wait: {r:?}");
+    }
+    let mut world = cluster.clone();
+    let next = apply(&mut world, claim, &step, &mut |_| EvictionResult::Accepted);
+    if let Some(next) = &next {
+        let again = advance(next, &world);
+        assert!(again.is_quiet(), "applying {step:?} then advancing again changed something: {again:?}");
+    }
+    (step, next, world)
+}
+
+#[test]
+fn launching_claim_is_left_alone_before_the_timeout() {
+    let claim = NodeClaim::launching("a", "default", "default", T0);
+    let mut c = cluster(T0.plus(secs(299)), &claim, "running", None);
+    c.instances.clear();
+    let step = advance(&claim, &c);
+    assert!(step.is_quiet() && step.decisions.is_empty() && step.requeue.is_none(), "{step:?}");
+}
+
+#[test]
+fn launch_timeout_terminates_tagged_instances_and_deletes_the_claim() {
+    let claim = NodeClaim::launching("a", "default", "default", T0);
+    // The instance came up late (tagged, never recorded on the claim): it is stale and goes too.
+    let mut c = cluster(T0.plus(secs(300)), &claim, "running", None);
+    let mut gone = instance("a", "terminated");
+    gone.id = "i-old".into();
+    c.instances.push(gone);
+    let (step, next, _) = settle(&claim, &c);
+    let why = "launch of a timed out: no instance recorded 5m after the claim was written (limit 5m)";
+    assert_eq!(
+        actions(&step),
+        vec![
+            Action::TerminateInstance { instance_id: "i-a".into() },
+            Action::Event { object: "NodePool/default".into(), reason: "LaunchTimeout".into(), message: why.into() },
+            Action::DeleteClaim { name: "a".into() },
+        ]
+    );
+    assert_eq!(sentences(&step)[0], "terminating instance i-a tagged for a: its launch had already timed out");
+    assert_eq!(sentences(&step)[2], why);
+    assert!(step.claim.is_none() && next.is_none(), "the claim is deleted, not rewritten");
+
+    // Without any instance, the claim is simply deleted.
+    c.instances.clear();
+    let step = advance(&claim, &c);
+    assert_eq!(actions(&step).len(), 2);
+    assert_eq!(actions(&step)[1], Action::DeleteClaim { name: "a".into() });
+}
+
+#[test]
+fn registration_by_provider_id_removes_the_taint_and_initializes_a_ready_node() {
+    let claim = launched("a");
+    let mut n = node("a");
+    n.taints.push(unregistered_taint());
+    let now = T0.plus(secs(90));
+    let c = cluster(now, &claim, "running", Some(n));
+    let (step, next, world) = settle(&claim, &c);
+    assert_eq!(actions(&step), vec![Action::RemoveTaint { node: "node-a".into(), key: TAINT_UNREGISTERED.into() }]);
+    assert_eq!(
+        sentences(&step),
+        vec![
+            "a registered as node node-a (providerID aws:///us-east-1a/i-a)".to_string(),
+            "removing dovetail.dev/unregistered from node node-a: it is matched to a".to_string(),
+            "a initialized: node node-a is Ready".to_string(),
+        ]
+    );
+    let next = next.unwrap();
+    assert_eq!(next.phase, Phase::Initialized);
+    assert_eq!(next.node_name.as_deref(), Some("node-a"));
+    assert_eq!((next.registered_at, next.initialized_at), (Some(now), Some(now)));
+    assert_eq!(next.version, claim.version + 1, "one write per step");
+    assert!(world.nodes[0].taints.is_empty());
+    assert_eq!(step.requeue, None);
+}
+
+#[test]
+fn a_node_with_another_provider_id_does_not_register_the_claim() {
+    let claim = launched("a");
+    let mut n = node("a");
+    n.provider_id = Some("aws:///us-east-1b/i-a".into());
+    let step = advance(&claim, &cluster(T0.plus(secs(60)), &claim, "running", Some(n)));
+    assert!(step.is_quiet(), "{step:?}");
+    assert_eq!(step.requeue, Some(secs(10)), "watches for the node");
+}
+
+#[test]
+fn not_ready_or_startup_tainted_nodes_stay_registered_until_they_are_ready() {
+    let mut claim = launched("a");
+    let cilium = Taint::new("node.cilium.io/agent-not-ready", "true", TaintEffect::NoExecute);
+    claim.startup_taints.push(cilium.clone());
+    let mut n = node("a");
+    n.ready = false;
+    n.taints = vec![unregistered_taint(), cilium.clone()];
+    let now = T0.plus(secs(60));
+    let (step, next, mut world) = settle(&claim, &cluster(now, &claim, "running", Some(n)));
+    let next = next.unwrap();
+    assert_eq!(next.phase, Phase::Registered);
+    assert_eq!(sentences(&step).last().unwrap(), "a not initialized: node node-a is not Ready yet");
+    assert_eq!(step.requeue, Some(secs(10)));
+
+    world.nodes[0].ready = true;
+    let step = advance(&next, &world);
+    assert!(step.claim.is_none());
+    assert_eq!(
+        sentences(&step),
+        vec!["a not initialized: node node-a is still tainted with startup taints node.cilium.io/agent-not-ready=true:NoExecute"]
+    );
+
+    world.nodes[0].taints.clear();
+    world.now = now.plus(secs(30));
+    let (step, next, _) = settle(&next, &world);
+    let next = next.unwrap();
+    assert_eq!(next.phase, Phase::Initialized);
+    assert_eq!(next.initialized_at, Some(world.now));
+    assert_eq!(next.registered_at, Some(now), "registration time is kept");
+    assert_eq!(sentences(&step), vec!["a initialized: node node-a is Ready"]);
+}
+
+#[test]
+fn registration_timeout_terminates_the_instance_and_deletes_the_claim() {
+    let claim = launched("a");
+    let early = advance(&claim, &cluster(T0.plus(secs(899)), &claim, "running", None));
+    assert!(early.is_quiet() && early.requeue == Some(secs(10)));
+
+    let c = cluster(T0.plus(secs(900)), &claim, "running", None);
+    let (step, next, _) = settle(&claim, &c);
+    let why = "RegistrationTimeout: no Node with providerID aws:///us-east-1a/i-a registered 15m after instance i-a \
+               launched (limit 15m); terminating it and deleting a";
+    assert_eq!(
+        actions(&step),
+        vec![
+            Action::TerminateInstance { instance_id: "i-a".into() },
+            Action::Event {
+                object: "NodePool/default".into(),
+                reason: "RegistrationTimeout".into(),
+                message: why.into()
+            },
+            Action::DeleteClaim { name: "a".into() },
+        ]
+    );
+    assert!(sentences(&step).iter().all(|s| s == why));
+    assert!(next.is_none());
+}
+
+#[test]
+fn a_vanished_instance_terminates_the_claim_and_releases_its_pods() {
+    for state in [None, Some("terminated")] {
+        let claim = running("a");
+        let mut n = node("a");
+        n.pods = vec![pod("shop", "cart-1"), mirror(pod("kube-system", "static-1"))];
+        let mut c = cluster(T0.plus(secs(3600)), &claim, "running", Some(n));
+        match state {
+            None => c.instances.clear(),
+            Some(s) => c.instances[0].state = s.into(),
+        }
+        let (step, next, world) = settle(&claim, &c);
+        let next = next.unwrap();
+        assert_eq!(next.phase, Phase::Terminated, "the record is kept");
+        assert_eq!(next.version, claim.version + 1);
+        let msg = "a terminated: its instance is already gone; released pods shop/cart-1";
+        assert_eq!(
+            actions(&step),
+            vec![
+                Action::Event { object: "Node/node-a".into(), reason: "Terminated".into(), message: msg.into() },
+                Action::DeleteNode { node: "node-a".into() },
+            ]
+        );
+        assert_eq!(sentences(&step)[0], "a is Terminated: its instance is already gone; released pods shop/cart-1");
+        assert!(world.nodes.is_empty());
+    }
+}
+
+#[test]
+fn launching_claims_are_not_terminated_for_a_missing_instance() {
+    let claim = NodeClaim::launching("a", "default", "default", T0);
+    let mut c = cluster(T0.plus(secs(10)), &claim, "running", None);
+    c.instances.clear();
+    assert!(advance(&claim, &c).is_quiet());
+}
+
+#[test]
+fn initialized_claims_are_quiet_and_advance_all_covers_every_claim() {
+    let claim = running("a");
+    let c = cluster(T0.plus(secs(3600)), &claim, "running", Some(node("a")));
+    let step = advance(&claim, &c);
+    assert!(step.is_quiet() && step.decisions.is_empty() && step.requeue.is_none());
+
+    let mut other = launched("b");
+    other.created_at = T0;
+    let mut c2 = c.clone();
+    c2.claims.push(other);
+    c2.instances.push(instance("b", "running"));
+    c2.nodes.push(node("b"));
+    let steps = advance_all(&c2);
+    assert_eq!(steps.len(), 2);
+    assert!(steps[0].is_quiet());
+    assert_eq!(steps[1].claim.as_ref().unwrap().phase, Phase::Initialized);
+}
+
+#[test]
+fn persisted_claims_resume_identically() {
+    let claim = launched("a");
+    let mut n = node("a");
+    n.taints.push(unregistered_taint());
+    let c = cluster(T0.plus(secs(90)), &claim, "running", Some(n));
+    let json = serde_json::to_string(&claim).unwrap();
+    let resumed: NodeClaim = serde_json::from_str(&json).unwrap();
+    assert_eq!(advance(&resumed, &c), advance(&claim, &c));
+}
