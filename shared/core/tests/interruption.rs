@@ -108,7 +108,12 @@ fn claim(name: &str, instance_id: &str, instance_type: &str, zone: &str, capacit
 /// One spot m5.large node in us-east-1a running three app pods and a daemon pod.
 fn cluster() -> Cluster {
     let c = claim("default-00001", INSTANCE, "m5.large", "us-east-1a", CapacityType::Spot);
-    let pods = vec![app_pod("cart-0", 500, 1024), app_pod("cart-1", 500, 1024), app_pod("web-0", 400, 512), daemon_pod("kube-proxy-x1")];
+    let pods = vec![
+        app_pod("cart-0", 500, 1024),
+        app_pod("cart-1", 500, 1024),
+        app_pod("web-0", 400, 512),
+        daemon_pod("kube-proxy-x1"),
+    ];
     let node = node_for(&c, pods);
     Cluster {
         now: NOW,
@@ -181,7 +186,10 @@ fn parses_spot_interruption_warning() {
 
 #[test]
 fn parses_rebalance_recommendation() {
-    assert_eq!(parsed("rebalance-recommendation.json"), Message::RebalanceRecommendation { instance_id: INSTANCE.into() });
+    assert_eq!(
+        parsed("rebalance-recommendation.json"),
+        Message::RebalanceRecommendation { instance_id: INSTANCE.into() }
+    );
 }
 
 #[test]
@@ -233,7 +241,8 @@ fn unknown_sources_and_detail_types_are_not_errors() {
         Message::Unknown { source: "aws.autoscaling".into(), detail_type: "EC2 Instance Launch Successful".into() }
     );
     // The exact strings matter: a near miss is unknown, not a spot warning.
-    let body = fixture("spot-interruption.json").replace("EC2 Spot Instance Interruption Warning", "EC2 Spot Instance Interruption");
+    let body = fixture("spot-interruption.json")
+        .replace("EC2 Spot Instance Interruption Warning", "EC2 Spot Instance Interruption");
     assert!(matches!(parse(&body), Ok(Message::Unknown { .. })));
     let body = fixture("spot-interruption.json").replace("\"aws.ec2\"", "\"custom.ec2\"");
     assert!(matches!(parse(&body), Ok(Message::Unknown { .. })));
@@ -287,12 +296,14 @@ fn every_known_type_requires_its_fields() {
         }
     }
     // Wrong type and empty values are errors too, and a message without an id still says which field.
-    let body = fixture("spot-interruption.json").replace("\"i-0abc1234def567890\"\n", "42\n");
+    let body =
+        fixture("spot-interruption.json").replace("\"instance-id\": \"i-0abc1234def567890\"", "\"instance-id\": 42");
     assert!(matches!(parse(&body), Err(ParseError::Field { problem: "not a string", .. })), "{:?}", parse(&body));
     let body = r#"{"source": "aws.ec2", "detail-type": "EC2 Instance Rebalance Recommendation", "detail": {"instance-id": ""}}"#;
     let e = parse(body).unwrap_err();
     assert_eq!(e.to_string(), "EventBridge message (no id): field `detail.instance-id` is empty");
-    let body = fixture("health-scheduled-change.json").replace("\"affectedEntities\": [", "\"affectedEntities\": [] , \"x\": [");
+    let body = fixture("health-scheduled-change.json")
+        .replace("\"affectedEntities\": [", "\"affectedEntities\": [] , \"x\": [");
     assert!(matches!(parse(&body), Err(ParseError::Field { problem: "empty", .. })));
 }
 
@@ -316,9 +327,14 @@ fn every_fixture_parses_or_fails_as_its_name_says() {
 fn spot_warning_marks_offering_plans_replacement_and_starts_drain() {
     let cluster = cluster();
     let ds = decide(&spot_message(), &cluster, catalog());
+    // `cargo test -- --nocapture` shows what a person reads in the log.
+    for d in &ds {
+        eprintln!("{}", d.why);
+    }
 
     // The reclaimed offering is out for 3 minutes, and the replacement does not use it.
-    let offering = OfferingKey { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: CapacityType::Spot };
+    let offering =
+        OfferingKey { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: CapacityType::Spot };
     let mark = position(&ds, |a| matches!(a, Action::MarkUnavailable { .. })).expect("marked");
     assert_eq!(
         ds[mark].action,
@@ -386,7 +402,8 @@ fn duplicate_spot_warning_gets_no_second_replacement() {
 #[test]
 fn instances_that_are_not_ours_are_ignored_with_a_note() {
     let mut cluster = cluster();
-    let msg = Message::SpotInterruption { instance_id: "i-0ffffffffffffffff".into(), action: "terminate".into(), time: None };
+    let msg =
+        Message::SpotInterruption { instance_id: "i-0ffffffffffffffff".into(), action: "terminate".into(), time: None };
     let ds = decide(&msg, &cluster, catalog());
     assert_eq!(ds, vec![Decision::note(None, "ignored: instance i-0ffffffffffffffff is not Dovetail's")]);
 
@@ -410,7 +427,8 @@ fn instances_that_are_not_ours_are_ignored_with_a_note() {
 #[test]
 fn unknown_messages_and_harmless_states_are_notes() {
     let cluster = cluster();
-    let ds = decide(&Message::Unknown { source: "aws.autoscaling".into(), detail_type: "X".into() }, &cluster, catalog());
+    let ds =
+        decide(&Message::Unknown { source: "aws.autoscaling".into(), detail_type: "X".into() }, &cluster, catalog());
     assert_eq!(ds.len(), 1);
     assert!(ds[0].action.is_none() && ds[0].why.starts_with("ignored: event \"X\""));
     for state in ["pending", "running"] {
@@ -447,7 +465,9 @@ fn health_scheduled_change_drains_ours_and_notes_the_rest() {
     let (_, d) = the_disruption(&ds);
     assert_eq!(d.reason, Reason::ScheduledChange);
     assert!(d.message.contains("AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED starting Sat, 21 Mar 2026 08:00:00 GMT"));
-    assert!(ds.iter().any(|x| x.action.is_none() && x.why == "ignored: instance i-0fff0000aaaa11112 is not Dovetail's"));
+    assert!(ds
+        .iter()
+        .any(|x| x.action.is_none() && x.why == "ignored: instance i-0fff0000aaaa11112 is not Dovetail's"));
 }
 
 #[test]
@@ -516,7 +536,9 @@ fn rebalance_is_not_acted_on_when_pods_would_have_nowhere_to_go() {
     let ds = decide(&spot_message(), &cluster, catalog());
     let (_, d) = the_disruption(&ds);
     assert!(d.message.contains("1 pod without a place"), "{}", d.message);
-    assert!(ds.iter().any(|x| x.action.is_none() && x.why.starts_with("pod shop/huge from default-00001 has no replacement")));
+    assert!(ds
+        .iter()
+        .any(|x| x.action.is_none() && x.why.starts_with("pod shop/huge from default-00001 has no replacement")));
 }
 
 #[test]
@@ -568,7 +590,9 @@ fn a_claim_interrupted_before_registration_replans_its_nominated_pods() {
     cluster.pending = vec![app_pod("cart-0", 500, 1024), app_pod("cart-1", 500, 1024), app_pod("other", 100, 128)];
     let ds = decide(&spot_message(), &cluster, catalog());
     assert_pods_covered(&ds, &["shop/cart-0", "shop/cart-1"]);
-    assert!(ds.iter().any(|d| matches!(&d.action, Some(Action::Event { object, .. }) if object == "NodeClaim/default-00001")));
+    assert!(ds
+        .iter()
+        .any(|d| matches!(&d.action, Some(Action::Event { object, .. }) if object == "NodeClaim/default-00001")));
 }
 
 #[test]

@@ -89,9 +89,18 @@ fn decide_instance(
         return;
     };
     let launch = claim.launch.as_ref().expect("found by its launch");
-    let offering =
-        OfferingKey { instance_type: launch.instance_type.clone(), zone: launch.zone.clone(), capacity_type: launch.capacity_type };
-    let what = format!("{} for {instance_id} ({} {} in {})", kind(message), offering.instance_type, offering.capacity_type, offering.zone);
+    let offering = OfferingKey {
+        instance_type: launch.instance_type.clone(),
+        zone: launch.zone.clone(),
+        capacity_type: launch.capacity_type,
+    };
+    let what = format!(
+        "{} for {instance_id} ({} {} in {})",
+        kind(message),
+        offering.instance_type,
+        offering.capacity_type,
+        offering.zone
+    );
 
     // Spot capacity being reclaimed is the same signal as a capacity error at launch. Marking is
     // idempotent, so duplicates repeat it rather than reason about whether the first one landed.
@@ -145,7 +154,8 @@ fn decide_instance(
     let object = node.map_or_else(|| format!("NodeClaim/{}", claim.name), |n| format!("Node/{}", n.name));
 
     if reason == Reason::Rebalance {
-        let policy = cluster.nodepools.iter().find(|p| p.name == claim.nodepool).map(|p| p.rebalance).unwrap_or_default();
+        let policy =
+            cluster.nodepools.iter().find(|p| p.name == claim.nodepool).map(|p| p.rebalance).unwrap_or_default();
         if policy == RebalancePolicy::Ignore {
             let why = format!(
                 "{what}: NodePool {} has rebalance policy Ignore, so the node keeps running until an \
@@ -281,9 +291,10 @@ fn plan_replacement(
         pods.push(p);
     }
     // A claim interrupted before its node registered still has pods waiting for it.
-    for p in cluster.pending.iter().filter(|p| claim.pods.contains(&p.key()) && !seen.contains(&p.key())) {
-        seen.insert(p.key());
-        pods.push(p.clone());
+    for p in cluster.pending.iter().filter(|p| claim.pods.contains(&p.key())) {
+        if seen.insert(p.key()) {
+            pods.push(p.clone());
+        }
     }
 
     // Capacity that is itself leaving cannot take pods: nodes of claims being disrupted are

@@ -124,9 +124,9 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
             action: text(detail_field("instance-action"), "detail.instance-action")?,
             time: v.get("time").and_then(Value::as_str).and_then(parse_rfc3339),
         }),
-        (SOURCE_EC2, REBALANCE_RECOMMENDATION) => {
-            Ok(Message::RebalanceRecommendation { instance_id: text(detail_field("instance-id"), "detail.instance-id")? })
-        }
+        (SOURCE_EC2, REBALANCE_RECOMMENDATION) => Ok(Message::RebalanceRecommendation {
+            instance_id: text(detail_field("instance-id"), "detail.instance-id")?,
+        }),
         (SOURCE_EC2, STATE_CHANGE) => Ok(Message::StateChange {
             instance_id: text(detail_field("instance-id"), "detail.instance-id")?,
             state: text(detail_field("state"), "detail.state")?,
@@ -167,8 +167,7 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
 /// `yyyy-mm-ddThh:mm:ss[.fff]Z` (the form EventBridge writes) to a [`Time`]; `None` otherwise.
 pub fn parse_rfc3339(s: &str) -> Option<Time> {
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':'
-    {
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
         return None;
     }
     let num = |r: std::ops::Range<usize>| -> Option<i64> {
