@@ -6,6 +6,7 @@
 pub mod benchmark;
 pub mod catalog;
 pub mod disruption;
+pub mod interruption;
 pub mod labels;
 pub mod lifecycle;
 pub mod model;

@@ -1,0 +1,376 @@
+//! Interruption handling: EC2 and AWS Health events in, disruption decisions out.
+//!
+//! [`parse`] turns one SQS message body into a typed [`Message`]; [`decide`] turns a message and
+//! the live [`Cluster`] into [`Decision`]s. This module only *starts* a disruption — it writes the
+//! claim with `disruption` set and phase `Draining` — and plans the replacement capacity; the
+//! termination state machine does the draining.
+//!
+//! Redelivery is expected (SQS is at-least-once and EventBridge may send an event twice), so a
+//! claim that is already being disrupted never gets a second replacement: the decision is a note.
+//! Replacement claims are named after the claim they replace, so even a decision repeated before
+//! its claim write lands produces the same names (and CreateFleet client tokens).
+
+mod parse;
+
+pub use parse::{
+    parse, parse_rfc3339, Message, ParseError, CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT,
+    REBALANCE_RECOMMENDATION, SOURCE_EC2, SOURCE_HEALTH, SPOT_INTERRUPTION, STATE_CHANGE,
+};
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use crate::catalog::{CapacityType, Catalog, OfferingKey};
+use crate::disruption::{Action, Cluster, Decision};
+use crate::labels;
+use crate::model::{Node, RebalancePolicy};
+use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
+use crate::scheduler::{schedule, Plan, PlannedClaim};
+use crate::snapshot::Snapshot;
+
+/// How long an interrupted spot offering stays out of plans: the same window as a launch capacity
+/// error, so a pool does not immediately buy back the capacity EC2 is reclaiming.
+pub const SPOT_UNAVAILABLE_FOR: Duration = Duration::from_secs(180);
+
+/// EC2 states after which the instance will not run pods again.
+pub const DISRUPTING_STATES: [&str; 4] = ["stopping", "stopped", "shutting-down", "terminated"];
+
+/// What to do about one message. Every message yields at least one decision, so the log always
+/// says what happened to it.
+pub fn decide(message: &Message, cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
+    let reason = match message {
+        Message::Unknown { source, detail_type } => {
+            return vec![Decision::note(
+                None,
+                format!("ignored: event {detail_type:?} from {source:?} is not an interruption Dovetail handles"),
+            )]
+        }
+        Message::StateChange { instance_id, state } if !DISRUPTING_STATES.contains(&state.as_str()) => {
+            return vec![Decision::note(
+                None,
+                format!("ignored: instance {instance_id} is now {state}, which does not take its pods away"),
+            )]
+        }
+        Message::SpotInterruption { .. } => Reason::SpotInterrupted,
+        Message::RebalanceRecommendation { .. } => Reason::Rebalance,
+        Message::StateChange { .. } => Reason::InstanceStateChange,
+        Message::ScheduledChange { .. } => Reason::ScheduledChange,
+        Message::CapacityReservationInterruption { .. } => Reason::CapacityReservationInterrupted,
+    };
+    let mut out = Vec::new();
+    // A Health event may name several instances; each is decided on its own, and replacements
+    // planned for one are not visible to the next (they are new capacity, not existing), which at
+    // worst plans a little more than needed and never less.
+    for instance_id in message.instance_ids() {
+        decide_instance(message, reason, instance_id, cluster, catalog, &mut out);
+    }
+    out
+}
+
+fn decide_instance(
+    message: &Message,
+    reason: Reason,
+    instance_id: &str,
+    cluster: &Cluster,
+    catalog: &Catalog,
+    out: &mut Vec<Decision>,
+) {
+    let Some(claim) = cluster.claims.iter().find(|c| c.launch.as_ref().is_some_and(|l| l.instance_id == instance_id))
+    else {
+        let why = if cluster.instances.iter().any(|i| i.id == instance_id) {
+            format!(
+                "ignored: instance {instance_id} is tagged for this cluster but no NodeClaim owns it; \
+                 the sweeper's orphan pass cleans it up"
+            )
+        } else {
+            format!("ignored: instance {instance_id} is not Dovetail's")
+        };
+        out.push(Decision::note(None, why));
+        return;
+    };
+    let launch = claim.launch.as_ref().expect("found by its launch");
+    let offering = OfferingKey {
+        instance_type: launch.instance_type.clone(),
+        zone: launch.zone.clone(),
+        capacity_type: launch.capacity_type,
+    };
+    let what = format!(
+        "{} for {instance_id} ({} {} in {})",
+        kind(message),
+        offering.instance_type,
+        offering.capacity_type,
+        offering.zone
+    );
+
+    // Spot capacity being reclaimed is the same signal as a capacity error at launch. Marking is
+    // idempotent, so duplicates repeat it rather than reason about whether the first one landed.
+    if reason == Reason::SpotInterrupted && offering.capacity_type == CapacityType::Spot {
+        let until = cluster.now.plus(SPOT_UNAVAILABLE_FOR);
+        out.push(Decision::act(
+            Some(&claim.name),
+            Action::MarkUnavailable { offering: offering.clone(), until },
+            format!(
+                "{} {} in {} marked unavailable until {until}: EC2 is reclaiming spot capacity there",
+                offering.instance_type, offering.capacity_type, offering.zone
+            ),
+        ));
+    }
+
+    if let Some(existing) = &claim.disruption {
+        // Already on its way out. An involuntary reason arriving for a claim drained voluntarily
+        // (rebalance, drift, consolidation) must stop it waiting on budgets and PDBs: escalate the
+        // reason, keep the replacements already launched.
+        if existing.reason.is_voluntary() && !reason.is_voluntary() {
+            let mut next = claim.clone();
+            next.version += 1;
+            next.phase = next.phase.max(Phase::Draining);
+            let message = format!(
+                "{what}: already draining for {} with {}; now {reason}, so the drain no longer waits on budgets or PDBs",
+                existing.reason,
+                replacements_phrase(existing.replacements.len())
+            );
+            next.disruption = Some(Disruption { reason, message: message.clone(), ..existing.clone() });
+            out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message));
+        } else {
+            out.push(Decision::note(
+                Some(&claim.name),
+                format!(
+                    "{what}: claim {} is already being disrupted ({} since {}), no second replacement",
+                    claim.name, existing.reason, existing.since
+                ),
+            ));
+        }
+        return;
+    }
+    if claim.phase >= Phase::Draining {
+        out.push(Decision::note(
+            Some(&claim.name),
+            format!("{what}: claim {} is already {}, nothing to replace", claim.name, claim.phase),
+        ));
+        return;
+    }
+
+    let node = node_of(claim, cluster);
+    let object = node.map_or_else(|| format!("NodeClaim/{}", claim.name), |n| format!("Node/{}", n.name));
+
+    if reason == Reason::Rebalance {
+        let policy =
+            cluster.nodepools.iter().find(|p| p.name == claim.nodepool).map(|p| p.rebalance).unwrap_or_default();
+        if policy == RebalancePolicy::Ignore {
+            let why = format!(
+                "{what}: NodePool {} has rebalance policy Ignore, so the node keeps running until an \
+                 interruption warning (set the annotation {} to Replace to replace early)",
+                claim.nodepool,
+                crate::model::REBALANCE_POLICY_ANNOTATION
+            );
+            out.push(Decision::act(
+                Some(&claim.name),
+                Action::Event { object, reason: "RebalanceRecommendation".into(), message: why.clone() },
+                why,
+            ));
+            return;
+        }
+    }
+
+    let excluded = (reason == Reason::SpotInterrupted).then_some(&offering);
+    let plan = plan_replacement(claim, node, cluster, catalog, excluded);
+
+    // A rebalance recommendation is advice, not a deadline: draining when some pods would have
+    // nowhere to go trades a risk for a certainty, so the claim is left alone instead.
+    if reason == Reason::Rebalance && !plan.unschedulable.is_empty() {
+        let pods: Vec<String> = plan.unschedulable.iter().map(|u| format!("{} ({})", u.pod, u.reason)).collect();
+        out.push(Decision::note(
+            Some(&claim.name),
+            format!("{what}: not replaced early: no capacity could be planned for {}", pods.join(", ")),
+        ));
+        return;
+    }
+
+    let mut replacements = Vec::with_capacity(plan.nodeclaims.len());
+    for (i, planned) in plan.nodeclaims.iter().enumerate() {
+        let planned = rename(planned, &format!("{}-r{}", claim.name, i + 1));
+        replacements.push(planned.name.clone());
+        out.push(Decision::act(
+            Some(&planned.name),
+            Action::Launch(Box::new(planned.clone())),
+            format!(
+                "launch {} ({} {} in {}, ${:.4}/h) for {} from {}",
+                planned.name,
+                planned.instance_type,
+                planned.capacity_type,
+                planned.zone,
+                planned.price_per_hour,
+                pods_phrase(planned.pods.len()),
+                claim.name
+            ),
+        ));
+    }
+    for u in &plan.unschedulable {
+        out.push(Decision::note(
+            Some(&claim.name),
+            format!("pod {} from {} has no replacement capacity: {}", u.pod, claim.name, u.reason),
+        ));
+    }
+
+    let moved: usize = plan.existing.iter().map(|e| e.pods.len()).sum();
+    let mut sentence = format!("{what}: replacing with {}", nodes_phrase(replacements.len()));
+    if moved > 0 {
+        sentence.push_str(&format!(", {} fit on existing nodes", pods_phrase(moved)));
+    }
+    if !plan.unschedulable.is_empty() {
+        sentence.push_str(&format!(", {} without a place", pods_phrase(plan.unschedulable.len())));
+    }
+    sentence.push_str(", ");
+    sentence.push_str(match (reason, message) {
+        (Reason::SpotInterrupted, _) | (Reason::CapacityReservationInterrupted, _) => {
+            "draining within the 2-minute notice"
+        }
+        (Reason::Rebalance, _) => "draining once the replacement is up, within budgets and PDBs",
+        (Reason::InstanceStateChange, Message::StateChange { state, .. }) if state == "terminated" => {
+            "the instance is already gone; releasing its pods"
+        }
+        (Reason::ScheduledChange, _) => "draining before the scheduled change",
+        _ => "draining now",
+    });
+
+    let mut next = claim.clone();
+    next.version += 1;
+    next.phase = Phase::Draining;
+    next.disruption =
+        Some(Disruption { reason, since: cluster.now, replacements: replacements.clone(), message: sentence.clone() });
+    out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), sentence.clone()));
+    out.push(Decision::act(
+        Some(&claim.name),
+        Action::Event { object, reason: reason.to_string(), message: sentence.clone() },
+        format!("record the disruption of {} as an Event", claim.name),
+    ));
+}
+
+fn kind(message: &Message) -> String {
+    match message {
+        Message::SpotInterruption { action, .. } if action != "terminate" => {
+            format!("spot interruption warning ({action})")
+        }
+        Message::SpotInterruption { .. } => "spot interruption warning".into(),
+        Message::RebalanceRecommendation { .. } => "rebalance recommendation".into(),
+        Message::StateChange { state, .. } => format!("instance state change to {state}"),
+        Message::ScheduledChange { event_type_code, start_time, .. } => match start_time {
+            Some(t) => format!("AWS Health scheduled change {event_type_code} starting {t}"),
+            None => format!("AWS Health scheduled change {event_type_code}"),
+        },
+        Message::CapacityReservationInterruption { .. } => "capacity reservation interruption warning".into(),
+        Message::Unknown { detail_type, .. } => detail_type.clone(),
+    }
+}
+
+/// The registered Node of a claim, by name or by its `dovetail.dev/nodeclaim` label.
+fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Node> {
+    cluster.nodes.iter().find(|n| {
+        claim.node_name.as_deref() == Some(n.name.as_str())
+            || n.labels.get(labels::NODECLAIM).is_some_and(|c| c == &claim.name)
+    })
+}
+
+/// Plans new capacity for the pods of `claim`: the scheduler sees them as pending, the rest of the
+/// cluster as it is, and (for a spot warning) without the offering being reclaimed.
+fn plan_replacement(
+    claim: &NodeClaim,
+    node: Option<&Node>,
+    cluster: &Cluster,
+    catalog: &Catalog,
+    excluded: Option<&OfferingKey>,
+) -> Plan {
+    let mut pods = Vec::new();
+    let mut seen = BTreeSet::new();
+    // Daemon pods come with whatever node replaces it and mirror pods belong to the node itself;
+    // everything else needs a new home.
+    for p in node.into_iter().flat_map(|n| n.pods.iter()).filter(|p| !p.is_daemon() && !p.is_mirror()) {
+        let mut p = p.clone();
+        p.node_name = None;
+        seen.insert(p.key());
+        pods.push(p);
+    }
+    // A claim interrupted before its node registered still has pods waiting for it.
+    for p in cluster.pending.iter().filter(|p| claim.pods.contains(&p.key())) {
+        if seen.insert(p.key()) {
+            pods.push(p.clone());
+        }
+    }
+
+    // Capacity that is itself leaving cannot take pods: nodes of claims being disrupted are
+    // unschedulable in the simulation, as they are in the cluster once tainted.
+    let leaving: BTreeSet<&str> = cluster
+        .claims
+        .iter()
+        .filter(|c| !c.is_live())
+        .flat_map(|c| c.node_name.iter().map(String::as_str).chain(std::iter::once(c.name.as_str())))
+        .collect();
+    let nodes: Vec<Node> = cluster
+        .nodes
+        .iter()
+        .filter(|n| node.is_none_or(|own| own.name != n.name))
+        .map(|n| {
+            let mut n = n.clone();
+            let claim_name = n.labels.get(labels::NODECLAIM).map(String::as_str);
+            if leaving.contains(n.name.as_str()) || claim_name.is_some_and(|c| leaving.contains(c)) {
+                n.unschedulable = true;
+            }
+            n
+        })
+        .collect();
+
+    // The node being replaced stops counting against its pool's limits: the swap must not be
+    // refused because the capacity it gives back is still on the books.
+    let mut nodepools = cluster.nodepools.clone();
+    if let (Some(pool), Some(launch)) = (nodepools.iter_mut().find(|p| p.name == claim.nodepool), &claim.launch) {
+        if let Some(t) = catalog.get(&launch.instance_type) {
+            let kubelet = cluster.nodeclasses.iter().find(|c| c.name == claim.nodeclass).map(|c| c.kubelet.clone());
+            pool.usage.sub(&t.capacity(&kubelet.unwrap_or_default()));
+        }
+    }
+
+    let mut unavailable = cluster.unavailable.clone();
+    unavailable.extend(excluded.cloned());
+    let snapshot = Snapshot {
+        pods,
+        nodes,
+        daemonsets: cluster.daemonsets.clone(),
+        nodepools,
+        nodeclasses: cluster.nodeclasses.clone(),
+        unavailable,
+        namespaces: cluster.namespaces.clone(),
+    };
+    schedule(&snapshot, catalog)
+}
+
+/// Gives a planned claim its deterministic replacement name (also the CreateFleet client token).
+fn rename(planned: &PlannedClaim, name: &str) -> PlannedClaim {
+    let mut p = planned.clone();
+    p.name = name.to_string();
+    p.labels.insert(labels::NODECLAIM.to_string(), name.to_string());
+    p
+}
+
+fn nodes_phrase(n: usize) -> String {
+    if n == 1 {
+        "1 node".into()
+    } else {
+        format!("{n} nodes")
+    }
+}
+
+fn pods_phrase(n: usize) -> String {
+    if n == 1 {
+        "1 pod".into()
+    } else {
+        format!("{n} pods")
+    }
+}
+
+fn replacements_phrase(n: usize) -> String {
+    if n == 1 {
+        "1 replacement".into()
+    } else {
+        format!("{n} replacements")
+    }
+}

@@ -1,0 +1,223 @@
+//! Typed parsing of the EventBridge events the interruption queue receives.
+//!
+//! The SQS body is the EventBridge envelope itself (`{version, id, detail-type, source, account,
+//! time, region, resources, detail}`). Fields are read from a `serde_json::Value` rather than
+//! derived structs so a missing field can be reported by name together with the message id: the
+//! DLQ reason must say exactly which message was bad and why.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+use crate::time::Time;
+
+pub const SOURCE_EC2: &str = "aws.ec2";
+pub const SOURCE_HEALTH: &str = "aws.health";
+pub const SPOT_INTERRUPTION: &str = "EC2 Spot Instance Interruption Warning";
+pub const REBALANCE_RECOMMENDATION: &str = "EC2 Instance Rebalance Recommendation";
+pub const STATE_CHANGE: &str = "EC2 Instance State-change Notification";
+pub const CAPACITY_RESERVATION_INTERRUPTION: &str = "EC2 Capacity Reservation Instance Interruption Warning";
+pub const HEALTH_EVENT: &str = "AWS Health Event";
+
+/// One interruption-queue message, typed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    /// Two-minute warning before EC2 reclaims a spot instance.
+    SpotInterruption {
+        instance_id: String,
+        /// `terminate`, `stop` or `hibernate`.
+        action: String,
+        /// When EventBridge sent it (the envelope's `time`); informational, so an unreadable value
+        /// is `None` rather than an error that would send a real interruption to the DLQ.
+        time: Option<Time>,
+    },
+    /// The spot instance is at elevated risk of interruption.
+    RebalanceRecommendation { instance_id: String },
+    /// The instance changed state (`pending`, `running`, `stopping`, `stopped`, `shutting-down`,
+    /// `terminated`).
+    StateChange { instance_id: String, state: String },
+    /// An AWS Health scheduled change (retirement, maintenance) for EC2 instances.
+    ScheduledChange {
+        instance_ids: Vec<String>,
+        /// e.g. `AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED`.
+        event_type_code: String,
+        /// As AWS Health writes it (RFC 1123 style); shown to people only.
+        start_time: Option<String>,
+    },
+    /// Two-minute warning before an interruptible capacity reservation takes the instance back.
+    CapacityReservationInterruption { instance_id: String },
+    /// Anything else on the queue: ignored with a log line, never an error.
+    Unknown { source: String, detail_type: String },
+}
+
+impl Message {
+    /// The instances the message is about.
+    pub fn instance_ids(&self) -> Vec<&str> {
+        match self {
+            Message::SpotInterruption { instance_id, .. }
+            | Message::RebalanceRecommendation { instance_id }
+            | Message::StateChange { instance_id, .. }
+            | Message::CapacityReservationInterruption { instance_id } => vec![instance_id.as_str()],
+            Message::ScheduledChange { instance_ids, .. } => instance_ids.iter().map(String::as_str).collect(),
+            Message::Unknown { .. } => vec![],
+        }
+    }
+}
+
+impl fmt::Display for Message {
+    /// A short description for logs and decision sentences.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Message::SpotInterruption { instance_id, action, .. } => {
+                write!(f, "spot interruption warning ({action}) for {instance_id}")
+            }
+            Message::RebalanceRecommendation { instance_id } => write!(f, "rebalance recommendation for {instance_id}"),
+            Message::StateChange { instance_id, state } => write!(f, "state change of {instance_id} to {state}"),
+            Message::ScheduledChange { instance_ids, event_type_code, .. } => {
+                write!(f, "AWS Health scheduled change {event_type_code} for {}", instance_ids.join(", "))
+            }
+            Message::CapacityReservationInterruption { instance_id } => {
+                write!(f, "capacity reservation interruption warning for {instance_id}")
+            }
+            Message::Unknown { source, detail_type } => write!(f, "unknown event {source:?} / {detail_type:?}"),
+        }
+    }
+}
+
+/// Why one message could not be read. The message goes to the DLQ with this as its reason; the
+/// rest of the batch is unaffected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    #[error("message is not a JSON EventBridge event (id unreadable): {0}")]
+    Json(String),
+    #[error("EventBridge message {}: field `{field}` is {problem}", .id.as_deref().unwrap_or("(no id)"))]
+    Field { id: Option<String>, field: &'static str, problem: &'static str },
+}
+
+/// Parses an SQS message body holding an EventBridge event.
+pub fn parse(body: &str) -> Result<Message, ParseError> {
+    let v: Value = serde_json::from_str(body).map_err(|e| ParseError::Json(e.to_string()))?;
+    if !v.is_object() {
+        return Err(ParseError::Json("the body is JSON but not an object".into()));
+    }
+    let id = v.get("id").and_then(Value::as_str).map(str::to_string);
+    let err = |field: &'static str, problem: &'static str| ParseError::Field { id: id.clone(), field, problem };
+    let text = |value: Option<&Value>, field: &'static str| -> Result<String, ParseError> {
+        match value {
+            None | Some(Value::Null) => Err(err(field, "missing")),
+            Some(Value::String(s)) if s.is_empty() => Err(err(field, "empty")),
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(err(field, "not a string")),
+        }
+    };
+
+    // The envelope's routing fields are required of every event, known or not: without them we
+    // cannot even say what we are ignoring.
+    let source = text(v.get("source"), "source")?;
+    let detail_type = text(v.get("detail-type"), "detail-type")?;
+    let detail = v.get("detail");
+    let detail_field = |name: &'static str| detail.and_then(|d| d.get(name));
+
+    match (source.as_str(), detail_type.as_str()) {
+        (SOURCE_EC2, SPOT_INTERRUPTION) => Ok(Message::SpotInterruption {
+            instance_id: text(detail_field("instance-id"), "detail.instance-id")?,
+            action: text(detail_field("instance-action"), "detail.instance-action")?,
+            time: v.get("time").and_then(Value::as_str).and_then(parse_rfc3339),
+        }),
+        (SOURCE_EC2, REBALANCE_RECOMMENDATION) => Ok(Message::RebalanceRecommendation {
+            instance_id: text(detail_field("instance-id"), "detail.instance-id")?,
+        }),
+        (SOURCE_EC2, STATE_CHANGE) => Ok(Message::StateChange {
+            instance_id: text(detail_field("instance-id"), "detail.instance-id")?,
+            state: text(detail_field("state"), "detail.state")?,
+        }),
+        (SOURCE_EC2, CAPACITY_RESERVATION_INTERRUPTION) => Ok(Message::CapacityReservationInterruption {
+            instance_id: text(detail_field("instance-id"), "detail.instance-id")?,
+        }),
+        (SOURCE_HEALTH, HEALTH_EVENT) => {
+            // Health carries every service's notices; only EC2 scheduled changes concern nodes. The
+            // rest is not ours to act on, so it is "unknown" (ignored), not malformed.
+            let service = detail_field("service").and_then(Value::as_str);
+            let category = detail_field("eventTypeCategory").and_then(Value::as_str);
+            if service != Some("EC2") || category != Some("scheduledChange") {
+                return Ok(Message::Unknown { source, detail_type });
+            }
+            let entities = match detail_field("affectedEntities") {
+                Some(Value::Array(a)) => a,
+                None | Some(Value::Null) => return Err(err("detail.affectedEntities", "missing")),
+                Some(_) => return Err(err("detail.affectedEntities", "not an array")),
+            };
+            let mut instance_ids = Vec::with_capacity(entities.len());
+            for e in entities {
+                instance_ids.push(text(e.get("entityValue"), "detail.affectedEntities[].entityValue")?);
+            }
+            if instance_ids.is_empty() {
+                return Err(err("detail.affectedEntities", "empty"));
+            }
+            Ok(Message::ScheduledChange {
+                instance_ids,
+                event_type_code: detail_field("eventTypeCode").and_then(Value::as_str).unwrap_or("").to_string(),
+                start_time: detail_field("startTime").and_then(Value::as_str).map(str::to_string),
+            })
+        }
+        _ => Ok(Message::Unknown { source, detail_type }),
+    }
+}
+
+/// `yyyy-mm-ddThh:mm:ss[.fff]Z` (the form EventBridge writes) to a [`Time`]; `None` otherwise.
+pub fn parse_rfc3339(s: &str) -> Option<Time> {
+    let b = s.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't') || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(r)?;
+        part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok())?
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let rest = &s[19..];
+    let (millis, zone) = match rest.strip_prefix('.') {
+        Some(frac) => {
+            let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return None;
+            }
+            let ms = frac[..digits.min(3)].parse::<i64>().ok()? * 10_i64.pow(3 - digits.min(3) as u32);
+            (ms, &frac[digits..])
+        }
+        None => (0, rest),
+    };
+    if zone != "Z" && zone != "z" {
+        // EventBridge always writes UTC; offsets are not worth the code for an informational field.
+        return None;
+    }
+    // Days from civil (the inverse of `Time::civil`, Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(Time(((days * 86_400) + hour * 3600 + minute * 60 + second) * 1000 + millis))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_round_trips_with_display() {
+        for s in ["2026-11-21T10:49:00Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59Z", "2024-12-31T00:00:01Z"] {
+            assert_eq!(parse_rfc3339(s).unwrap().to_string(), s);
+        }
+        assert_eq!(parse_rfc3339("2026-11-21T10:49:00.250Z").unwrap(), Time(1_795_258_140_250));
+        for bad in ["", "2026-11-21", "2026-13-01T00:00:00Z", "2026-11-21T10:49:00+02:00", "yyyy-mm-ddThh:mm:ssZ"] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+}
