@@ -67,7 +67,8 @@ fn percentages_round_up_like_karpenter() {
 
 #[test]
 fn most_restrictive_active_budget_wins() {
-    let p = pool(vec![budget(BudgetNodes::Percent(50)), budget(BudgetNodes::Count(3)), budget(BudgetNodes::Percent(20))]);
+    let p =
+        pool(vec![budget(BudgetNodes::Percent(50)), budget(BudgetNodes::Count(3)), budget(BudgetNodes::Percent(20))]);
     let a = allowance_for(&p, Reason::Empty, at(0, 0, 0), 10, 0);
     assert_eq!((a.limit, a.allowed), (Some(2), 2));
     assert!(a.why.starts_with("budget 20% of 10 nodes allows 2"), "{}", a.why);
@@ -89,8 +90,7 @@ fn reasons_select_budgets() {
     assert_eq!(allowance_for(&p, Reason::Rebalance, now, 10, 0).allowed, 5);
 
     // Budgets exist, but none limits Empty: Karpenter leaves it unbounded.
-    let only_drift =
-        pool(vec![Budget { reasons: vec![DisruptionReason::Drifted], ..budget(BudgetNodes::Count(1)) }]);
+    let only_drift = pool(vec![Budget { reasons: vec![DisruptionReason::Drifted], ..budget(BudgetNodes::Count(1)) }]);
     let a = allowance_for(&only_drift, Reason::Empty, now, 10, 3);
     assert_eq!((a.limit, a.allowed), (None, usize::MAX));
     assert!(a.why.contains("no budget of nodepool default applies to Empty"), "{}", a.why);

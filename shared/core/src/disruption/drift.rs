@@ -337,7 +337,18 @@ pub fn plan(cluster: &Cluster) -> DriftPlan {
         });
         if *remaining == 0 {
             let budget = &plan.allowances[&pool.name];
-            plan.notes.push(Decision::note(Some(&d.claim), format!("{}; replacement waits: {}", d.why, budget.why)));
+            // The allowance was taken before this pass chose; name what used it up here.
+            let started: Vec<&str> =
+                plan.replace.iter().filter(|r| r.nodepool == pool.name).map(|r| r.claim.as_str()).collect();
+            let this_pass = if started.is_empty() {
+                String::new()
+            } else {
+                format!(", taken by this pass for {}", started.join(", "))
+            };
+            plan.notes.push(Decision::note(
+                Some(&d.claim),
+                format!("{}; replacement waits: {}{this_pass}", d.why, budget.why),
+            ));
             continue;
         }
         *remaining -= 1;
@@ -355,8 +366,7 @@ pub fn mark_drifted(claim: &NodeClaim, drifted: &Drifted, replacements: Vec<Stri
     } else {
         format!("{}; replacing with {} before draining", drifted.why, replacements.join(", "))
     };
-    next.disruption =
-        Some(Disruption { reason: Reason::Drifted, since: now, replacements, message: message.clone() });
+    next.disruption = Some(Disruption { reason: Reason::Drifted, since: now, replacements, message: message.clone() });
     let mut out = vec![Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone())];
     if let Some(node) = &claim.node_name {
         out.push(Decision::act(

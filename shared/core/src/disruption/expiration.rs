@@ -37,7 +37,9 @@ pub fn explain(claim: &NodeClaim) -> String {
 pub fn expirations(cluster: &Cluster) -> Vec<Decision> {
     let mut out = vec![];
     for claim in &cluster.claims {
-        if !matches!(claim.phase, Phase::Launched | Phase::Registered | Phase::Initialized) || claim.disruption.is_some() {
+        if !matches!(claim.phase, Phase::Launched | Phase::Registered | Phase::Initialized)
+            || claim.disruption.is_some()
+        {
             continue;
         }
         let Some(at) = expires_at(claim) else { continue };
@@ -46,8 +48,12 @@ pub fn expirations(cluster: &Cluster) -> Vec<Decision> {
         }
         let message = explain(claim);
         let mut next = claim.clone();
-        next.disruption =
-            Some(Disruption { reason: Reason::Expired, since: cluster.now, replacements: vec![], message: message.clone() });
+        next.disruption = Some(Disruption {
+            reason: Reason::Expired,
+            since: cluster.now,
+            replacements: vec![],
+            message: message.clone(),
+        });
         out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone()));
         if let Some(node) = &claim.node_name {
             out.push(Decision::act(

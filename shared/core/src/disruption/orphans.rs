@@ -141,9 +141,10 @@ fn vanished_instances(cluster: &Cluster, grace: Duration) -> Vec<Decision> {
 
 fn owned(cluster: &Cluster, node: &Node) -> bool {
     let tag = node.labels.get(labels::NODECLAIM);
-    cluster.claims.iter().any(|c| {
-        c.phase != Phase::Terminated && (c.node_name.as_deref() == Some(&node.name) || Some(&c.name) == tag)
-    })
+    cluster
+        .claims
+        .iter()
+        .any(|c| c.phase != Phase::Terminated && (c.node_name.as_deref() == Some(&node.name) || Some(&c.name) == tag))
 }
 
 fn unowned_nodes(cluster: &Cluster) -> Vec<Decision> {
@@ -171,7 +172,11 @@ fn unowned_nodes(cluster: &Cluster) -> Vec<Decision> {
                 out.push(Decision::act(None, Action::DeleteNode { node: node.name.clone() }, message.clone()));
                 out.push(Decision::act(
                     None,
-                    Action::Event { object: format!("Node/{}", node.name), reason: "OrphanNode".into(), message: message.clone() },
+                    Action::Event {
+                        object: format!("Node/{}", node.name),
+                        reason: "OrphanNode".into(),
+                        message: message.clone(),
+                    },
                     message,
                 ));
             }
@@ -191,7 +196,11 @@ fn unowned_nodes(cluster: &Cluster) -> Vec<Decision> {
                 }
                 out.push(Decision::act(
                     None,
-                    Action::Event { object: format!("Node/{}", node.name), reason: "OrphanNode".into(), message: message.clone() },
+                    Action::Event {
+                        object: format!("Node/{}", node.name),
+                        reason: "OrphanNode".into(),
+                        message: message.clone(),
+                    },
                     message,
                 ));
             }
