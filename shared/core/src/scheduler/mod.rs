@@ -81,6 +81,9 @@ pub(crate) struct Bin {
     pub offers: Vec<u8>,
 }
 
+/// Candidate target types: (the unit-price frontier, the best buys by size beyond it).
+type TargetCandidates = (Vec<u32>, Vec<u32>);
+
 /// A pool fit, or why the pool cannot take the class at that level.
 pub(crate) type FitResult = Result<PoolFit, String>;
 
@@ -121,7 +124,7 @@ pub(crate) struct Scheduler<'a> {
     generic: Vec<bool>,
     /// Candidate target types per (class, level, pool): the unit-price frontier, and the best buys
     /// by size beyond it (see `best_buys`).
-    targets: FxHashMap<(u32, u16, u32), (Vec<u32>, Vec<u32>)>,
+    targets: FxHashMap<(u32, u16, u32), TargetCandidates>,
     /// Per (class, level, pool): the classes whose pods could share a claim it opens there.
     joiners: FxHashMap<(u32, u16, u32), Vec<u32>>,
     /// Per [class][pool]: an id shared by classes with the same requests and pool fit.
