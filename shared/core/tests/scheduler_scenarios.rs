@@ -935,7 +935,7 @@ fn bug_required_terms_are_retried_with_preferences_relaxed() {
     assert!(claim_of(&plan, "picky").is_some(), "{}", checker::summary(&plan));
 }
 
-/// OPEN: a well-known label an instance type does not define (gpu name, hypervisor, local NVMe,
+/// Regression (was open when found): a well-known label an instance type does not define (gpu name, hypervisor, local NVMe,
 /// …) is treated as compatible with any requirement on it: `Requirements::intersects` skips keys
 /// one side lacks and the catalog does not record absent labels as `DoesNotExist` (Karpenter's
 /// provider does). A pod requiring `instance-gpu-name In [a10g]` is planned on the cheapest type
@@ -951,12 +951,12 @@ fn bug_absent_well_known_labels_are_not_wildcards() {
     let c = claim_of(&plan, "needs-a10g").expect("g5 types exist");
     for t in &c.instance_types {
         let gpu = catalog.get(t).unwrap().requirements.get(labels::INSTANCE_GPU_NAME).and_then(|r| r.single_value());
-        assert_eq!(gpu, Some("a10g"), "KNOWN BUG: {t} has no a10g GPU (claim {} type {})", c.name, c.instance_type);
+        assert_eq!(gpu, Some("a10g"), "{t} has no a10g GPU (claim {} type {})", c.name, c.instance_type);
     }
     checker::assert_valid(&snap, catalog, &plan);
 }
 
-/// OPEN: a spread counts matching pods on nodes its pod's node affinity excludes. Kube-scheduler
+/// Regression (was open when found): a spread counts matching pods on nodes its pod's node affinity excludes. Kube-scheduler
 /// (nodeAffinityPolicy Honor) and Karpenter (its topology node filter) count only pods on nodes
 /// the pod could use. Here an arm64 node in zone a runs a matching pod; the amd64-only replicas
 /// count it, see zone a as ahead and crowd zones b and c (3 + 2 + 0 with maxSkew 2 is fine when
@@ -981,10 +981,10 @@ fn bug_spread_counts_only_pods_on_nodes_the_pod_could_use() {
     snap.nodes.push(arm);
     let plan = schedule(&snap, &catalog);
     let errors = checker::check(&snap, &catalog, &plan);
-    assert!(errors.is_empty(), "KNOWN BUG: {errors:#?}\n{}", checker::summary(&plan));
+    assert!(errors.is_empty(), "{errors:#?}\n{}", checker::summary(&plan));
 }
 
-/// OPEN: a hostname self-affinity group is split when its first pod's claim is sized for that
+/// Regression (was open when found): a hostname self-affinity group is split when its first pod's claim is sized for that
 /// pod (the target type) and then filled with unconstrained pods: the rest of the group no longer
 /// fits and, bound to that one node, stays pending — although the group fits one node together.
 #[test]
@@ -1006,12 +1006,12 @@ fn bug_hostname_affinity_group_stays_together() {
     checker::assert_valid(&snap, &catalog, &plan);
     assert!(
         plan.unschedulable.is_empty(),
-        "KNOWN BUG: pods left pending although the group fits one node together:\n{}",
+        "pods left pending although the group fits one node together:\n{}",
         checker::summary(&plan)
     );
 }
 
-/// OPEN: when a claim's candidates are cut by the pool's limits in the final pass (each earlier
+/// Regression (was open when found): when a claim's candidates are cut by the pool's limits in the final pass (each earlier
 /// claim holds its largest candidate against the limit), minValues can fall short of what the pool
 /// asks although every pod was admitted with enough families.
 #[test]
@@ -1035,10 +1035,10 @@ fn bug_min_values_survives_limits() {
     let snap = snapshot(ps, vec![p]);
     let plan = schedule(&snap, &catalog);
     let errors = checker::check(&snap, &catalog, &plan);
-    assert!(errors.is_empty(), "KNOWN BUG: {errors:#?}\n{}", checker::summary(&plan));
+    assert!(errors.is_empty(), "{errors:#?}\n{}", checker::summary(&plan));
 }
 
-/// OPEN: the reason for a pod whose node requirements no pool can meet, when it also matches a
+/// Regression (was open when found): the reason for a pod whose node requirements no pool can meet, when it also matches a
 /// spread selector (its own ScheduleAnyway spread), blames "pod anti-affinity" — which it does
 /// not have — instead of the requirement: a topology key with no possible domain falls through
 /// to the anti-affinity wording, and only the last rung's reason is kept.
@@ -1050,10 +1050,7 @@ fn bug_unschedulable_reason_names_the_real_constraint() {
     p.topology_spread.push(spread(labels::ZONE, 1, WhenUnsatisfiable::ScheduleAnyway, ("app", "lost")));
     let plan = run(&snapshot(vec![p], vec![pool("default")]), &catalog);
     let reason = reason_of(&plan, "lost").expect("no pool defines the team label");
-    assert!(
-        reason.contains(TEAM) && !reason.contains("anti-affinity"),
-        "KNOWN BUG: the reason should name {TEAM}, got: {reason}"
-    );
+    assert!(reason.contains(TEAM) && !reason.contains("anti-affinity"), "the reason should name {TEAM}, got: {reason}");
 }
 
 /// OPEN (also `nodepool_selector_picks_the_pool`, ignored, in cli/tests/plan_golden.rs): a pod
@@ -1070,6 +1067,6 @@ fn bug_nodepool_selector_picks_the_pool() {
     let snap = snapshot(vec![p], vec![first, pool("second")]);
     let plan = schedule(&snap, &catalog);
     let errors = checker::check(&snap, &catalog, &plan);
-    assert!(errors.is_empty(), "KNOWN BUG: {errors:#?}\n{}", checker::summary(&plan));
+    assert!(errors.is_empty(), "{errors:#?}\n{}", checker::summary(&plan));
     assert_eq!(claim_of(&plan, "wants-second").map(|c| c.nodepool.as_str()), Some("second"));
 }

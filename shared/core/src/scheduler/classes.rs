@@ -24,6 +24,9 @@ pub(crate) struct Spread {
     pub honor_taints: bool,
     /// The domains that count towards the skew (non-hostname keys), filled once pools are known.
     pub counted: Vec<String>,
+    /// With nodeAffinityPolicy Honor and node requirements, only pods on nodes the pod could use
+    /// count: such a spread keeps its own counts (an index into the scheduler's private counts).
+    pub private: Option<u32>,
 }
 
 /// One rung of the ladder: the constraints a pod is placed under.
@@ -195,6 +198,7 @@ pub(crate) fn ladder(pod: &Pod, topo: &mut Topology, prefer_taints_exist: bool) 
                     honor_affinity: sp.node_affinity_policy == crate::model::InclusionPolicy::Honor,
                     honor_taints: sp.node_taints_policy == crate::model::InclusionPolicy::Honor,
                     counted: vec![],
+                    private: None,
                 });
             }
             let mut affinity = Vec::new();

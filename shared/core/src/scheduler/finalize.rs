@@ -59,6 +59,20 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
             candidates = fitting(&priced.1);
         }
         let candidates = keep_min_values(s, bin.pool, candidates);
+        // The limits, held at each earlier claim's largest candidate, can leave this one with
+        // fewer distinct values than the pool's minValues: then it cannot be launched as asked.
+        if pool.has_min_values && !candidates.is_empty() && !min_values_met(s, bin.pool, &candidates) {
+            for &i in &bin.pods {
+                plan.unschedulable.push(Unschedulable {
+                    pod: s.snap.pods[i].key(),
+                    reason: format!(
+                        "NodePool {:?}: its limits leave too few instance types for its minValues",
+                        pool.pool.name
+                    ),
+                });
+            }
+            continue;
+        }
         let Some((cheapest, capacity_type, price, zone)) = candidates.first().cloned() else {
             // Cannot happen: the target type always holds the pods it was filled to.
             for &i in &bin.pods {

@@ -129,6 +129,10 @@ pub(crate) struct Scheduler<'a> {
     joiners: FxHashMap<(u32, u16, u32), Vec<u32>>,
     /// Per [class][pool]: an id shared by classes with the same requests and pool fit.
     shape_of: Vec<Vec<u32>>,
+    /// Spread counts restricted to nodes a class could use: (group, counts per domain), and the
+    /// (class, rung) each belongs to.
+    private_counts: Vec<(u32, FxHashMap<String, u32>)>,
+    private_owner: Vec<(usize, usize)>,
     strategy: Strategy,
 }
 
@@ -186,11 +190,14 @@ impl<'a> Scheduler<'a> {
             targets: FxHashMap::default(),
             joiners: FxHashMap::default(),
             shape_of: vec![],
+            private_counts: vec![],
+            private_owner: vec![],
             strategy: Strategy::LowestCost,
         };
         s.claim_seq = vec![0; s.pools.len()];
         s.fill_universes();
         s.add_existing();
+        s.setup_private_counts();
         // Every class's fit with every pool at its first rung: the pod values below need them.
         for c in 0..s.classes.len() {
             for p in 0..s.pools.len() {
@@ -299,6 +306,15 @@ impl<'a> Scheduler<'a> {
             s.2 = (s.2 * s.1 as f64 + value * left as f64) / (s.1 + left) as f64;
             s.1 += left;
         }
+        let level = &self.classes[c].levels[l];
+        let together = if level.affinity.iter().any(|&(g, own)| {
+            let g = &self.topo.groups[g as usize];
+            g.hostname && own && g.total == 0
+        }) {
+            (self.classes[c].pods.len() - self.next[c]) as i64
+        } else {
+            0
+        };
         let mut scored: Vec<(f64, f64, usize, bool)> = Vec::new();
         let (frontier, extra) = &self.targets[&key];
         // Both lists are worked out without pins or limits: when those rule out all of them, the
@@ -329,6 +345,16 @@ impl<'a> Scheduler<'a> {
                 }
                 let mut room = t.free.minus(pod);
                 let mut value = self.values[c];
+                // The first pod of a group with hostname affinity to itself: the whole group has to
+                // fit on this node.
+                if together > 0 {
+                    let group = (0..together).fold(Resources::default(), |acc, _| acc.plus(pod));
+                    if !group.fits(&room) {
+                        continue;
+                    }
+                    room.sub(&group);
+                    value += self.values[c] * together as f64;
+                }
                 // Simulate the fill (see `fill`): repeatedly the class whose shape best matches the
                 // room left, as many of it as fit.
                 let mut left: Vec<(usize, i64)> = shapes
@@ -402,7 +428,14 @@ impl<'a> Scheduler<'a> {
                 let pod = self.classes[c].pods[self.next[c]];
                 self.next[c] += 1;
                 match self.place(c, pod) {
-                    Ok(Some(b)) if self.strategy == Strategy::LowestCost => self.fill(b),
+                    Ok(Some((b, l))) if self.strategy == Strategy::LowestCost => {
+                        // A pod placed with preferences relaxed says nothing about its siblings:
+                        // they try their preferences again on their own.
+                        if l == 0 {
+                            self.fill_class(b, c, l);
+                        }
+                        self.fill(b);
+                    }
                     Ok(_) => {}
                     Err(reason) => self.unschedulable.push((pod, reason)),
                 }
@@ -453,14 +486,28 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Places one pod, relaxing preferences rung by rung; `Some(bin)` when it opened a new claim.
-    fn place(&mut self, c: usize, pod: usize) -> Result<Option<usize>, String> {
+    /// Puts the pods of the class that opened a claim into it while they fit: the claim's target
+    /// was chosen with them in mind (and a group with hostname affinity must stay together).
+    fn fill_class(&mut self, b: usize, c: usize, l: usize) {
+        while self.next[c] < self.classes[c].pods.len() {
+            let Ok(choices) = self.domain_choices(c, l) else { break };
+            let Some(choice) = choices.into_iter().find(|ch| self.accepts(b, c, l, ch)) else { break };
+            let pod = self.classes[c].pods[self.next[c]];
+            self.next[c] += 1;
+            self.commit(b, c, l, &choice, pod);
+        }
+    }
+
+    /// Places one pod, relaxing preferences rung by rung; `Some((bin, rung))` when it opened a new
+    /// claim.
+    fn place(&mut self, c: usize, pod: usize) -> Result<Option<(usize, usize)>, String> {
         let mut last_reason = String::new();
         for l in 0..self.classes[c].levels.len() {
             let choices = match self.domain_choices(c, l) {
                 Ok(ch) => ch,
                 Err(e) => {
-                    last_reason = e;
+                    // No topology domain at all usually means no pool can take the pod: say why.
+                    last_reason = self.no_pool_fits(c, l).unwrap_or(e);
                     continue;
                 }
             };
@@ -473,12 +520,28 @@ impl<'a> Scheduler<'a> {
             match self.open_claim(c, l, &choices) {
                 Ok((b, choice)) => {
                     self.commit(b, c, l, &choice, pod);
-                    return Ok(Some(b));
+                    return Ok(Some((b, l)));
                 }
                 Err(e) => last_reason = e,
             }
         }
         Err(last_reason)
+    }
+
+    /// Why no pool can take a class at a level, if none can (`None` when some pool can).
+    fn no_pool_fits(&mut self, c: usize, l: usize) -> Option<String> {
+        if self.pools.is_empty() {
+            return Some("no NodePool exists".to_string());
+        }
+        let mut reasons = Vec::new();
+        for p in 0..self.pools.len() {
+            let name = self.pools[p].pool.name.clone();
+            match self.fit(c, l, p) {
+                Ok(_) => return None,
+                Err(e) => reasons.push(format!("NodePool {name:?}: {e}")),
+            }
+        }
+        Some(reasons.join("; "))
     }
 
     /// Lazily computed compatibility of a class level with a pool.
@@ -648,16 +711,20 @@ impl<'a> Scheduler<'a> {
                     if g.key.topology_key != *key {
                         continue;
                     }
+                    let count = |d: &str| match s.private {
+                        Some(i) => self.private_counts[i as usize].1.get(d).copied().unwrap_or(0),
+                        None => g.count(d),
+                    };
                     // Fewer eligible domains than minDomains: the global minimum counts as 0.
                     let min = if s.min_domains.is_some_and(|m| m > s.counted.len() as u32) {
                         0
                     } else {
-                        s.counted.iter().map(|u| g.count(u)).min().unwrap_or(0)
+                        s.counted.iter().map(|u| count(u)).min().unwrap_or(0)
                     };
-                    if g.count(v) + 1 > min + s.max_skew {
+                    if count(v) + 1 > min + s.max_skew {
                         continue 'values;
                     }
-                    score += g.count(v);
+                    score += count(v);
                 }
                 for &(a, self_match) in &level.affinity {
                     let g = &self.topo.groups[a as usize];
@@ -1016,10 +1083,71 @@ impl<'a> Scheduler<'a> {
             })
             .collect();
         let mut counts = std::mem::take(&mut bin.counts);
-        for (g, v) in domains {
-            self.topo.record(g, v.as_deref(), b, &mut counts);
+        for (g, v) in &domains {
+            self.topo.record(*g, v.as_deref(), b, &mut counts);
         }
         self.bins[b].counts = counts;
+        // Spreads that count only nodes their pods could use.
+        for (g, v) in domains {
+            let Some(v) = v else { continue };
+            for i in 0..self.private_counts.len() {
+                let (group, _) = &self.private_counts[i];
+                if *group == g && self.bin_eligible(b, i) {
+                    *self.private_counts[i].1.entry(v.clone()).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+
+    /// Whether bin `b` is a node the pods behind private count `i` could use.
+    fn bin_eligible(&self, b: usize, i: usize) -> bool {
+        let (c, l) = self.private_owner[i];
+        let reqs = &self.classes[c].levels[l].reqs;
+        let bin = &self.bins[b];
+        match bin.node {
+            Some(n) => reqs.matches_labels(&self.snap.nodes[n].labels),
+            None => {
+                let t = &self.pools[bin.pool].types[bin.target];
+                bin.reqs.intersects(reqs).is_ok() && self.catalog.types[t.catalog].requirements.intersects(reqs).is_ok()
+            }
+        }
+    }
+
+    /// Gives spreads with nodeAffinityPolicy Honor and node requirements their own counts, from
+    /// the existing nodes the pod could use.
+    fn setup_private_counts(&mut self) {
+        for c in 0..self.classes.len() {
+            for l in 0..self.classes[c].levels.len() {
+                for si in 0..self.classes[c].levels[l].spreads.len() {
+                    let level = &self.classes[c].levels[l];
+                    let sp = &level.spreads[si];
+                    let g = &self.topo.groups[sp.group as usize];
+                    if !sp.honor_affinity || level.reqs.is_empty() || g.hostname {
+                        continue;
+                    }
+                    let mut counts: FxHashMap<String, u32> = FxHashMap::default();
+                    for n in &self.snap.nodes {
+                        if !level.reqs.matches_labels(&n.labels) {
+                            continue;
+                        }
+                        let Some(v) = n.labels.get(&g.key.topology_key) else { continue };
+                        let k = n
+                            .pods
+                            .iter()
+                            .filter(|p| self.topo.effects_of(p, &self.snap.namespaces).contains(&sp.group))
+                            .count() as u32;
+                        if k > 0 {
+                            *counts.entry(v.clone()).or_insert(0) += k;
+                        }
+                    }
+                    let group = sp.group;
+                    let i = self.private_counts.len() as u32;
+                    self.private_counts.push((group, counts));
+                    self.private_owner.push((c, l));
+                    self.classes[c].levels[l].spreads[si].private = Some(i);
+                }
+            }
+        }
     }
 }
 
