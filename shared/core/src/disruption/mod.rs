@@ -4,6 +4,10 @@
 //! interruption function read (or the simulator holds) — and returns [`Decision`]s: actions with
 //! the sentence a person would want to read about them. Adapters carry the actions out.
 
+pub mod budgets;
+pub mod drift;
+pub mod expiration;
+pub mod orphans;
 pub mod protection;
 
 use serde::{Deserialize, Serialize};
