@@ -4,6 +4,7 @@
 //! interruption function read (or the simulator holds) — and returns [`Decision`]s: actions with
 //! the sentence a person would want to read about them. Adapters carry the actions out.
 
+pub mod consolidation;
 pub mod protection;
 
 use serde::{Deserialize, Serialize};
