@@ -20,8 +20,13 @@ fn main() {
     let catalog = dovetail_core::catalog::embedded();
     let t0 = Instant::now();
     let cluster = synthetic_cluster(catalog, nodes, pods, 42);
-    println!("generated {} nodes, {} pods in {:.2?} (VmHWM {})", cluster.nodes.len(),
-        cluster.nodes.iter().map(|n| n.pods.len()).sum::<usize>(), t0.elapsed(), vm_hwm());
+    println!(
+        "generated {} nodes, {} pods in {:.2?} (VmHWM {})",
+        cluster.nodes.len(),
+        cluster.nodes.iter().map(|n| n.pods.len()).sum::<usize>(),
+        t0.elapsed(),
+        vm_hwm()
+    );
     // Karpenter's default budget: 10% of each pool's nodes.
     let per_pool = |pool: &str| cluster.claims.iter().filter(|c| c.nodepool == pool).count().div_ceil(10);
     let allowed = |pool: &str, _| per_pool(pool);

@@ -62,7 +62,7 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_multi_nodes: 100, min_spot_alternatives: 15, max_full_simulations: 16, slack_nodes: 4 }
+        Options { max_multi_nodes: 100, min_spot_alternatives: 15, max_full_simulations: 64, slack_nodes: 4 }
     }
 }
 
@@ -105,6 +105,8 @@ struct Work<'a> {
     /// Live nodes (pods pending from before the pass already placed), no pending pods.
     snap: Snapshot,
     index: FxHashMap<String, usize>,
+    /// Nodes taken away this pass. They stay in `snap.nodes` so indices are stable.
+    gone: Vec<bool>,
     /// Free room of each node in `snap.nodes`.
     free: Vec<Resources>,
     /// Node indices by free cpu, most first (the first-fit order).
@@ -161,9 +163,9 @@ pub fn consolidate_with(cluster: &Cluster, catalog: &Catalog, allowed: Allowed<'
         }
         match w.simulate(std::slice::from_ref(c)) {
             Ok(outcome) => w.commit(std::slice::from_ref(c), outcome),
-            Err(why) => {
-                w.decisions.push(Decision::note(Some(&cluster.claims[c.claim].name), format!("not consolidated: {why}")))
-            }
+            Err(why) => w
+                .decisions
+                .push(Decision::note(Some(&cluster.claims[c.claim].name), format!("not consolidated: {why}"))),
         }
     }
     w.decisions
@@ -205,11 +207,8 @@ impl<'a> Work<'a> {
             .flat_map(|p| p.pod_anti_affinity.iter())
             .any(|t| t.topology_key != labels::HOSTNAME);
         let kubelet = cluster.nodeclasses.first().map(|c| c.kubelet.clone()).unwrap_or_default();
-        let mut price_floor: Vec<(f64, Resources)> = catalog
-            .types
-            .iter()
-            .filter_map(|t| t.cheapest().map(|o| (o.price, t.allocatable(&kubelet))))
-            .collect();
+        let mut price_floor: Vec<(f64, Resources)> =
+            catalog.types.iter().filter_map(|t| t.cheapest().map(|o| (o.price, t.allocatable(&kubelet)))).collect();
         price_floor.sort_by(|a, b| a.0.total_cmp(&b.0));
         let type_index = catalog.types.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
         let mut w = Work {
@@ -218,6 +217,7 @@ impl<'a> Work<'a> {
             opts,
             snap,
             index: FxHashMap::default(),
+            gone: vec![],
             free: vec![],
             order: vec![],
             wide_anti,
@@ -235,10 +235,35 @@ impl<'a> Work<'a> {
 
     fn reindex(&mut self) {
         self.index = self.snap.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        self.gone = vec![false; self.snap.nodes.len()];
         self.free = self.snap.nodes.iter().map(|n| n.allocatable.minus(&n.requested())).collect();
-        let mut order: Vec<usize> = (0..self.snap.nodes.len()).filter(|&i| !self.snap.nodes[i].unschedulable).collect();
+        self.sort_order();
+    }
+
+    /// Recomputes the free room of changed nodes (and of nodes added at the end).
+    fn refresh(&mut self, changed: &[usize]) {
+        for i in self.free.len()..self.snap.nodes.len() {
+            self.index.insert(self.snap.nodes[i].name.clone(), i);
+            self.gone.push(false);
+            self.free.push(Resources::default());
+            self.free[i] = self.snap.nodes[i].allocatable.minus(&self.snap.nodes[i].requested());
+        }
+        for &i in changed {
+            self.free[i] = self.snap.nodes[i].allocatable.minus(&self.snap.nodes[i].requested());
+        }
+        self.sort_order();
+    }
+
+    fn sort_order(&mut self) {
+        let mut order: Vec<usize> =
+            (0..self.snap.nodes.len()).filter(|&i| !self.gone[i] && !self.snap.nodes[i].unschedulable).collect();
         order.sort_by(|&a, &b| self.free[b].cpu.cmp(&self.free[a].cpu).then(a.cmp(&b)));
         self.order = order;
+    }
+
+    /// Live nodes (not taken away this pass).
+    fn live(&self) -> impl Iterator<Item = (usize, &Node)> {
+        self.snap.nodes.iter().enumerate().filter(|(i, _)| !self.gone[*i])
     }
 
     /// Pods already waiting take their room first: the provisioning pass places them where the
@@ -254,7 +279,6 @@ impl<'a> Work<'a> {
         let pending = std::mem::take(&mut self.snap.pods);
         let by_key: FxHashMap<String, Pod> = pending.into_iter().map(|p| (p.key(), p)).collect();
         self.place(&plan, &by_key);
-        self.reindex();
         let waiting = plan.unschedulable.len() + plan.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>();
         if waiting > 0 {
             self.decisions.push(Decision::note(
@@ -277,6 +301,7 @@ impl<'a> Work<'a> {
 
     /// Puts pods where a plan placed them on existing nodes (moving the `Pod`s out of `pods`).
     fn place(&mut self, plan: &Plan, pods: &FxHashMap<String, Pod>) {
+        let mut changed = vec![];
         for e in &plan.existing {
             let Some(&i) = self.index.get(&e.node) else { continue };
             for key in &e.pods {
@@ -287,16 +312,20 @@ impl<'a> Work<'a> {
                 }
             }
             self.touched.insert(e.node.clone());
+            changed.push(i);
         }
+        self.refresh(&changed);
     }
 
     fn node(&self, name: &str) -> Option<&Node> {
-        self.index.get(name).map(|&i| &self.snap.nodes[i])
+        self.index.get(name).filter(|&&i| !self.gone[i]).map(|&i| &self.snap.nodes[i])
     }
 
     /// Pods that need a new home when the node goes (DaemonSet and mirror pods go with it).
     fn movable(&self, node: &str) -> Vec<&Pod> {
-        self.node(node).map(|n| n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).collect()).unwrap_or_default()
+        self.node(node)
+            .map(|n| n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).collect())
+            .unwrap_or_default()
     }
 
     fn left(&self, pool: &str, reason: Reason, allowed: Allowed<'_>) -> usize {
@@ -416,7 +445,10 @@ impl<'a> Work<'a> {
     fn delete_empty(&mut self, c: &Candidate, allowed: Allowed<'_>) {
         let claim = &self.cluster.claims[c.claim];
         if self.left(&c.pool, Reason::Empty, allowed) == 0 {
-            let why = format!("not consolidated: node {} is empty but NodePool {}'s disruption budget allows no more nodes now", c.node, c.pool);
+            let why = format!(
+                "not consolidated: node {} is empty but NodePool {}'s disruption budget allows no more nodes now",
+                c.node, c.pool
+            );
             self.decisions.push(Decision::note(Some(&claim.name), why));
             return;
         }
@@ -431,8 +463,7 @@ impl<'a> Work<'a> {
     /// Records the claim write (and an Event) that starts the drain.
     fn disrupt(&mut self, c: &Candidate, reason: Reason, replacements: Vec<String>, why: String) {
         let mut claim: NodeClaim = self.cluster.claims[c.claim].clone();
-        claim.disruption =
-            Some(Disruption { reason, since: self.cluster.now, replacements, message: why.clone() });
+        claim.disruption = Some(Disruption { reason, since: self.cluster.now, replacements, message: why.clone() });
         *self.used.entry(c.pool.clone()).or_default() += 1;
         self.touched.insert(c.node.clone());
         let name = claim.name.clone();
@@ -449,9 +480,12 @@ impl<'a> Work<'a> {
     }
 
     fn remove_nodes(&mut self, names: &[String]) {
-        let gone: FxHashSet<&str> = names.iter().map(String::as_str).collect();
-        self.snap.nodes.retain(|n| !gone.contains(n.name.as_str()));
-        self.reindex();
+        for n in names {
+            if let Some(&i) = self.index.get(n) {
+                self.gone[i] = true;
+            }
+        }
+        self.sort_order();
     }
 
     /// Multi-node consolidation: the longest prefix of the candidates (within budgets, at most
@@ -510,7 +544,8 @@ impl<'a> Work<'a> {
                 ));
             }
             self.full_sims += 1;
-            self.run_full(&names, pods)
+            let snap = Snapshot { nodes: self.context_nodes(&names, &pods), pods, ..self.context() };
+            schedule(&snap, self.catalog)
         } else {
             let Some(sub) = self.subset(&names, &pods, total) else {
                 return Err("its pods fit neither the other nodes nor a cheaper node".into());
@@ -559,20 +594,59 @@ impl<'a> Work<'a> {
         }
     }
 
-    /// The scheduler over the whole cluster without `names`, with `pods` pending. The nodes are
-    /// moved out and back rather than cloned.
-    fn run_full(&mut self, names: &FxHashSet<&str>, pods: Vec<Pod>) -> Plan {
-        let all = std::mem::take(&mut self.snap.nodes);
-        let (out, kept): (Vec<Node>, Vec<Node>) = all.into_iter().partition(|n| names.contains(n.name.as_str()));
-        self.snap.nodes = kept;
-        self.snap.pods = pods;
-        let plan = schedule(&self.snap, self.catalog);
-        self.snap.pods.clear();
-        let mut kept = std::mem::take(&mut self.snap.nodes);
-        kept.extend(out);
-        self.snap.nodes = kept;
-        self.reindex();
-        plan
+    /// The whole cluster as topology sees it, cheaply: nodes a first fit proposes (see `subset`)
+    /// as they are, and every other live node with only the pods topology counts (those a moved
+    /// pod's spread or affinity terms select, and those with anti-affinity of their own) and no
+    /// room left, so domains and counts are exact but nothing is placed there. Nodes without room
+    /// could not take a pod in the full simulation either, so the result is the whole cluster's
+    /// except that pods only go where the proposal allows — a failure there is just a missed move.
+    fn context_nodes(&self, names: &FxHashSet<&str>, pods: &[Pod]) -> Vec<Node> {
+        let chosen: FxHashSet<usize> =
+            self.subset(names, pods, f64::INFINITY).unwrap_or_default().into_iter().collect();
+        let selectors: Vec<&crate::model::LabelSelector> = pods
+            .iter()
+            .flat_map(|p| {
+                p.topology_spread
+                    .iter()
+                    .map(|t| &t.selector)
+                    .chain(p.pod_affinity.iter().chain(&p.pod_anti_affinity).map(|t| &t.selector))
+                    .chain(
+                        p.preferred_pod_affinity.iter().chain(&p.preferred_pod_anti_affinity).map(|w| &w.term.selector),
+                    )
+            })
+            .collect();
+        let mut out = Vec::with_capacity(self.snap.nodes.len());
+        for (i, n) in self.live() {
+            if names.contains(n.name.as_str()) {
+                continue;
+            }
+            if chosen.contains(&i) {
+                out.push(n.clone());
+                continue;
+            }
+            let kept: Vec<Pod> = n
+                .pods
+                .iter()
+                .filter(|p| !p.pod_anti_affinity.is_empty() || selectors.iter().any(|s| s.matches(&p.labels)))
+                .cloned()
+                .collect();
+            let mut allocatable = Resources::default();
+            for p in &kept {
+                allocatable.add(&p.requests);
+            }
+            out.push(Node {
+                name: n.name.clone(),
+                kind: n.kind,
+                labels: n.labels.clone(),
+                annotations: BTreeMap::new(),
+                taints: n.taints.clone(),
+                allocatable,
+                pods: kept,
+                unschedulable: n.unschedulable,
+                price: n.price,
+            });
+        }
+        out
     }
 
     /// The nodes a subset simulation gets: where a first fit of the pods (largest first, over the
@@ -723,7 +797,7 @@ impl<'a> Work<'a> {
         for c in nodes {
             self.disrupt(c, Reason::Underutilized, replacements.clone(), why.clone());
         }
-        self.reindex();
+        self.refresh(&[]);
     }
 
     /// The replacement as an in-flight node carrying its pods and the DaemonSet pods that will
@@ -737,7 +811,8 @@ impl<'a> Work<'a> {
         node.kind = NodeKind::InFlight;
         node.price = Some(r.price_per_hour);
         // Startup taints go away once the node is up: only the pool's taints keep pods off.
-        node.taints = self.snap.nodepools.iter().find(|p| p.name == r.nodepool).map(|p| p.taints.clone()).unwrap_or_default();
+        node.taints =
+            self.snap.nodepools.iter().find(|p| p.name == r.nodepool).map(|p| p.taints.clone()).unwrap_or_default();
         for ds in &self.snap.daemonsets {
             if tolerates_all(&ds.pod.tolerations, &node.taints).is_ok()
                 && ds.pod.node_affinity.iter().any(|a| a.matches_labels(&node.labels))
@@ -757,6 +832,7 @@ impl<'a> Work<'a> {
         }
         self.touched.insert(r.name.clone());
         self.snap.nodes.push(node);
+        self.refresh(&[]);
     }
 }
 
