@@ -58,11 +58,20 @@ pub struct Options {
     pub max_full_simulations: usize,
     /// Nodes beyond the first-fit proposal given to each subset simulation as slack.
     pub slack_nodes: usize,
+    /// Scheduler simulations per pass (Karpenter bounds single-node consolidation by time, 3 min);
+    /// a count keeps passes deterministic. Candidates beyond it wait for the next pass.
+    pub max_simulations: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { max_multi_nodes: 100, min_spot_alternatives: 15, max_full_simulations: 64, slack_nodes: 4 }
+        Options {
+            max_multi_nodes: 100,
+            min_spot_alternatives: 15,
+            max_full_simulations: 64,
+            slack_nodes: 4,
+            max_simulations: 1_000,
+        }
     }
 }
 
@@ -114,6 +123,7 @@ struct Work<'a> {
     /// Some pod has required anti-affinity over a topology wider than one node.
     wide_anti: bool,
     full_sims: usize,
+    sims: usize,
     /// PDB index → disruptions still allowed this pass.
     pdb_left: Vec<i32>,
     /// Nodes removed or receiving pods this pass: not candidates any more.
@@ -222,6 +232,7 @@ impl<'a> Work<'a> {
             order: vec![],
             wide_anti,
             full_sims: 0,
+            sims: 0,
             pdb_left: cluster.pdbs.iter().map(|p| p.disruptions_allowed).collect(),
             touched: FxHashSet::default(),
             used: FxHashMap::default(),
@@ -534,6 +545,10 @@ impl<'a> Work<'a> {
             return Err(why);
         }
         self.pdbs_allow(&pods)?;
+        if self.sims >= self.opts.max_simulations {
+            return Err(format!("this pass's {} simulations are spent; next pass", self.opts.max_simulations));
+        }
+        self.sims += 1;
         let total: f64 = nodes.iter().filter_map(|c| c.price).sum();
         let full = self.wide_anti || pods.iter().any(is_topological);
         let plan = if full {
