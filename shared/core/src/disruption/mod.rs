@@ -5,6 +5,7 @@
 //! the sentence a person would want to read about them. Adapters carry the actions out.
 
 pub mod budgets;
+pub mod consolidation;
 pub mod drift;
 pub mod expiration;
 pub mod orphans;

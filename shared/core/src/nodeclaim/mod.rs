@@ -136,6 +136,12 @@ pub struct NodeClaim {
     pub node_name: Option<String>,
     pub registered_at: Option<Time>,
     pub initialized_at: Option<Time>,
+    /// When a non-DaemonSet, non-mirror pod was last bound to or removed from the claim's node
+    /// (Karpenter's `lastPodEventTime`). Consolidation measures idleness from the later of this and
+    /// `initialized_at`: a node is a candidate only once `consolidateAfter` has passed since then.
+    /// `None` = no pod event since initialization. Maintained by the adapter that watches pods.
+    #[serde(default)]
+    pub last_pod_event: Option<Time>,
     pub hashes: Hashes,
     /// Copied from the pool at launch: later pool edits are drift, not retroactive.
     pub expire_after: Option<Duration>,
@@ -165,6 +171,7 @@ impl NodeClaim {
             node_name: None,
             registered_at: None,
             initialized_at: None,
+            last_pod_event: None,
             hashes: Hashes::default(),
             expire_after: None,
             termination_grace_period: None,

@@ -1,0 +1,378 @@
+//! Consolidation scenarios (every method, every protection, ordering, budgets) and properties: no
+//! flapping (the next provisioning pass launches nothing for the moved pods) and no decision that
+//! breaks a PDB, a budget or do-not-disrupt.
+
+use dovetail_core::benchmark;
+use dovetail_core::catalog::{embedded, CapacityType};
+use dovetail_core::disruption::consolidation::{after, consolidate, consolidate_with, Options};
+use dovetail_core::disruption::{Action, Cluster, Decision};
+use dovetail_core::labels;
+use dovetail_core::model::{ConsolidationPolicy, LabelSelector, Node, OwnerKind, Pdb, Pod};
+use dovetail_core::nodeclaim::{Launch, NodeClaim, Phase, Reason};
+use dovetail_core::resources::Resources;
+use dovetail_core::scheduler::schedule;
+use dovetail_core::time::Time;
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+const NOW: i64 = 1_750_000_000;
+
+fn cluster() -> Cluster {
+    let (mut pool, class) = benchmark::default_pool();
+    pool.requirements = benchmark::general_purpose_pool().requirements;
+    Cluster {
+        now: Time::from_secs(NOW),
+        nodepools: vec![pool],
+        nodeclasses: vec![class],
+        daemonsets: benchmark::eks_daemonsets(),
+        ..Default::default()
+    }
+}
+
+/// A node of a real type (with its DaemonSet pods) and its initialized claim, idle for an hour.
+fn add_node(c: &mut Cluster, name: &str, itype: &str, ct: CapacityType) {
+    let catalog = embedded();
+    let t = catalog.get(itype).expect("type");
+    let offer = t.offerings.iter().find(|o| o.capacity_type == ct).expect("offering");
+    let mut l: BTreeMap<String, String> = t.requirements.single_valued_labels();
+    l.insert(labels::ZONE.into(), offer.zone.clone());
+    l.insert(labels::CAPACITY_TYPE.into(), ct.as_str().into());
+    l.insert(labels::NODEPOOL.into(), "default".into());
+    l.insert(labels::HOSTNAME.into(), name.into());
+    let mut node = Node::new(name, l, t.allocatable(&Default::default()));
+    node.price = Some(offer.price);
+    for ds in &c.daemonsets {
+        let mut p = ds.pod.clone();
+        p.name = format!("{}-{name}", ds.name);
+        node.pods.push(p);
+    }
+    let created = Time::from_secs(NOW - 86_400);
+    let mut claim = NodeClaim::launching(name, "default", "default", created);
+    claim.phase = Phase::Initialized;
+    claim.node_name = Some(name.into());
+    claim.initialized_at = Some(created);
+    claim.last_pod_event = Some(Time::from_secs(NOW - 3_600));
+    claim.expire_after = Some(Duration::from_secs(720 * 3600));
+    claim.launch = Some(Launch {
+        instance_id: format!("i-{name}"),
+        instance_type: itype.into(),
+        zone: offer.zone.clone(),
+        capacity_type: ct,
+        image_id: String::new(),
+        subnet_id: String::new(),
+        security_groups: vec![],
+        price: offer.price,
+        launched_at: created,
+    });
+    c.nodes.push(node);
+    c.claims.push(claim);
+}
+
+fn pod(name: &str, cpu: i64, mem_mi: i64) -> Pod {
+    let mut p = Pod::new("shop", name, Resources::new(cpu, mem_mi << 20));
+    p.owner = OwnerKind::ReplicaSet;
+    p.labels.insert("app".into(), name.split('-').next().unwrap_or(name).into());
+    p
+}
+
+fn put(c: &mut Cluster, node: &str, p: Pod) {
+    let n = c.nodes.iter_mut().find(|n| n.name == node).expect("node");
+    let mut p = p;
+    p.node_name = Some(node.into());
+    n.pods.push(p);
+}
+
+fn unlimited(_: &str, _: Reason) -> usize {
+    usize::MAX
+}
+
+fn disrupted(ds: &[Decision]) -> Vec<(String, Reason)> {
+    ds.iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::WriteClaim(c)) => c.disruption.as_ref().map(|x| (c.name.clone(), x.reason)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn launches(ds: &[Decision]) -> usize {
+    ds.iter().filter(|d| matches!(d.action, Some(Action::Launch(_)))).count()
+}
+
+fn notes(ds: &[Decision]) -> Vec<String> {
+    ds.iter().filter(|d| d.action.is_none()).map(|d| d.why.clone()).collect()
+}
+
+/// The next provisioning pass over the post-consolidation cluster launches nothing.
+fn assert_no_flap(c: &Cluster, ds: &[Decision]) {
+    let snap = after(c, ds);
+    let plan = schedule(&snap, embedded());
+    assert!(plan.nodeclaims.is_empty(), "next pass launches {:?} for {:?}", plan.nodeclaims, ds);
+    assert!(plan.unschedulable.is_empty(), "next pass cannot place {:?}", plan.unschedulable);
+}
+
+#[test]
+fn empty_node_is_deleted_after_consolidate_after() {
+    let mut c = cluster();
+    add_node(&mut c, "a", "m5.xlarge", CapacityType::OnDemand);
+    add_node(&mut c, "b", "m5.xlarge", CapacityType::OnDemand);
+    put(&mut c, "a", pod("web-1", 500, 512));
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert_eq!(disrupted(&ds)[0], ("b".to_string(), Reason::Empty), "{ds:?}");
+    assert!(ds.iter().any(|d| d.why.contains("deleting empty node b")));
+    // Idle for less than consolidateAfter: not yet.
+    c.nodepools[0].disruption.consolidate_after = Some(Duration::from_secs(7_200));
+    assert!(disrupted(&consolidate(&c, embedded(), &unlimited)).is_empty());
+    // Never.
+    c.nodepools[0].disruption.consolidate_after = None;
+    assert!(disrupted(&consolidate(&c, embedded(), &unlimited)).is_empty());
+}
+
+#[test]
+fn when_empty_pools_only_lose_empty_nodes() {
+    let mut c = cluster();
+    c.nodepools[0].disruption.consolidation_policy = ConsolidationPolicy::WhenEmpty;
+    for n in ["a", "b", "c"] {
+        add_node(&mut c, n, "m5.xlarge", CapacityType::OnDemand);
+    }
+    put(&mut c, "a", pod("web-1", 500, 512));
+    put(&mut c, "b", pod("web-2", 500, 512));
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert_eq!(disrupted(&ds), vec![("c".to_string(), Reason::Empty)]);
+}
+
+#[test]
+fn single_node_delete_when_pods_fit_elsewhere() {
+    let mut c = cluster();
+    add_node(&mut c, "a", "m5.2xlarge", CapacityType::OnDemand);
+    add_node(&mut c, "b", "m5.2xlarge", CapacityType::OnDemand);
+    put(&mut c, "a", pod("web-1", 3000, 4096));
+    put(&mut c, "a", pod("web-2", 2000, 4096));
+    put(&mut c, "b", pod("api-1", 500, 512));
+    // Multi-node off: with it, a and b merge into one cheaper spot node (see the multi-node test).
+    let single = Options { max_multi_nodes: 1, ..Options::default() };
+    let ds = consolidate_with(&c, embedded(), &unlimited, &single);
+    assert_eq!(disrupted(&ds), vec![("b".to_string(), Reason::Underutilized)], "{ds:?}");
+    assert_eq!(launches(&ds), 0);
+    assert!(ds.iter().any(|d| d.why.contains("1 pods fit on 1 other nodes")));
+    assert_no_flap(&c, &ds);
+}
+
+#[test]
+fn single_node_replace_with_a_cheaper_node() {
+    let mut c = cluster();
+    add_node(&mut c, "big", "m5.4xlarge", CapacityType::OnDemand);
+    put(&mut c, "big", pod("web-1", 1000, 1024));
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert_eq!(launches(&ds), 1, "{ds:?}");
+    let first = ds.iter().position(|d| matches!(d.action, Some(Action::Launch(_)))).unwrap();
+    let write = ds.iter().position(|d| matches!(d.action, Some(Action::WriteClaim(_)))).unwrap();
+    assert!(first < write, "launch first, then drain");
+    let Some(Action::WriteClaim(claim)) = &ds[write].action else { unreachable!() };
+    let d = claim.disruption.as_ref().unwrap();
+    assert_eq!(d.reason, Reason::Underutilized);
+    assert_eq!(d.replacements.len(), 1);
+    assert!(d.message.starts_with("replaced big (m5.4xlarge on-demand) by "), "{}", d.message);
+    assert!(d.message.contains("saving $"));
+    assert_no_flap(&c, &ds);
+}
+
+#[test]
+fn spot_to_spot_needs_enough_cheaper_types() {
+    let mut c = cluster();
+    add_node(&mut c, "s", "m5.2xlarge", CapacityType::Spot);
+    put(&mut c, "s", pod("web-1", 500, 512));
+    let strict = Options { min_spot_alternatives: 10_000, ..Options::default() };
+    let ds = consolidate_with(&c, embedded(), &unlimited, &strict);
+    assert!(disrupted(&ds).is_empty());
+    assert!(notes(&ds).iter().any(|n| n.contains("cheaper spot types")), "{ds:?}");
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert_eq!(launches(&ds), 1, "an m5.2xlarge spot holding half a cpu has many cheaper spot types: {ds:?}");
+    let Some(Action::Launch(r)) = &ds.iter().find(|d| matches!(d.action, Some(Action::Launch(_)))).unwrap().action
+    else {
+        unreachable!()
+    };
+    assert!(r.instance_types.len() >= 15);
+}
+
+#[test]
+fn multi_node_merges_several_into_one() {
+    let mut c = cluster();
+    for n in ["a", "b", "c"] {
+        add_node(&mut c, n, "m5.2xlarge", CapacityType::OnDemand);
+        put(&mut c, n, pod(&format!("web-{n}"), 2500, 2048));
+    }
+    let ds = consolidate(&c, embedded(), &unlimited);
+    let gone = disrupted(&ds);
+    assert!(gone.len() >= 2, "{ds:?}");
+    assert!(launches(&ds) <= 1);
+    assert!(ds.iter().any(|d| d.why.contains("replaced a (m5.2xlarge on-demand), b")), "{ds:?}");
+    assert_no_flap(&c, &ds);
+}
+
+#[test]
+fn protections_block_and_explain() {
+    type Protect = fn(&mut Cluster);
+    let cases: Vec<(Protect, &str)> = vec![
+        (
+            |c| {
+                c.nodes[1]
+                    .pods
+                    .last_mut()
+                    .unwrap()
+                    .annotations
+                    .insert("karpenter.sh/do-not-disrupt".into(), "true".into());
+            },
+            "pod shop/api-1 has karpenter.sh/do-not-disrupt=true",
+        ),
+        (|c| c.nodes[1].pods.last_mut().unwrap().owner = OwnerKind::None, "pod shop/api-1 has no controller"),
+        (
+            |c| {
+                c.pdbs.push(Pdb {
+                    namespace: "shop".into(),
+                    name: "api".into(),
+                    selector: LabelSelector::from_labels(&[("app", "api")]),
+                    disruptions_allowed: 0,
+                })
+            },
+            "covered by PodDisruptionBudget shop/api",
+        ),
+        (
+            |c| {
+                c.nodes[1].annotations.insert("dovetail.dev/do-not-disrupt".into(), "true".into());
+            },
+            "node b has dovetail.dev/do-not-disrupt=true",
+        ),
+    ];
+    for (protect, expected) in cases {
+        let mut c = cluster();
+        add_node(&mut c, "a", "m5.2xlarge", CapacityType::OnDemand);
+        add_node(&mut c, "b", "m5.2xlarge", CapacityType::OnDemand);
+        put(&mut c, "a", pod("web-1", 3000, 4096));
+        put(&mut c, "a", pod("web-2", 3000, 4096));
+        put(&mut c, "b", pod("api-1", 500, 512));
+        protect(&mut c);
+        let ds = consolidate(&c, embedded(), &unlimited);
+        assert!(!disrupted(&ds).iter().any(|(n, _)| n == "b"), "{expected}: {ds:?}");
+        assert!(notes(&ds).iter().any(|n| n.starts_with("not consolidated: ") && n.contains(expected)), "{ds:?}");
+    }
+}
+
+#[test]
+fn candidates_in_disruption_cost_order_within_budget() {
+    let mut c = cluster();
+    for n in ["a", "b", "c"] {
+        add_node(&mut c, n, "m5.2xlarge", CapacityType::OnDemand);
+    }
+    put(&mut c, "a", pod("web-1", 3000, 4096));
+    put(&mut c, "a", pod("web-2", 1000, 1024));
+    // b's pods are dearer to evict (high priority), c's are cheap: c goes first.
+    let mut p = pod("api-1", 300, 256);
+    p.priority = 100_000_000;
+    put(&mut c, "b", p);
+    put(&mut c, "c", pod("api-2", 300, 256));
+    let one = |_: &str, _: Reason| 1usize;
+    let ds = consolidate(&c, embedded(), &one);
+    assert_eq!(disrupted(&ds), vec![("c".to_string(), Reason::Underutilized)], "{ds:?}");
+    assert!(notes(&ds).iter().any(|n| n.contains("budget")), "{ds:?}");
+}
+
+#[test]
+fn budgets_limit_empty_deletions() {
+    let mut c = cluster();
+    for i in 0..5 {
+        add_node(&mut c, &format!("e{i}"), "m5.large", CapacityType::OnDemand);
+    }
+    let two = |_: &str, r: Reason| if r == Reason::Empty { 2 } else { 0 };
+    let ds = consolidate(&c, embedded(), &two);
+    assert_eq!(disrupted(&ds).len(), 2);
+    assert_eq!(notes(&ds).iter().filter(|n| n.contains("budget")).count(), 3);
+}
+
+#[test]
+fn pending_pods_keep_the_room_they_need() {
+    let mut c = cluster();
+    add_node(&mut c, "a", "m5.2xlarge", CapacityType::OnDemand);
+    add_node(&mut c, "b", "m5.2xlarge", CapacityType::OnDemand);
+    put(&mut c, "a", pod("web-1", 3000, 4096));
+    c.pending.push(pod("new-1", 5000, 4096));
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert!(!disrupted(&ds).iter().any(|(n, _)| n == "b"), "b is the only room for new-1: {ds:?}");
+    assert_no_flap(&c, &ds);
+}
+
+/// A random node: its type index and its pods as (cpu, memory, app) seeds.
+type NodeSpec = (u8, Vec<(u16, u8, u8)>);
+
+fn random_cluster(spec: &[NodeSpec], pdb_allowed: i32) -> Cluster {
+    const TYPES: [&str; 4] = ["m5.large", "m5.xlarge", "m5.2xlarge", "c5.xlarge"];
+    let mut c = cluster();
+    c.pdbs.push(Pdb {
+        namespace: "shop".into(),
+        name: "p0".into(),
+        selector: LabelSelector::from_labels(&[("app", "p0")]),
+        disruptions_allowed: pdb_allowed,
+    });
+    for (i, (t, pods)) in spec.iter().enumerate() {
+        let name = format!("n{i}");
+        let ct = if t % 2 == 0 { CapacityType::OnDemand } else { CapacityType::Spot };
+        add_node(&mut c, &name, TYPES[(*t as usize / 2) % TYPES.len()], ct);
+        let mut room = c.nodes[i].allocatable.minus(&c.nodes[i].requested());
+        for (j, (cpu, kind, mem)) in pods.iter().enumerate() {
+            let mut p = pod(&format!("p{}-{i}-{j}", kind % 3), *cpu as i64 + 50, (*mem as i64 + 1) * 64);
+            match kind {
+                7 => p.owner = OwnerKind::None,
+                8 => {
+                    p.annotations.insert("karpenter.sh/do-not-disrupt".into(), "true".into());
+                }
+                _ => {}
+            }
+            if p.requests.fits(&room) {
+                room.sub(&p.requests);
+                put(&mut c, &name, p);
+            }
+        }
+    }
+    c
+}
+
+fn spec() -> impl Strategy<Value = Vec<NodeSpec>> {
+    prop::collection::vec((0u8..8, prop::collection::vec((0u16..2500, 0u8..10, 0u8..40), 0..6)), 1..6)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Nodes only go when their pods fit elsewhere: the next provisioning pass, with the moved
+    /// pods pending, launches nothing and leaves nothing unscheduled.
+    #[test]
+    fn no_flapping(spec in spec()) {
+        let c = random_cluster(&spec, 5);
+        let ds = consolidate(&c, embedded(), &unlimited);
+        assert_no_flap(&c, &ds);
+    }
+
+    /// No decision disrupts a node holding a do-not-disrupt or controller-less pod, evicts more
+    /// pods of a PDB than it allows, or exceeds a pool's budget.
+    #[test]
+    fn no_protection_or_budget_violated(spec in spec(), budget in 0usize..4, pdb in 0i32..3) {
+        let c = random_cluster(&spec, pdb);
+        let allowed = move |_: &str, _: Reason| budget;
+        let ds = consolidate(&c, embedded(), &allowed);
+        let gone = disrupted(&ds);
+        prop_assert!(gone.len() <= budget);
+        let mut evicted = 0;
+        for (name, _) in &gone {
+            let node = c.nodes.iter().find(|n| &n.name == name).unwrap();
+            for p in node.pods.iter().filter(|p| !p.is_daemon()) {
+                prop_assert!(p.owner != OwnerKind::None, "{} has no controller", p.key());
+                prop_assert!(!p.annotations.contains_key("karpenter.sh/do-not-disrupt"), "{}", p.key());
+                if p.labels.get("app").is_some_and(|a| a == "p0") {
+                    evicted += 1;
+                }
+            }
+        }
+        prop_assert!(evicted <= pdb, "{evicted} pods of a PDB allowing {pdb}");
+    }
+}
