@@ -369,11 +369,7 @@ pub fn mark_drifted(claim: &NodeClaim, drifted: &Drifted, replacements: Vec<Stri
     next.disruption = Some(Disruption { reason: Reason::Drifted, since: now, replacements, message: message.clone() });
     let mut out = vec![Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone())];
     if let Some(node) = &claim.node_name {
-        out.push(Decision::act(
-            Some(&claim.name),
-            Action::Event { object: format!("Node/{node}"), reason: "Drifted".into(), message: message.clone() },
-            message,
-        ));
+        out.push(Decision::event(Some(&claim.name), format!("Node/{node}"), "Drifted", message));
     }
     out
 }

@@ -56,11 +56,7 @@ pub fn expirations(cluster: &Cluster) -> Vec<Decision> {
         });
         out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone()));
         if let Some(node) = &claim.node_name {
-            out.push(Decision::act(
-                Some(&claim.name),
-                Action::Event { object: format!("Node/{node}"), reason: "Expired".into(), message: message.clone() },
-                message,
-            ));
+            out.push(Decision::event(Some(&claim.name), format!("Node/{node}"), "Expired", message));
         }
     }
     out

@@ -142,6 +142,17 @@ impl Decision {
         Decision { claim: claim.map(str::to_string), action: Some(action), why: why.into() }
     }
 
+    /// A Kubernetes Event whose message is the decision's sentence.
+    pub fn event(
+        claim: Option<&str>,
+        object: impl Into<String>,
+        reason: impl Into<String>,
+        message: String,
+    ) -> Decision {
+        let action = Action::Event { object: object.into(), reason: reason.into(), message: message.clone() };
+        Decision::act(claim, action, message)
+    }
+
     pub fn note(claim: Option<&str>, why: impl Into<String>) -> Decision {
         Decision { claim: claim.map(str::to_string), action: None, why: why.into() }
     }

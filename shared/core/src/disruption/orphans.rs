@@ -170,15 +170,7 @@ fn unowned_nodes(cluster: &Cluster) -> Vec<Decision> {
                     node.pods.len()
                 );
                 out.push(Decision::act(None, Action::DeleteNode { node: node.name.clone() }, message.clone()));
-                out.push(Decision::act(
-                    None,
-                    Action::Event {
-                        object: format!("Node/{}", node.name),
-                        reason: "OrphanNode".into(),
-                        message: message.clone(),
-                    },
-                    message,
-                ));
+                out.push(Decision::event(None, format!("Node/{}", node.name), "OrphanNode", message));
             }
             Some(inst) => {
                 let message = format!(
@@ -194,15 +186,7 @@ fn unowned_nodes(cluster: &Cluster) -> Vec<Decision> {
                         message.clone(),
                     ));
                 }
-                out.push(Decision::act(
-                    None,
-                    Action::Event {
-                        object: format!("Node/{}", node.name),
-                        reason: "OrphanNode".into(),
-                        message: message.clone(),
-                    },
-                    message,
-                ));
+                out.push(Decision::event(None, format!("Node/{}", node.name), "OrphanNode", message));
             }
         }
     }

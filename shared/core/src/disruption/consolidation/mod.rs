@@ -479,13 +479,10 @@ impl<'a> Work<'a> {
         self.touched.insert(c.node.clone());
         let name = claim.name.clone();
         self.decisions.push(Decision::act(Some(&name), Action::WriteClaim(Box::new(claim)), why.clone()));
-        self.decisions.push(Decision::act(
+        self.decisions.push(Decision::event(
             Some(&name),
-            Action::Event {
-                object: format!("Node/{}", c.node),
-                reason: format!("Disruption{reason}"),
-                message: why.clone(),
-            },
+            format!("Node/{}", c.node),
+            format!("Disruption{reason}"),
             why,
         ));
     }
