@@ -19,6 +19,7 @@ mod pools;
 mod topology;
 
 pub use plan::{ExistingPlacement, Plan, PlannedClaim, Unschedulable};
+pub use pools::TypeCache;
 
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -52,7 +53,18 @@ pub enum Strategy {
 
 /// Computes the plan with a given packing strategy (constraints are honoured the same way).
 pub fn schedule_with(snap: &Snapshot, catalog: &Catalog, strategy: Strategy) -> Plan {
-    let mut s = Scheduler::new(snap, catalog);
+    plan_with(snap, catalog, strategy, None)
+}
+
+/// Computes the plan reusing the pools' instance types from `cache`. Only for snapshots with the
+/// same NodePools, EC2NodeClasses, DaemonSets and unavailable offerings as the first one planned
+/// with that cache (pool usage and limits may differ): consolidation's many small simulations.
+pub fn schedule_cached(snap: &Snapshot, catalog: &Catalog, cache: &TypeCache) -> Plan {
+    plan_with(snap, catalog, Strategy::LowestCost, Some(cache))
+}
+
+fn plan_with<'a>(snap: &'a Snapshot, catalog: &'a Catalog, strategy: Strategy, cache: Option<&'a TypeCache>) -> Plan {
+    let mut s = Scheduler::new(snap, catalog, cache);
     s.strategy = strategy;
     s.run();
     let mut plan = finalize::plan(&s);
@@ -134,12 +146,14 @@ pub(crate) struct Scheduler<'a> {
     private_counts: Vec<(u32, FxHashMap<String, u32>)>,
     private_owner: Vec<(usize, usize)>,
     strategy: Strategy,
+    /// Pool types and fits shared across passes (consolidation's simulations).
+    cache: Option<&'a TypeCache>,
 }
 
 impl<'a> Scheduler<'a> {
-    fn new(snap: &'a Snapshot, catalog: &'a Catalog) -> Self {
+    fn new(snap: &'a Snapshot, catalog: &'a Catalog, cache: Option<&'a TypeCache>) -> Self {
         let kubelets = |name: &str| snap.nodeclasses.iter().find(|c| c.name == name).map(|c| c.kubelet.clone());
-        let pools = pools::prepare(&snap.nodepools, kubelets, &snap.daemonsets, catalog, &snap.unavailable);
+        let pools = pools::prepare(&snap.nodepools, kubelets, &snap.daemonsets, catalog, &snap.unavailable, cache);
         let prefer_taints_exist = snap
             .nodepools
             .iter()
@@ -193,6 +207,7 @@ impl<'a> Scheduler<'a> {
             private_counts: vec![],
             private_owner: vec![],
             strategy: Strategy::LowestCost,
+            cache,
         };
         s.claim_seq = vec![0; s.pools.len()];
         s.fill_universes();
@@ -548,7 +563,31 @@ impl<'a> Scheduler<'a> {
     /// Lazily computed compatibility of a class level with a pool.
     pub(crate) fn fit(&mut self, c: usize, l: usize, p: usize) -> Result<&PoolFit, &str> {
         if self.fits[c][l][p].is_none() {
-            let r = self.compute_fit(c, l, p);
+            let r = match self.cache {
+                Some(cache) => {
+                    let pod = self.classes[c].rep(self.snap);
+                    let level = &self.classes[c].levels[l];
+                    let key = (
+                        self.pools[p].pool.name.clone(),
+                        level.reqs.clone(),
+                        pod.requests.clone(),
+                        pod.tolerations.clone(),
+                        pod.host_ports.clone(),
+                        level.strict_prefer,
+                        pod.node_affinity.is_empty(),
+                    );
+                    let known = cache.fits.borrow().get(&key).cloned();
+                    match known {
+                        Some(r) => r,
+                        None => {
+                            let r = self.compute_fit(c, l, p);
+                            cache.fits.borrow_mut().insert(key, r.clone());
+                            r
+                        }
+                    }
+                }
+                None => self.compute_fit(c, l, p),
+            };
             self.fits[c][l][p] = Some(r);
         }
         match self.fits[c][l][p].as_ref().unwrap() {
@@ -1284,7 +1323,7 @@ fn universe(
         } else {
             pool.requirements.clone()
         };
-        for t in &pool.types {
+        for t in pool.types.iter() {
             let treqs = &catalog.types[t.catalog].requirements;
             if treqs.intersects(&reqs).is_err() {
                 continue;

@@ -1,7 +1,9 @@
 //! NodePools prepared for one scheduling pass: which instance types each can launch, what they
 //! offer after DaemonSet overhead, where they can be bought and for how much.
 
-use std::collections::BTreeSet;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use crate::catalog::{CapacityType, Catalog, OfferingKey};
 use crate::labels;
@@ -90,7 +92,8 @@ pub(crate) struct PreparedPool<'a> {
     pub requirements: Requirements,
     /// Why the pool cannot launch anything at all (missing EC2NodeClass, no types), if so.
     pub broken: Option<String>,
-    pub types: Vec<PoolType>,
+    /// Shared with a [`TypeCache`] when the caller plans many times over the same pools.
+    pub types: Rc<Vec<PoolType>>,
     /// Limits minus current usage; `None` for resources without a limit.
     pub remaining: Option<Vec<(String, i64)>>,
     /// Reserved by claims opened in this pass.
@@ -131,12 +134,35 @@ fn daemon_runs_on(ds: &Pod, pool: &NodePool, pool_reqs: &Requirements, type_reqs
         && ds.node_affinity.iter().any(|term| pool_reqs.intersects(term).is_ok() && type_reqs.intersects(term).is_ok())
 }
 
+/// The instance types each pool can launch, worked out once and reused by every scheduling pass
+/// over the same pools, DaemonSets and unavailable offerings (consolidation simulates hundreds of
+/// small passes; matching 1,363 types against each pool every time would dominate them).
+#[derive(Default)]
+pub struct TypeCache {
+    entries: RefCell<BTreeMap<String, (Option<String>, Rc<Vec<PoolType>>)>>,
+    /// Pool fits of pods by everything a fit depends on (see `FitKey`).
+    pub(crate) fits: RefCell<rustc_hash::FxHashMap<FitKey, super::FitResult>>,
+}
+
+/// What a pool fit depends on: the pool, the rung's node requirements, the pod's requests,
+/// tolerations and host ports, whether PreferNoSchedule taints still count, and whether the pod's
+/// required node affinity can match anything at all.
+pub(crate) type FitKey =
+    (String, Requirements, Resources, Vec<crate::model::Toleration>, Vec<crate::model::HostPort>, bool, bool);
+
+impl TypeCache {
+    pub fn new() -> Self {
+        TypeCache::default()
+    }
+}
+
 pub(crate) fn prepare<'a>(
     pools: &'a [NodePool],
     kubelets: impl Fn(&str) -> Option<KubeletConfig>,
     daemonsets: &[DaemonSet],
     catalog: &Catalog,
     unavailable: &BTreeSet<OfferingKey>,
+    cache: Option<&TypeCache>,
 ) -> Vec<PreparedPool<'a>> {
     let mut order: Vec<&NodePool> = pools.iter().collect();
     // Highest weight first, then name, so the order never depends on input order.
@@ -148,12 +174,24 @@ pub(crate) fn prepare<'a>(
                 .then(|| pool.limits.iter().map(|(n, l)| (n.clone(), l - pool.usage.get(n))).collect::<Vec<_>>());
             let mut requirements = pool.requirements.clone();
             requirements.add(crate::requirements::Requirement::single(labels::NODEPOOL, &pool.name));
+            let has_min_values = pool.requirements.iter().any(|r| r.min_values.is_some());
+            if let Some((broken, types)) = cache.and_then(|c| c.entries.borrow().get(&pool.name).cloned()) {
+                return PreparedPool {
+                    pool,
+                    requirements,
+                    broken,
+                    types,
+                    remaining,
+                    reserved: Resources::default(),
+                    has_min_values,
+                };
+            }
             let Some(kubelet) = kubelets(&pool.node_class) else {
                 return PreparedPool {
                     pool,
                     requirements,
                     broken: Some(format!("its EC2NodeClass {:?} does not exist", pool.node_class)),
-                    types: vec![],
+                    types: Rc::new(vec![]),
                     remaining,
                     reserved: Resources::default(),
                     has_min_values: false,
@@ -210,7 +248,10 @@ pub(crate) fn prepare<'a>(
             let broken = types
                 .is_empty()
                 .then(|| "no instance type satisfies its requirements with an available offering".to_string());
-            let has_min_values = pool.requirements.iter().any(|r| r.min_values.is_some());
+            let types = Rc::new(types);
+            if let Some(c) = cache {
+                c.entries.borrow_mut().insert(pool.name.clone(), (broken.clone(), types.clone()));
+            }
             PreparedPool {
                 pool,
                 requirements,

@@ -43,7 +43,7 @@ use crate::labels;
 use crate::model::{tolerates_all, ConsolidationPolicy, Node, NodeKind, NodePool, OwnerKind, Pod};
 use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
 use crate::resources::Resources;
-use crate::scheduler::{schedule, Plan, PlannedClaim};
+use crate::scheduler::{schedule_cached, Plan, PlannedClaim, TypeCache};
 use crate::snapshot::Snapshot;
 
 /// Bounds on the work of one pass.
@@ -123,6 +123,8 @@ struct Work<'a> {
     /// Some pod has required anti-affinity over a topology wider than one node.
     wide_anti: bool,
     full_sims: usize,
+    /// The pools' instance types, shared by every simulation of the pass.
+    types: TypeCache,
     sims: usize,
     /// PDB index → disruptions still allowed this pass.
     pdb_left: Vec<i32>,
@@ -232,6 +234,7 @@ impl<'a> Work<'a> {
             order: vec![],
             wide_anti,
             full_sims: 0,
+            types: TypeCache::new(),
             sims: 0,
             pdb_left: cluster.pdbs.iter().map(|p| p.disruptions_allowed).collect(),
             touched: FxHashSet::default(),
@@ -286,7 +289,7 @@ impl<'a> Work<'a> {
         if self.snap.pods.is_empty() {
             return true;
         }
-        let plan = schedule(&self.snap, self.catalog);
+        let plan = schedule_cached(&self.snap, self.catalog, &self.types);
         let pending = std::mem::take(&mut self.snap.pods);
         let by_key: FxHashMap<String, Pod> = pending.into_iter().map(|p| (p.key(), p)).collect();
         self.place(&plan, &by_key);
@@ -557,14 +560,14 @@ impl<'a> Work<'a> {
             }
             self.full_sims += 1;
             let snap = Snapshot { nodes: self.context_nodes(&names, &pods), pods, ..self.context() };
-            schedule(&snap, self.catalog)
+            schedule_cached(&snap, self.catalog, &self.types)
         } else {
             let Some(sub) = self.subset(&names, &pods, total) else {
                 return Err("its pods fit neither the other nodes nor a cheaper node".into());
             };
             let nodes: Vec<Node> = sub.iter().map(|&i| self.snap.nodes[i].clone()).collect();
             let snap = Snapshot { pods, nodes, ..self.context() };
-            schedule(&snap, self.catalog)
+            schedule_cached(&snap, self.catalog, &self.types)
         };
         if let Some(u) = plan.unschedulable.first() {
             return Err(format!("pod {} would not schedule elsewhere: {}", u.pod, u.reason));
