@@ -139,10 +139,13 @@ fn daemon_runs_on(ds: &Pod, pool: &NodePool, pool_reqs: &Requirements, type_reqs
 /// small passes; matching 1,363 types against each pool every time would dominate them).
 #[derive(Default)]
 pub struct TypeCache {
-    entries: RefCell<BTreeMap<String, (Option<String>, Rc<Vec<PoolType>>)>>,
+    entries: RefCell<BTreeMap<String, CachedPool>>,
     /// Pool fits of pods by everything a fit depends on (see `FitKey`).
     pub(crate) fits: RefCell<rustc_hash::FxHashMap<FitKey, super::FitResult>>,
 }
+
+/// A pool's prepared types: (why it cannot launch anything, if so; its types).
+type CachedPool = (Option<String>, Rc<Vec<PoolType>>);
 
 /// What a pool fit depends on: the pool, the rung's node requirements, the pod's requests,
 /// tolerations and host ports, whether PreferNoSchedule taints still count, and whether the pod's
