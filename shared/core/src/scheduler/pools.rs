@@ -178,83 +178,14 @@ pub(crate) fn prepare<'a>(
             let mut requirements = pool.requirements.clone();
             requirements.add(crate::requirements::Requirement::single(labels::NODEPOOL, &pool.name));
             let has_min_values = pool.requirements.iter().any(|r| r.min_values.is_some());
-            if let Some((broken, types)) = cache.and_then(|c| c.entries.borrow().get(&pool.name).cloned()) {
-                return PreparedPool {
-                    pool,
-                    requirements,
-                    broken,
-                    types,
-                    remaining,
-                    reserved: Resources::default(),
-                    has_min_values,
-                };
-            }
-            let Some(kubelet) = kubelets(&pool.node_class) else {
-                return PreparedPool {
-                    pool,
-                    requirements,
-                    broken: Some(format!("its EC2NodeClass {:?} does not exist", pool.node_class)),
-                    types: Rc::new(vec![]),
-                    remaining,
-                    reserved: Resources::default(),
-                    has_min_values: false,
-                };
-            };
-            let mut types = Vec::new();
-            for (i, t) in catalog.types.iter().enumerate() {
-                if requirements.intersects(&t.requirements).is_err() {
-                    continue;
+            let cached = cache.and_then(|c| c.entries.borrow().get(&pool.name).cloned());
+            let (broken, types) = cached.unwrap_or_else(|| {
+                let prepared = pool_types(pool, &requirements, &kubelets, daemonsets, catalog, unavailable);
+                if let Some(c) = cache {
+                    c.entries.borrow_mut().insert(pool.name.clone(), prepared.clone());
                 }
-                let offerings: Vec<PoolOffering> = t
-                    .offerings
-                    .iter()
-                    .filter(|o| o.available)
-                    .filter(|o| {
-                        !unavailable.contains(&OfferingKey {
-                            instance_type: t.name.clone(),
-                            zone: o.zone.clone(),
-                            capacity_type: o.capacity_type,
-                        })
-                    })
-                    .map(|o| PoolOffering {
-                        zone: o.zone.clone(),
-                        zone_id: catalog.zone_id(&o.zone).unwrap_or_default().to_string(),
-                        capacity_type: o.capacity_type,
-                        price: o.price,
-                    })
-                    .filter(|o| o.allowed_by(&requirements))
-                    .collect();
-                if offerings.is_empty() {
-                    continue;
-                }
-                let allocatable = t.allocatable(&kubelet);
-                let mut free = allocatable.clone();
-                let mut ports = Vec::new();
-                for ds in daemonsets {
-                    if daemon_runs_on(&ds.pod, pool, &requirements, &t.requirements) {
-                        free.sub(&ds.pod.requests);
-                        ports.extend(ds.pod.host_ports.iter().cloned());
-                    }
-                }
-                if free.cpu <= 0 || free.memory <= 0 || free.pods <= 0 {
-                    continue;
-                }
-                types.push(PoolType {
-                    catalog: i,
-                    free,
-                    allocatable,
-                    capacity: t.capacity(&kubelet),
-                    offerings,
-                    ports,
-                });
-            }
-            let broken = types
-                .is_empty()
-                .then(|| "no instance type satisfies its requirements with an available offering".to_string());
-            let types = Rc::new(types);
-            if let Some(c) = cache {
-                c.entries.borrow_mut().insert(pool.name.clone(), (broken.clone(), types.clone()));
-            }
+                prepared
+            });
             PreparedPool {
                 pool,
                 requirements,
@@ -266,4 +197,62 @@ pub(crate) fn prepare<'a>(
             }
         })
         .collect()
+}
+
+/// The instance types a pool can launch, and why it cannot launch anything when so.
+fn pool_types(
+    pool: &NodePool,
+    requirements: &Requirements,
+    kubelets: &impl Fn(&str) -> Option<KubeletConfig>,
+    daemonsets: &[DaemonSet],
+    catalog: &Catalog,
+    unavailable: &BTreeSet<OfferingKey>,
+) -> CachedPool {
+    let Some(kubelet) = kubelets(&pool.node_class) else {
+        return (Some(format!("its EC2NodeClass {:?} does not exist", pool.node_class)), Rc::new(vec![]));
+    };
+    let mut types = Vec::new();
+    for (i, t) in catalog.types.iter().enumerate() {
+        if requirements.intersects(&t.requirements).is_err() {
+            continue;
+        }
+        let offerings: Vec<PoolOffering> = t
+            .offerings
+            .iter()
+            .filter(|o| o.available)
+            .filter(|o| {
+                !unavailable.contains(&OfferingKey {
+                    instance_type: t.name.clone(),
+                    zone: o.zone.clone(),
+                    capacity_type: o.capacity_type,
+                })
+            })
+            .map(|o| PoolOffering {
+                zone: o.zone.clone(),
+                zone_id: catalog.zone_id(&o.zone).unwrap_or_default().to_string(),
+                capacity_type: o.capacity_type,
+                price: o.price,
+            })
+            .filter(|o| o.allowed_by(&requirements))
+            .collect();
+        if offerings.is_empty() {
+            continue;
+        }
+        let allocatable = t.allocatable(&kubelet);
+        let mut free = allocatable.clone();
+        let mut ports = Vec::new();
+        for ds in daemonsets {
+            if daemon_runs_on(&ds.pod, pool, &requirements, &t.requirements) {
+                free.sub(&ds.pod.requests);
+                ports.extend(ds.pod.host_ports.iter().cloned());
+            }
+        }
+        if free.cpu <= 0 || free.memory <= 0 || free.pods <= 0 {
+            continue;
+        }
+        types.push(PoolType { catalog: i, free, allocatable, capacity: t.capacity(&kubelet), offerings, ports });
+    }
+    let broken =
+        types.is_empty().then(|| "no instance type satisfies its requirements with an available offering".to_string());
+    (broken, Rc::new(types))
 }
