@@ -233,7 +233,7 @@ fn pool_types(
                 capacity_type: o.capacity_type,
                 price: o.price,
             })
-            .filter(|o| o.allowed_by(&requirements))
+            .filter(|o| o.allowed_by(requirements))
             .collect();
         if offerings.is_empty() {
             continue;
@@ -242,7 +242,7 @@ fn pool_types(
         let mut free = allocatable.clone();
         let mut ports = Vec::new();
         for ds in daemonsets {
-            if daemon_runs_on(&ds.pod, pool, &requirements, &t.requirements) {
+            if daemon_runs_on(&ds.pod, pool, requirements, &t.requirements) {
                 free.sub(&ds.pod.requests);
                 ports.extend(ds.pod.host_ports.iter().cloned());
             }
