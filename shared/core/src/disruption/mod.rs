@@ -10,6 +10,7 @@ pub mod drift;
 pub mod expiration;
 pub mod orphans;
 pub mod protection;
+pub mod sweep;
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};

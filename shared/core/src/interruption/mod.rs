@@ -186,31 +186,8 @@ fn decide_instance(
         return;
     }
 
-    let mut replacements = Vec::with_capacity(plan.nodeclaims.len());
-    for (i, planned) in plan.nodeclaims.iter().enumerate() {
-        let planned = rename(planned, &format!("{}-r{}", claim.name, i + 1));
-        replacements.push(planned.name.clone());
-        out.push(Decision::act(
-            Some(&planned.name),
-            Action::Launch(Box::new(planned.clone())),
-            format!(
-                "launch {} ({} {} in {}, ${:.4}/h) for {} from {}",
-                planned.name,
-                planned.instance_type,
-                planned.capacity_type,
-                planned.zone,
-                planned.price_per_hour,
-                pods_phrase(planned.pods.len()),
-                claim.name
-            ),
-        ));
-    }
-    for u in &plan.unschedulable {
-        out.push(Decision::note(
-            Some(&claim.name),
-            format!("pod {} from {} has no replacement capacity: {}", u.pod, claim.name, u.reason),
-        ));
-    }
+    let (replacements, launches) = launch_replacements(claim, &plan);
+    out.extend(launches);
 
     let moved: usize = plan.existing.iter().map(|e| e.pods.len()).sum();
     let mut sentence = format!("{what}: replacing with {}", nodes_phrase(replacements.len()));
@@ -264,7 +241,7 @@ fn kind(message: &Message) -> String {
 }
 
 /// The registered Node of a claim, by name or by its `dovetail.dev/nodeclaim` label.
-fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Node> {
+pub(crate) fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Node> {
     cluster.nodes.iter().find(|n| {
         claim.node_name.as_deref() == Some(n.name.as_str())
             || n.labels.get(labels::NODECLAIM).is_some_and(|c| c == &claim.name)
@@ -273,7 +250,7 @@ fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Node> {
 
 /// Plans new capacity for the pods of `claim`: the scheduler sees them as pending, the rest of the
 /// cluster as it is, and (for a spot warning) without the offering being reclaimed.
-fn plan_replacement(
+pub(crate) fn plan_replacement(
     claim: &NodeClaim,
     node: Option<&Node>,
     cluster: &Cluster,
@@ -341,6 +318,37 @@ fn plan_replacement(
         namespaces: cluster.namespaces.clone(),
     };
     schedule(&snapshot, catalog)
+}
+
+/// Launches for a claim's replacement plan, named `<claim>-r<N>` so a redelivered message or a
+/// repeated sweep plans the same names (and CreateFleet tokens), with a note for every pod left
+/// without capacity. Returns the replacement names and the decisions.
+pub(crate) fn launch_replacements(claim: &NodeClaim, plan: &Plan) -> (Vec<String>, Vec<Decision>) {
+    let mut out = Vec::new();
+    let mut replacements = Vec::with_capacity(plan.nodeclaims.len());
+    for (i, planned) in plan.nodeclaims.iter().enumerate() {
+        let planned = rename(planned, &format!("{}-r{}", claim.name, i + 1));
+        replacements.push(planned.name.clone());
+        let why = format!(
+            "launch {} ({} {} in {}, ${:.4}/h) for {} from {}",
+            planned.name,
+            planned.instance_type,
+            planned.capacity_type,
+            planned.zone,
+            planned.price_per_hour,
+            pods_phrase(planned.pods.len()),
+            claim.name
+        );
+        let name = planned.name.clone();
+        out.push(Decision::act(Some(&name), Action::Launch(Box::new(planned)), why));
+    }
+    for u in &plan.unschedulable {
+        out.push(Decision::note(
+            Some(&claim.name),
+            format!("pod {} from {} has no replacement capacity: {}", u.pod, claim.name, u.reason),
+        ));
+    }
+    (replacements, out)
 }
 
 /// Gives a planned claim its deterministic replacement name (also the CreateFleet client token).

@@ -193,8 +193,17 @@ pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
         return s.finish(claim);
     }
     let started = claim.phase >= Phase::Draining && claim.drain.is_some();
-    if !started && !s.start(claim, cluster) {
-        return s.finish(claim);
+    if !started {
+        // Launch first, then drain: a voluntary replacement waits for its new capacity to be
+        // ready (forceful reasons — an interruption notice, expiry — do not wait).
+        if let Some(waiting) = replacements_not_ready(claim, cluster) {
+            s.note(format!("not draining yet: replacement {waiting} is not initialized"));
+            s.requeue(Duration::from_secs(10));
+            return s.finish(claim);
+        }
+        if !s.start(claim, cluster) {
+            return s.finish(claim);
+        }
     }
     if s.next.phase == Phase::Draining {
         s.drain(cluster);
@@ -203,6 +212,20 @@ pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
         s.terminate(cluster);
     }
     s.finish(claim)
+}
+
+/// The first replacement of a voluntary disruption that exists but is not Initialized yet. A
+/// replacement with no claim at all (its launch failed, or it was never written) does not hold
+/// the drain: the provisioner finds capacity for the pods once they are pending.
+fn replacements_not_ready<'a>(claim: &'a NodeClaim, cluster: &Cluster) -> Option<&'a str> {
+    let d = claim.disruption.as_ref()?;
+    if !d.reason.is_voluntary() {
+        return None;
+    }
+    d.replacements
+        .iter()
+        .map(String::as_str)
+        .find(|r| cluster.claims.iter().any(|c| c.name == *r && c.phase < Phase::Initialized))
 }
 
 struct Stepper {
