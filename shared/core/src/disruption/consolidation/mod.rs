@@ -125,6 +125,8 @@ struct Work<'a> {
     full_sims: usize,
     /// The pools' instance types, shared by every simulation of the pass.
     types: TypeCache,
+    /// Underutilized moves committed this pass (at most one: see `consolidate_with`).
+    moves: usize,
     sims: usize,
     /// PDB index → disruptions still allowed this pass.
     pdb_left: Vec<i32>,
@@ -155,11 +157,28 @@ pub fn consolidate_with(cluster: &Cluster, catalog: &Catalog, allowed: Allowed<'
             rest.push(c);
         }
     }
-    // 2. Multi-node.
+    // 2. Multi-node, 3. single-node — one move per pass, as Karpenter runs one consolidation
+    // command at a time: moves are simulated one by one, but the provisioning pass after them
+    // re-places all their pods together, so a second move could undo what the first relied on.
+    let one_move_note = |w: &mut Work<'_>| {
+        w.decisions.push(Decision::note(
+            None,
+            "other underutilized nodes wait for the next pass: one consolidation move at a time, so the \
+             next provisioning pass sees exactly the move that was simulated"
+                .to_string(),
+        ))
+    };
     w.multi(&rest, allowed);
-    // 3. Single-node.
+    if w.moves > 0 {
+        one_move_note(&mut w);
+        return w.decisions;
+    }
     let mut exhausted: FxHashSet<String> = FxHashSet::default();
     for c in &rest {
+        if w.moves > 0 {
+            one_move_note(&mut w);
+            break;
+        }
         if w.touched.contains(&c.node) {
             continue;
         }
@@ -235,6 +254,7 @@ impl<'a> Work<'a> {
             wide_anti,
             full_sims: 0,
             types: TypeCache::new(),
+            moves: 0,
             sims: 0,
             pdb_left: cluster.pdbs.iter().map(|p| p.disruptions_allowed).collect(),
             touched: FxHashSet::default(),
@@ -289,7 +309,7 @@ impl<'a> Work<'a> {
         if self.snap.pods.is_empty() {
             return true;
         }
-        let plan = schedule_cached(&self.snap, self.catalog, &self.types);
+        let plan = crate::scheduler::schedule(&self.snap, self.catalog);
         let pending = std::mem::take(&mut self.snap.pods);
         let by_key: FxHashMap<String, Pod> = pending.into_iter().map(|p| (p.key(), p)).collect();
         self.place(&plan, &by_key);
@@ -560,15 +580,18 @@ impl<'a> Work<'a> {
             }
             self.full_sims += 1;
             let snap = Snapshot { nodes: self.context_nodes(&names, &pods), pods, ..self.context() };
-            schedule_cached(&snap, self.catalog, &self.types)
+            let plan = schedule_cached(&snap, self.catalog, &self.types);
+            (plan, snap)
         } else {
             let Some(sub) = self.subset(&names, &pods, total) else {
                 return Err("its pods fit neither the other nodes nor a cheaper node".into());
             };
             let nodes: Vec<Node> = sub.iter().map(|&i| self.snap.nodes[i].clone()).collect();
             let snap = Snapshot { pods, nodes, ..self.context() };
-            schedule_cached(&snap, self.catalog, &self.types)
+            let plan = schedule_cached(&snap, self.catalog, &self.types);
+            (plan, snap)
         };
+        let (plan, simulated) = plan;
         if let Some(u) = plan.unschedulable.first() {
             return Err(format!("pod {} would not schedule elsewhere: {}", u.pod, u.reason));
         }
@@ -590,10 +613,37 @@ impl<'a> Work<'a> {
                 }
                 let mut plan = plan;
                 self.keep_cheaper(&mut plan.nodeclaims[0], total, nodes.iter().all(|c| c.spot))?;
+                if !self.next_pass_holds(simulated, &plan.nodeclaims[0]) {
+                    return Err("the next provisioning pass would not fit its pods on the replacement and the other nodes (it would flap)".into());
+                }
                 Ok(Outcome::Replace(plan))
             }
             n => Err(format!("its pods would need {n} new nodes")),
         }
+    }
+
+    /// No flapping: the provisioning pass after this move sees the replacement as an in-flight
+    /// claim and the moved pods pending, and places them first fit — not the way the simulation
+    /// that chose the replacement packed them. The move only stands if that pass launches nothing.
+    fn next_pass_holds(&self, mut simulated: Snapshot, claim: &PlannedClaim) -> bool {
+        let startup: Vec<&crate::model::Taint> = self
+            .snap
+            .nodepools
+            .iter()
+            .find(|p| p.name == claim.nodepool)
+            .map(|p| p.startup_taints.iter().collect())
+            .unwrap_or_default();
+        let Ok(allocatable) =
+            Resources::from_quantities(claim.allocatable.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        else {
+            return false;
+        };
+        let mut node = Node::new(&claim.name, claim.labels.clone(), allocatable);
+        node.kind = crate::model::NodeKind::InFlight;
+        node.taints = claim.taints.iter().filter(|t| !startup.contains(t)).cloned().collect();
+        simulated.nodes.push(node);
+        let plan = schedule_cached(&simulated, self.catalog, &self.types);
+        plan.nodeclaims.is_empty() && plan.unschedulable.is_empty()
     }
 
     /// A snapshot of everything but nodes and pods.
@@ -762,6 +812,7 @@ impl<'a> Work<'a> {
 
     /// Applies a successful simulation: decisions out, working state updated.
     fn commit(&mut self, nodes: &[Candidate], outcome: Outcome) {
+        self.moves += 1;
         let pods: Vec<Pod> = nodes.iter().flat_map(|c| self.movable(&c.node)).cloned().collect();
         for (i, pdb) in self.cluster.pdbs.iter().enumerate() {
             self.pdb_left[i] -= pods.iter().filter(|p| pdb.covers(p)).count() as i32;
