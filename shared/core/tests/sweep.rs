@@ -71,8 +71,8 @@ fn a_forceful_disruption_does_not_wait_for_replacements() {
     assert!(actions(&step).iter().any(|a| matches!(a, Action::TaintNode { .. })), "{:?}", actions(&step));
 }
 
-/// One expired claim and one drifted claim (with a pod) in pool `default` with these budgets.
-fn expired_and_drifted(budgets: Vec<Budget>) -> dovetail_core::disruption::Cluster {
+/// One expired claim and one drifted claim (with a pod) in pool `default` with a single budget.
+fn expired_and_drifted(nodes: BudgetNodes) -> dovetail_core::disruption::Cluster {
     let now = T0.plus(secs(31 * 24 * 3600));
     let mut expired = running("exp");
     expired.expire_after = Some(Duration::from_secs(720 * 3600));
@@ -81,7 +81,7 @@ fn expired_and_drifted(budgets: Vec<Budget>) -> dovetail_core::disruption::Clust
     let mut dnode = node("dft");
     dnode.pods.push(pod("shop", "cart-0"));
     let mut pool = NodePool::new("default", "default");
-    pool.disruption.budgets = budgets;
+    pool.disruption.budgets = vec![Budget { nodes, schedule: None, duration: None, reasons: vec![] }];
     let mut c = cluster(now, &expired, "running", Some(node("exp")));
     c.claims.push(drifted);
     c.nodes.push(dnode);
@@ -95,12 +95,7 @@ fn expired_and_drifted(budgets: Vec<Budget>) -> dovetail_core::disruption::Clust
 #[test]
 fn expiry_is_forceful_and_counts_against_the_budget_drift_waits_for() {
     // Default budget: 10% of 2 nodes allows 1; the expiring node already takes it.
-    let c = expired_and_drifted(vec![Budget {
-        nodes: BudgetNodes::Percent(10),
-        schedule: None,
-        duration: None,
-        reasons: vec![],
-    }]);
+    let c = expired_and_drifted(BudgetNodes::Percent(10));
     let decisions = sweep(&c, catalog::embedded());
     let w = writes(&decisions);
     assert!(w.iter().any(|x| x.0 == "exp" && x.1 == Some(Reason::Expired)), "{w:?}");
@@ -115,12 +110,7 @@ fn expiry_is_forceful_and_counts_against_the_budget_drift_waits_for() {
 
 #[test]
 fn drift_launches_its_replacement_before_the_drain_is_recorded() {
-    let c = expired_and_drifted(vec![Budget {
-        nodes: BudgetNodes::Percent(100),
-        schedule: None,
-        duration: None,
-        reasons: vec![],
-    }]);
+    let c = expired_and_drifted(BudgetNodes::Percent(100));
     let decisions = sweep(&c, catalog::embedded());
     let w = writes(&decisions);
     assert!(w.iter().any(|x| x.0 == "exp" && x.1 == Some(Reason::Expired)), "{w:?}");

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::plan::{ExistingPlacement, Plan, PlannedClaim, Unschedulable};
 use super::pools::PoolType;
-use super::{type_labels, Scheduler};
+use super::Scheduler;
 use crate::catalog::CapacityType;
 use crate::labels;
 use crate::requirements::{Requirement, Requirements};
@@ -90,8 +90,8 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         let name = format!("{}-{:05}", pool.pool.name, seq[bin.pool]);
         let ctype = &s.catalog.types[cheapest.catalog];
         let mut labels_out: BTreeMap<String, String> = pool.pool.labels.clone();
-        labels_out.extend(type_labels(&bin.reqs));
-        labels_out.extend(type_labels(&ctype.requirements));
+        labels_out.extend(bin.reqs.single_valued_labels());
+        labels_out.extend(ctype.requirements.single_valued_labels());
         labels_out.insert(labels::ZONE.to_string(), zone.clone());
         if let Some(id) = s.catalog.zone_id(&zone) {
             labels_out.insert(labels::ZONE_ID.to_string(), id.to_string());

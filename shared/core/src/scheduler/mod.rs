@@ -125,8 +125,6 @@ pub(crate) struct Scheduler<'a> {
     /// Per (class, level, domain choice): bins before this index never take that class again.
     cursors: FxHashMap<(u32, u16, u128), usize>,
     pub unschedulable: Vec<(usize, String)>,
-    /// Claims opened so far per pool, for naming.
-    pub claim_seq: Vec<usize>,
     /// Per class: what one pod is worth in $/h (its share of the lower bound), pods not yet
     /// placed, and whether it has no topology or host-port constraints (so it can fill any claim
     /// whose requirements and taints it is compatible with).
@@ -197,7 +195,6 @@ impl<'a> Scheduler<'a> {
             fits,
             cursors: FxHashMap::default(),
             unschedulable: vec![],
-            claim_seq: vec![],
             values: vec![],
             next: vec![],
             generic: vec![],
@@ -209,7 +206,6 @@ impl<'a> Scheduler<'a> {
             strategy: Strategy::LowestCost,
             cache,
         };
-        s.claim_seq = vec![0; s.pools.len()];
         s.fill_universes();
         s.add_existing();
         s.setup_private_counts();
@@ -1069,7 +1065,6 @@ impl<'a> Scheduler<'a> {
                 let free = t.free.clone();
                 let capacity = t.capacity.clone();
                 self.pools[p].reserved.add(&capacity);
-                self.claim_seq[p] += 1;
                 self.bins.push(Bin {
                     node: None,
                     pool: p,
@@ -1362,11 +1357,6 @@ pub(crate) fn describe_requests(r: &Resources) -> String {
         parts.push(format!("{n} {v}"));
     }
     parts.join(", ")
-}
-
-/// Labels of a type's node that come from the type itself (single-valued requirements).
-pub(crate) fn type_labels(reqs: &Requirements) -> BTreeMap<String, String> {
-    reqs.single_valued_labels()
 }
 
 #[cfg(test)]
