@@ -1,7 +1,9 @@
 //! Dovetail's decision core: a snapshot of the cluster goes in, actions come out.
 //!
-//! Everything here is pure and synchronous so the Lambdas, the `dovetail` CLI and the simulator
-//! run exactly the same decisions. No AWS SDK, no Kubernetes client: adapters live elsewhere.
+//! Every decision here is pure and synchronous so the Lambdas, the `dovetail` CLI and the
+//! simulator run exactly the same decisions. No AWS SDK, no Kubernetes client, no async runtime:
+//! [`reconcile`] is the thin shell that reads through small traits, decides, and acts through
+//! them; adapters implementing the traits live elsewhere.
 
 pub mod benchmark;
 pub mod catalog;
@@ -12,6 +14,7 @@ pub mod lifecycle;
 pub mod model;
 pub mod nodeclaim;
 pub mod overhead;
+pub mod reconcile;
 pub mod requirements;
 pub mod resources;
 pub mod scheduler;

@@ -792,7 +792,12 @@ fn build(spec: &ClusterSpec, catalog: &Catalog) -> Snapshot {
         nodes,
         daemonsets,
         nodepools: pools,
-        nodeclasses: vec![NodeClass { name: "default".into(), kubelet: Default::default(), tags: BTreeMap::new() }],
+        nodeclasses: vec![NodeClass {
+            name: "default".into(),
+            kubelet: Default::default(),
+            tags: BTreeMap::new(),
+            spec: Default::default(),
+        }],
         unavailable,
         namespaces,
     }

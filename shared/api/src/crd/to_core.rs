@@ -165,7 +165,8 @@ impl EC2NodeClass {
             kubelet.eviction_soft = k.eviction_soft.clone();
             dovetail_core::overhead::validate(&kubelet).map_err(|e| err("spec.kubelet".into(), e.to_string()))?;
         }
-        Ok(core::NodeClass { name, kubelet, tags: self.spec.tags.clone() })
+        let spec = serde_json::to_value(&self.spec).unwrap_or_default();
+        Ok(core::NodeClass { name, kubelet, tags: self.spec.tags.clone(), spec })
     }
 }
 

@@ -156,7 +156,15 @@ pub fn default_pool() -> (NodePool, NodeClass) {
             .expect("valid"),
     );
     pool.requirements.add(Requirement::single(labels::OS, "linux"));
-    (pool, NodeClass { name: "default".into(), kubelet: Default::default(), tags: BTreeMap::new() })
+    (
+        pool,
+        NodeClass {
+            name: "default".into(),
+            kubelet: Default::default(),
+            tags: BTreeMap::new(),
+            spec: Default::default(),
+        },
+    )
 }
 
 /// The DaemonSets every EKS node runs with the default add-ons (VPC CNI, kube-proxy, EBS CSI

@@ -24,4 +24,8 @@ pub struct NodeClass {
     pub kubelet: KubeletConfig,
     /// Tags the class adds to every instance.
     pub tags: BTreeMap<String, String>,
+    /// The EC2NodeClass `spec` as written (JSON), for the adapters that resolve images, subnets
+    /// and security groups and render user data; the decision core does not read it.
+    #[serde(default)]
+    pub spec: serde_json::Value,
 }

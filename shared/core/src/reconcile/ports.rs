@@ -1,0 +1,184 @@
+//! The small traits the reconcilers drive: everything that is I/O. AWS adapters (`shared/aws`),
+//! the Kubernetes adapter (`shared/kube`) and the simulator's in-memory world (`shared/sim`)
+//! implement them; the reconcilers and every decision they run are the same in all three.
+//!
+//! Methods return `impl Future + Send` so Lambda runtimes can spawn them on a multi-threaded
+//! executor; an implementation may simply write `async fn`. Nothing here names a runtime.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::catalog::{CapacityType, Catalog, OfferingKey};
+use crate::disruption::{Instance, ResolvedClass};
+use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pdb, Pod, Taint};
+use crate::nodeclaim::{Launch, NodeClaim};
+use crate::termination::EvictionResult;
+use crate::time::Time;
+
+/// Why a port call failed, sorted by what the caller should do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortError {
+    /// A conditional write lost to another writer: re-read and decide again.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Throttled, unreachable or failed in a way a retry may fix: the message is retried.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
+    /// Refused for a reason a retry will not fix (permissions, invalid request): logged, and the
+    /// rest of the work carries on.
+    #[error("rejected: {0}")]
+    Rejected(String),
+}
+
+pub type PortResult<T> = Result<T, PortError>;
+
+/// Virtual in the simulator, the wall clock in Lambda.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> Time;
+}
+
+/// An object the cluster holds that Dovetail could not use, with the field at fault. The object
+/// is skipped; everything else carries on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Invalid {
+    /// `NodePool/default`, `EC2NodeClass/gpu`, `Pod/shop/web-1`.
+    pub object: String,
+    /// JSON path of the offending field (`spec.template.spec.requirements[0].operator`).
+    pub field: String,
+    pub message: String,
+}
+
+/// What the Kubernetes API shows right now, already in the core's model.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KubeState {
+    /// Registered nodes with the pods bound to them (DaemonSet and mirror pods included).
+    pub nodes: Vec<Node>,
+    /// Provisionable pods (brief §2): unschedulable, not daemon, not mirror, not preempting.
+    pub pending: Vec<Pod>,
+    pub daemonsets: Vec<DaemonSet>,
+    /// Valid NodePools and EC2NodeClasses only; the rest are in `invalid`.
+    pub nodepools: Vec<NodePool>,
+    pub nodeclasses: Vec<NodeClass>,
+    pub pdbs: Vec<Pdb>,
+    /// VolumeAttachments still present, by node name.
+    pub volume_attachments: BTreeMap<String, Vec<String>>,
+    /// Namespace labels.
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    pub invalid: Vec<Invalid>,
+}
+
+/// The cluster's API: snapshot reads and the writes that disruption and registration need.
+/// Every write is idempotent (tainting a tainted node, deleting a deleted pod succeed).
+pub trait Kube: Send + Sync {
+    fn read(&self) -> impl Future<Output = PortResult<KubeState>> + Send;
+    fn taint(&self, node: &str, taint: &Taint) -> impl Future<Output = PortResult<()>> + Send;
+    /// Removes every taint with `key`.
+    fn remove_taint(&self, node: &str, key: &str) -> impl Future<Output = PortResult<()>> + Send;
+    /// Through the Eviction subresource; a PDB refusal (HTTP 429) is `Ok(Refused)`, not an error.
+    fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = PortResult<EvictionResult>> + Send;
+    fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_seconds: i64,
+    ) -> impl Future<Output = PortResult<()>> + Send;
+    fn delete_node(&self, node: &str) -> impl Future<Output = PortResult<()>> + Send;
+    /// A Kubernetes Event on `object` (`Node/x`, `Pod/ns/x`, `NodePool/x`).
+    fn event(&self, object: &str, reason: &str, message: &str) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// One offering CreateFleet may pick, with the price the plan assumed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Offer {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub price: f64,
+}
+
+impl Offer {
+    pub fn key(&self) -> OfferingKey {
+        OfferingKey {
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            capacity_type: self.capacity_type,
+        }
+    }
+}
+
+/// Everything a launch needs: the claim (its name is the client token and a tag), its class as
+/// written and as resolved now, and the offerings to choose from, cheapest first, all of one
+/// capacity type (spot is tried before on-demand by the caller).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchRequest {
+    pub claim: NodeClaim,
+    pub class: NodeClass,
+    pub resolved: ResolvedClass,
+    pub offers: Vec<Offer>,
+}
+
+/// What came of a launch that reached the cloud.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LaunchOutcome {
+    Launched(Launch),
+    /// Capacity errors (`InsufficientInstanceCapacity`, `MaxSpotInstanceCountExceeded`,
+    /// `VcpuLimitExceeded`, `UnfulfillableCapacity`): these offerings are unavailable for now.
+    NoCapacity {
+        offerings: Vec<OfferingKey>,
+        message: String,
+    },
+}
+
+/// EC2 and what EC2NodeClasses resolve to.
+pub trait Cloud: Send + Sync {
+    /// Instance types, offerings and prices; refreshed by the adapter, the embedded catalog being
+    /// the fallback.
+    fn catalog(&self) -> impl Future<Output = PortResult<Arc<Catalog>>> + Send;
+    /// Instances tagged for this cluster (terminated ones while EC2 still lists them).
+    fn instances(&self) -> impl Future<Output = PortResult<Vec<Instance>>> + Send;
+    /// What a class resolves to now: its hash, images, subnets and security groups.
+    fn resolve(&self, class: &NodeClass) -> impl Future<Output = PortResult<ResolvedClass>> + Send;
+    /// One instance for one claim (CreateFleet instant, one unit, client token = claim name).
+    fn launch(&self, request: &LaunchRequest) -> impl Future<Output = PortResult<LaunchOutcome>> + Send;
+    /// The instance launched for `claim`, found by its `dovetail.dev/nodeclaim` tag: repairs a
+    /// crash between CreateFleet and the claim write.
+    fn find_launched(&self, claim: &str) -> impl Future<Output = PortResult<Option<Launch>>> + Send;
+    fn terminate(&self, instance_id: &str) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// What became of a lease request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lease {
+    /// Ours until released or expired.
+    Acquired,
+    /// Someone else holds it; it is now marked dirty so the holder reconciles once more.
+    Busy,
+}
+
+/// NodeClaims, the unavailable-offerings cache and the provisioning lease (DynamoDB in AWS).
+pub trait Store: Send + Sync {
+    fn claims(&self) -> impl Future<Output = PortResult<Vec<NodeClaim>>> + Send;
+    fn claim(&self, name: &str) -> impl Future<Output = PortResult<Option<NodeClaim>>> + Send;
+    /// Writes `claim` only if the stored version is `claim.version − 1`, or, for version 0, only
+    /// if no claim of that name exists; otherwise `Conflict`.
+    fn put_claim(&self, claim: &NodeClaim) -> impl Future<Output = PortResult<()>> + Send;
+    /// Deletes only if the stored version is `version`; absent is success.
+    fn delete_claim(&self, name: &str, version: u64) -> impl Future<Output = PortResult<()>> + Send;
+    /// Offerings marked unavailable whose time has not yet passed.
+    fn unavailable(&self, now: Time) -> impl Future<Output = PortResult<BTreeSet<OfferingKey>>> + Send;
+    fn mark_unavailable(&self, offering: &OfferingKey, until: Time) -> impl Future<Output = PortResult<()>> + Send;
+    /// The per-cluster provisioning lease for `holder`, expiring at `now + ttl` unless released.
+    fn lease(&self, holder: &str, now: Time, ttl: Duration) -> impl Future<Output = PortResult<Lease>> + Send;
+    /// Releases the lease unless it was marked dirty meanwhile: then the flag is cleared, the
+    /// lease stays ours (renewed to `now + ttl`) and the answer is `true` — reconcile once more.
+    fn release(&self, holder: &str, now: Time, ttl: Duration) -> impl Future<Output = PortResult<bool>> + Send;
+}
+
+/// Delayed work: come back for a claim later (a delayed SQS message in AWS).
+pub trait Queue: Send + Sync {
+    fn requeue(&self, claim: &str, after: Duration) -> impl Future<Output = PortResult<()>> + Send;
+}
