@@ -123,12 +123,27 @@ pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Reso
 /// live claims without a Node as in-flight nodes; pools with their usage.
 pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
     let leaving = leaving(cluster);
+    // A claim's node that is still coming up sheds `dovetail.dev/unregistered` and its startup
+    // taints within seconds: planning around them would launch a second node for pods that are
+    // about to land on this one.
+    let coming_up: BTreeMap<&str, &NodeClaim> = cluster
+        .claims
+        .iter()
+        .filter(|c| c.phase < Phase::Initialized)
+        .filter_map(|c| node_of(c, cluster).map(|n| (n.name.as_str(), c)))
+        .collect();
     let mut nodes: Vec<Node> = cluster
         .nodes
         .iter()
         .map(|n| {
             let mut n = n.clone();
             n.unschedulable |= is_leaving(&n, &leaving);
+            if let Some(c) = coming_up.get(n.name.as_str()) {
+                n.taints.retain(|t| {
+                    t.key != labels::TAINT_UNREGISTERED
+                        && !c.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)
+                });
+            }
             n
         })
         .collect();
