@@ -358,9 +358,10 @@ pub fn plan(cluster: &Cluster) -> DriftPlan {
 }
 
 /// The write that starts a drift replacement once the caller has launched `replacements` for the
-/// claim's pods: the claim (at the version read) with its disruption recorded, and an Event.
+/// claim's pods: the claim (as the next version of the one read) with its disruption recorded,
+/// and an Event.
 pub fn mark_drifted(claim: &NodeClaim, drifted: &Drifted, replacements: Vec<String>, now: Time) -> Vec<Decision> {
-    let mut next = claim.clone();
+    let mut next = claim.next_version();
     let message = if replacements.is_empty() {
         format!("{}; no replacement needed, draining", drifted.why)
     } else {

@@ -145,7 +145,7 @@ struct Work<'a> {
 /// would expect to go but that stay.
 pub fn consolidate_with(cluster: &Cluster, catalog: &Catalog, allowed: Allowed<'_>, opts: &Options) -> Vec<Decision> {
     let mut w = Work::new(cluster, catalog, opts);
-    if !w.place_pending() {
+    if !w.place_pending(allowed) {
         return w.decisions;
     }
     let candidates = w.candidates();
@@ -222,9 +222,16 @@ fn money(x: f64) -> String {
 
 impl<'a> Work<'a> {
     fn new(cluster: &'a Cluster, catalog: &'a Catalog, opts: &'a Options) -> Self {
+        // Nodes of claims already being disrupted are leaving (see `vacate_leaving`); their pods
+        // get room first, like pending ones (`place_pending`). Seen as capacity, a leaving node
+        // would receive the pods of a node consolidated now, and an empty node a drifted node's
+        // pods were planned onto could be deleted under them.
+        let mut nodes = cluster.nodes.clone();
+        let mut pods = cluster.pending.clone();
+        pods.extend(super::vacate_leaving(cluster, &mut nodes));
         let snap = Snapshot {
-            pods: cluster.pending.clone(),
-            nodes: cluster.nodes.clone(),
+            pods,
+            nodes,
             daemonsets: cluster.daemonsets.clone(),
             nodepools: cluster.nodepools.clone(),
             nodeclasses: cluster.nodeclasses.clone(),
@@ -305,8 +312,9 @@ impl<'a> Work<'a> {
     /// scheduler says, and consolidation must not take that room away. When some of them need new
     /// capacity anyway, underutilized consolidation waits (the moved pods would compete with them
     /// for the room, and could end up on that new capacity); empty nodes the scheduler did not
-    /// want for them may still go. Returns whether the pass goes on.
-    fn place_pending(&mut self) -> bool {
+    /// want for them may still go, within the budgets like any other empty node. Returns whether
+    /// the pass goes on.
+    fn place_pending(&mut self, allowed: Allowed<'_>) -> bool {
         if self.snap.pods.is_empty() {
             return true;
         }
@@ -322,11 +330,11 @@ impl<'a> Work<'a> {
                     "underutilized nodes not consolidated: {waiting} pending pods need new capacity; waiting for it first"
                 ),
             ));
-            let candidates = self.candidates();
-            let allowed_all = |_: &str, _: Reason| usize::MAX;
-            for c in candidates {
+            // Within the budgets like any empty node: a backlog of pending pods is no reason to
+            // let every empty node of a pool go at once.
+            for c in self.candidates() {
                 if self.movable(&c.node).is_empty() {
-                    self.delete_empty(&c, &allowed_all);
+                    self.delete_empty(&c, allowed);
                 }
             }
             return false;
@@ -497,7 +505,7 @@ impl<'a> Work<'a> {
 
     /// Records the claim write (and an Event) that starts the drain.
     fn disrupt(&mut self, c: &Candidate, reason: Reason, replacements: Vec<String>, why: String) {
-        let mut claim: NodeClaim = self.cluster.claims[c.claim].clone();
+        let mut claim: NodeClaim = self.cluster.claims[c.claim].next_version();
         claim.disruption = Some(Disruption { reason, since: self.cluster.now, replacements, message: why.clone() });
         *self.used.entry(c.pool.clone()).or_default() += 1;
         self.touched.insert(c.node.clone());
@@ -857,11 +865,8 @@ impl<'a> Work<'a> {
         if let Some(r) = replacement {
             replacements.push(r.name.clone());
             self.add_inflight(&r, &by_key);
-            self.decisions.push(Decision::act(
-                Some(&self.cluster.claims[nodes[0].claim].name),
-                Action::Launch(Box::new(r)),
-                why.clone(),
-            ));
+            let owner = &self.cluster.claims[nodes[0].claim].name;
+            self.decisions.push(super::launch_once(self.cluster, Some(owner), r, why.clone()));
         }
         for c in nodes {
             self.disrupt(c, Reason::Underutilized, replacements.clone(), why.clone());
