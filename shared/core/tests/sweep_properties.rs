@@ -336,7 +336,8 @@ fn budgets_hold(before: &Cluster, ds: &[Decision]) -> Result<(), String> {
                 if let Some(l) = limit(pool, reason, before.now, total) {
                     if disrupting > l {
                         return Err(format!(
-                            "{} started for {reason} with {disrupting} of {total} nodes of {} disrupting, budget {l} ({})",
+                            "{} started for {reason} with {disrupting} of {total} nodes of {} disrupting, \
+                             budget {l} ({})",
                             c.name, pool.name, d.why
                         ));
                     }
@@ -463,10 +464,10 @@ proptest! {
         let mut seen = std::collections::BTreeMap::new();
         for i in 0..SWEEPS {
             if let Some((n, event)) = case.events[i] {
-                let instance = format!("i-n{}", n % case.nodes.len());
+                let msg = message(event, format!("i-n{}", n % case.nodes.len()));
                 let before = world.cluster.clone();
-                let ds = decide(&message(event, instance), &before, catalog);
-                prop_assert_eq!(&ds, &decide(&message(event, format!("i-n{}", n % case.nodes.len())), &before, catalog));
+                let ds = decide(&msg, &before, catalog);
+                prop_assert_eq!(&ds, &decide(&msg, &before, catalog));
                 check(&before, &ds, &format!("interruption before sweep {i}"))?;
                 stats(&ds, &mut seen);
                 world.apply(&ds, usize::MAX).map_err(|e| TestCaseError::fail(format!("interruption: {e}")))?;

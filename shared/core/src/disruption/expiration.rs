@@ -31,9 +31,9 @@ pub fn explain(claim: &NodeClaim) -> String {
 }
 
 /// Decisions for every expired claim: the claim written (as the next version of the one read, see
-/// [`Action::WriteClaim`]) with an `Expired` disruption, and an Event on its node. Claims still launching (the launch timeout owns them),
-/// already disrupting, or past Initialized are left alone. Unexpired claims are not news and get
-/// no note.
+/// [`Action::WriteClaim`]) with an `Expired` disruption, and an Event on its node. Claims still
+/// launching (the launch timeout owns them), already disrupting, or past Initialized are left
+/// alone. Unexpired claims are not news and get no note.
 pub fn expirations(cluster: &Cluster) -> Vec<Decision> {
     let mut out = vec![];
     for claim in &cluster.claims {
