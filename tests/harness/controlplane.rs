@@ -6,9 +6,9 @@
 //! `tests/controlplane/VERSION`). When they are missing, starting fails and says which ones and
 //! how to build them: a test that needs the control plane never silently skips.
 //!
-//! There is no kubelet and no kube-controller-manager: tests act as the kubelet (register Nodes,
-//! mark them Ready), and controllers' work (Deployments → Pods, namespace deletion, default
-//! service accounts) does not happen. The ServiceAccount admission plugin is off so that Pods can
+//! There is no kubelet and no kube-controller-manager: tests act as the kubelet and the node
+//! lifecycle controller ([`register_ready_node`]), and other controllers' work (Deployments →
+//! Pods, namespace deletion, default service accounts, garbage collection) does not happen. The ServiceAccount admission plugin is off so that Pods can
 //! be created without a `default` ServiceAccount.
 //!
 //! Tests in one process share a control plane ([`ControlPlane::shared`]) and each uses its own
@@ -120,6 +120,7 @@ struct Process {
 impl ControlPlane {
     /// The control plane shared by every test in this process, started on first use. Panics, with
     /// the reason, when it cannot start (every test that asks fails with the same message).
+    #[track_caller]
     pub fn shared() -> &'static ControlPlane {
         static SHARED: OnceLock<Result<ControlPlane, String>> = OnceLock::new();
         match SHARED.get_or_init(|| ControlPlane::start().map_err(|e| format!("{e:#}"))) {
@@ -149,22 +150,38 @@ impl ControlPlane {
 
     async fn start_with(binaries: Binaries) -> Result<ControlPlane> {
         let begun = Instant::now();
-        let dir = unique_temp_dir()?;
-        let watchdog = Watchdog::spawn(&dir)?;
-        let mut control_plane = ControlPlane {
-            kubeconfig: dir.join("admin.kubeconfig"),
-            binaries,
-            dir,
-            server: String::new(),
-            config: Config::new("https://127.0.0.1".parse().expect("static URI")),
-            processes: Vec::new(),
-            watchdog: Some(watchdog),
-            startup: Duration::ZERO,
-        };
-        // On error the partly started control plane is dropped: processes stopped, dir removed.
-        control_plane.boot().await?;
-        control_plane.startup = begun.elapsed();
-        Ok(control_plane)
+        let mut attempt = 1;
+        loop {
+            let dir = unique_temp_dir()?;
+            let watchdog = Watchdog::spawn(&dir)?;
+            let mut control_plane = ControlPlane {
+                kubeconfig: dir.join("admin.kubeconfig"),
+                binaries: binaries.clone(),
+                dir,
+                server: String::new(),
+                config: Config::new("https://127.0.0.1".parse().expect("static URI")),
+                processes: Vec::new(),
+                watchdog: Some(watchdog),
+                startup: Duration::ZERO,
+            };
+            // On error the partly started control plane is dropped: processes stopped, dir
+            // removed.
+            match control_plane.boot().await {
+                Ok(()) => {
+                    control_plane.startup = begun.elapsed();
+                    return Ok(control_plane);
+                }
+                // Another process took a port between our choosing and binding it: choose again.
+                Err(_) if attempt < 3 && control_plane.port_clash() => attempt += 1,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn port_clash(&self) -> bool {
+        self.processes
+            .iter()
+            .any(|process| fs::read_to_string(&process.log).is_ok_and(|log| log.contains("address already in use")))
     }
 
     async fn boot(&mut self) -> Result<()> {
@@ -736,18 +753,20 @@ mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
 
-    fn sleeper() -> Child {
-        Command::new("sleep").arg("600").process_group(0).spawn().expect("sleep")
+    /// A temporary directory and a watchdog watching a `sleep` in its own process group.
+    fn watched_sleeper() -> (PathBuf, Watchdog, Child) {
+        let dir = unique_temp_dir().unwrap();
+        let mut watchdog = Watchdog::spawn(&dir).unwrap();
+        let process = Command::new("sleep").arg("600").process_group(0).spawn().expect("sleep");
+        watchdog.watch(process.id()).unwrap();
+        (dir, watchdog, process)
     }
 
     /// The test process going (its end of the pipe closes, however it dies) makes the watchdog
     /// kill the groups it watches and remove the directory.
     #[test]
     fn watchdog_cleans_up_when_the_test_process_goes() {
-        let dir = unique_temp_dir().unwrap();
-        let mut watchdog = Watchdog::spawn(&dir).unwrap();
-        let mut process = sleeper();
-        watchdog.watch(process.id()).unwrap();
+        let (dir, watchdog, mut process) = watched_sleeper();
         let Watchdog { mut child, stdin } = watchdog;
         drop(stdin);
         assert!(child.wait().unwrap().success());
@@ -758,10 +777,7 @@ mod tests {
     /// A clean stop dismisses it: nothing killed, nothing removed.
     #[test]
     fn a_dismissed_watchdog_leaves_everything() {
-        let dir = unique_temp_dir().unwrap();
-        let mut watchdog = Watchdog::spawn(&dir).unwrap();
-        let mut process = sleeper();
-        watchdog.watch(process.id()).unwrap();
+        let (dir, watchdog, mut process) = watched_sleeper();
         watchdog.dismiss();
         assert!(process.try_wait().unwrap().is_none());
         assert!(dir.exists());
