@@ -1,2 +1,5 @@
 //! Integration and end-to-end tests (one binary). Each module starts what it needs through the
 //! harness in `tests/harness`.
+
+mod controlplane;
+mod kube;
