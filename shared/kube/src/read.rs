@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use dovetail_api::convert::{
     daemonset_from_k8s, displaced_by_node_deletion, node_from_k8s, pdb_from_k8s, pod_from_k8s, provisionable,
-    NotProvisionable, StorageIndex,
+    ConvertError, NotProvisionable, StorageIndex,
 };
 use dovetail_api::crd::{self, EC2NodeClass, NodePool, NodePoolStatus};
 use dovetail_core::labels;
@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeCl
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::Client;
+use kube::{Client, Resource};
 use serde_json::Value;
 use tracing::debug;
 
@@ -129,8 +129,26 @@ fn name_of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) ->
     meta.name.clone().unwrap_or_default()
 }
 
-fn namespaced(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
-    format!("{}/{}", meta.namespace.as_deref().unwrap_or("default"), name_of(meta))
+/// `Kind/name` or `Kind/namespace/name`, as `Invalid` and Events name objects.
+fn object_name<K: Resource<DynamicType = ()>>(o: &K) -> String {
+    let name = name_of(o.meta());
+    match o.meta().namespace.as_deref() {
+        Some(ns) => format!("{}/{ns}/{name}", K::kind(&())),
+        None => format!("{}/{name}", K::kind(&())),
+    }
+}
+
+fn unusable<K: Resource<DynamicType = ()>>(o: &K, e: ConvertError) -> Invalid {
+    Invalid { object: object_name(o), field: e.path, message: e.kind.to_string() }
+}
+
+/// Converts every object, listing the ones that fail as invalid (with the field at fault).
+fn each<K: Resource<DynamicType = ()>, T>(
+    objects: &[K],
+    invalid: &mut Vec<Invalid>,
+    mut convert: impl FnMut(&K) -> Result<T, ConvertError>,
+) -> Vec<T> {
+    objects.iter().filter_map(|o| convert(o).map_err(|e| invalid.push(unusable(o, e))).ok()).collect()
 }
 
 /// Turns the lists into the core's view. Nothing here fails the read: an object that cannot be
@@ -138,39 +156,18 @@ fn namespaced(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta)
 pub(crate) fn assemble(listed: Listed) -> (KubeState, Seen) {
     let mut state = KubeState::default();
     let mut seen = Seen::default();
-    let invalid = |object: String, field: String, message: String| Invalid { object, field, message };
 
     let mut storage = StorageIndex::new();
-    for c in &listed.claims {
-        if let Err(e) = storage.add_claim(c) {
-            state.invalid.push(invalid(
-                format!("PersistentVolumeClaim/{}", namespaced(&c.metadata)),
-                e.path,
-                e.kind.to_string(),
-            ));
-        }
-    }
-    for v in &listed.volumes {
-        if let Err(e) = storage.add_volume(v) {
-            state.invalid.push(invalid(
-                format!("PersistentVolume/{}", name_of(&v.metadata)),
-                e.path,
-                e.kind.to_string(),
-            ));
-        }
-    }
-    for c in &listed.classes {
-        if let Err(e) = storage.add_class(c) {
-            state.invalid.push(invalid(format!("StorageClass/{}", name_of(&c.metadata)), e.path, e.kind.to_string()));
-        }
-    }
+    each(&listed.claims, &mut state.invalid, |c| storage.add_claim(c));
+    each(&listed.volumes, &mut state.invalid, |v| storage.add_volume(v));
+    each(&listed.classes, &mut state.invalid, |c| storage.add_class(c));
 
     let mut nodes: Vec<Node> = Vec::with_capacity(listed.nodes.len());
     let mut node_index: HashMap<String, usize> = HashMap::new();
     let mut deleting: BTreeSet<String> = BTreeSet::new();
     for n in &listed.nodes {
         let name = name_of(&n.metadata);
-        remember_uid(&mut seen, format!("Node/{name}"), &n.metadata);
+        remember_uid(&mut seen, object_name(n), &n.metadata);
         match node_from_k8s(n) {
             Ok(node) => {
                 if n.metadata.deletion_timestamp.is_some() {
@@ -179,7 +176,7 @@ pub(crate) fn assemble(listed: Listed) -> (KubeState, Seen) {
                 node_index.insert(name, nodes.len());
                 nodes.push(node);
             }
-            Err(e) => state.invalid.push(invalid(format!("Node/{name}"), e.path, e.kind.to_string())),
+            Err(e) => state.invalid.push(unusable(n, e)),
         }
     }
 
@@ -190,7 +187,7 @@ pub(crate) fn assemble(listed: Listed) -> (KubeState, Seen) {
     let mut staying_claims: BTreeSet<(String, String)> = BTreeSet::new();
 
     for p in &listed.pods {
-        let key = format!("Pod/{}", namespaced(&p.metadata));
+        let key = object_name(p);
         if let Some(phase @ ("Succeeded" | "Failed")) = p.status.as_ref().and_then(|s| s.phase.as_deref()) {
             debug!(pod = %key, phase, "finished pod holds nothing");
             continue;
@@ -199,7 +196,7 @@ pub(crate) fn assemble(listed: Listed) -> (KubeState, Seen) {
         let mut pod = match pod_from_k8s(p) {
             Ok(pod) => pod,
             Err(e) => {
-                state.invalid.push(invalid(key, e.path, e.kind.to_string()));
+                state.invalid.push(unusable(p, e));
                 continue;
             }
         };
@@ -231,26 +228,8 @@ pub(crate) fn assemble(listed: Listed) -> (KubeState, Seen) {
     }
     state.nodes = nodes;
 
-    for d in &listed.daemonsets {
-        match daemonset_from_k8s(d) {
-            Ok(ds) => state.daemonsets.push(ds),
-            Err(e) => state.invalid.push(invalid(
-                format!("DaemonSet/{}", namespaced(&d.metadata)),
-                e.path,
-                e.kind.to_string(),
-            )),
-        }
-    }
-    for b in &listed.pdbs {
-        match pdb_from_k8s(b) {
-            Ok(pdb) => state.pdbs.push(pdb),
-            Err(e) => state.invalid.push(invalid(
-                format!("PodDisruptionBudget/{}", namespaced(&b.metadata)),
-                e.path,
-                e.kind.to_string(),
-            )),
-        }
-    }
+    state.daemonsets = each(&listed.daemonsets, &mut state.invalid, daemonset_from_k8s);
+    state.pdbs = each(&listed.pdbs, &mut state.invalid, pdb_from_k8s);
 
     // The PV each staying pod's claim is bound to.
     let staying_volumes: BTreeSet<String> = listed
@@ -297,7 +276,7 @@ pub(crate) fn assemble(listed: Listed) -> (KubeState, Seen) {
             Ok(pool) => state.nodepools.push(pool),
             Err(errors) => {
                 for e in errors {
-                    state.invalid.push(invalid(object.clone(), e.field, e.message));
+                    state.invalid.push(Invalid { object: object.clone(), field: e.field, message: e.message });
                 }
             }
         }
@@ -312,7 +291,7 @@ pub(crate) fn assemble(listed: Listed) -> (KubeState, Seen) {
             Ok(class) => state.nodeclasses.push(class),
             Err(errors) => {
                 for e in errors {
-                    state.invalid.push(invalid(object.clone(), e.field, e.message));
+                    state.invalid.push(Invalid { object: object.clone(), field: e.field, message: e.message });
                 }
             }
         }

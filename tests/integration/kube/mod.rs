@@ -6,14 +6,15 @@
 mod read;
 mod writes;
 
-use std::future::Future;
+use crate::controlplane::{eventually, pod_scheduled, SCHEDULING_TIMEOUT};
+
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use dovetail_kube::{adapter_settings, KubeAdapter};
 use dovetail_tests::controlplane::{self, ControlPlane};
-use k8s_openapi::api::core::v1::{Node, Pod, PodCondition};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -21,25 +22,6 @@ use serde_json::{json, Value};
 
 /// The user the functions' IAM role maps to, as far as RBAC is concerned.
 pub const FUNCTIONS_GROUP: &str = "dovetail:functions";
-pub const SCHEDULING_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Polls `check` every 100 ms until it returns `Some`, for at most `timeout`.
-pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await? {
-            return Ok(value);
-        }
-        if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Applies the functions' ClusterRole and binding from `infra/k8s/rbac/` (server-side apply, so
 /// every test may do it).
@@ -91,6 +73,22 @@ pub async fn functions_client(control_plane: &ControlPlane, admin: &Client) -> R
 /// The adapter as a function runs it.
 pub async fn functions_adapter(control_plane: &ControlPlane, admin: &Client) -> Result<KubeAdapter> {
     Ok(KubeAdapter::new(functions_client(control_plane, admin).await?).with_reporting_instance("integration-test"))
+}
+
+/// What every adapter test starts from: the shared control plane's admin client, a namespace of
+/// the test's own and the adapter running as the functions do.
+pub struct Fixture {
+    pub admin: Client,
+    pub ns: String,
+    pub adapter: KubeAdapter,
+}
+
+pub async fn fixture(prefix: &str) -> Result<Fixture> {
+    let control_plane = ControlPlane::shared();
+    let admin = control_plane.client();
+    let ns = control_plane.namespace(&admin, prefix).await?;
+    let adapter = functions_adapter(control_plane, &admin).await?;
+    Ok(Fixture { admin, ns, adapter })
 }
 
 /// A Ready node `<namespace>-<suffix>` labelled `dovetail.dev/test=<namespace>`, with `taints`.
@@ -146,10 +144,6 @@ pub async fn create_pod(admin: &Client, pod: &Pod) -> Result<Pod> {
     Ok(Api::<Pod>::namespaced(admin.clone(), &namespace).create(&PostParams::default(), pod).await?)
 }
 
-fn pod_scheduled(pod: &Pod) -> Option<&PodCondition> {
-    pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")
-}
-
 /// Waits for the real scheduler to bind the pod; returns its node.
 pub async fn bound(admin: &Client, namespace: &str, name: &str) -> Result<String> {
     let pods: Api<Pod> = Api::namespaced(admin.clone(), namespace);
@@ -167,7 +161,9 @@ pub async fn unschedulable(admin: &Client, namespace: &str, name: &str) -> Resul
     let pods = &pods;
     eventually(&format!("{namespace}/{name} to be marked Unschedulable"), SCHEDULING_TIMEOUT, || async move {
         let pod = pods.get(name).await?;
-        Ok(pod_scheduled(&pod).filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable")).map(|_| ()))
+        Ok(pod_scheduled(&pod)
+            .filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
+            .map(|_| ()))
     })
     .await
     .with_context(|| ControlPlane::shared().log_tail("kube-scheduler", 30))

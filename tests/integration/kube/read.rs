@@ -9,7 +9,6 @@ use std::time::Instant;
 use anyhow::Result;
 use dovetail_core::labels;
 use dovetail_core::reconcile::ports::Kube;
-use dovetail_tests::controlplane::ControlPlane;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -21,10 +20,8 @@ use super::*;
 
 #[tokio::test]
 async fn read_returns_the_cluster_in_the_core_model() -> Result<()> {
-    let control_plane = ControlPlane::shared();
-    let admin = control_plane.client();
-    let ns = control_plane.namespace(&admin, "kube-read").await?;
-    let adapter = functions_adapter(control_plane, &admin).await?.with_page_size(2);
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-read").await?;
+    let adapter = adapter.with_page_size(2);
 
     let a = test_node(&admin, &ns, "a", json!([])).await?;
     let b = test_node(&admin, &ns, "b", json!([])).await?;
@@ -52,7 +49,8 @@ async fn read_returns_the_cluster_in_the_core_model() -> Result<()> {
                   "resources": { "requests": { "storage": "1Gi" } } },
     }))?;
     Api::<PersistentVolumeClaim>::namespaced(admin.clone(), &ns).create(&PostParams::default(), &pvc).await?;
-    let volume = json!({ "spec": { "volumes": [{ "name": "data", "persistentVolumeClaim": { "claimName": "data" } }] } });
+    let volume =
+        json!({ "spec": { "volumes": [{ "name": "data", "persistentVolumeClaim": { "claimName": "data" } }] } });
     create_pod(&admin, &test_pod(&ns, "db", "100m", volume)?).await?;
 
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
