@@ -5,7 +5,9 @@
 
 mod embedded;
 
-pub use embedded::{embedded, embedded_with_zones, Zone, DEFAULT_ZONES};
+pub use embedded::{
+    embedded, embedded_with_zones, spot_band_monthly_rate, spot_interruption_band, Zone, DEFAULT_ZONES,
+};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

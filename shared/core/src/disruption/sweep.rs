@@ -52,7 +52,7 @@ pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
             ));
             continue;
         }
-        let (names, launches) = launch_replacements(&claim, &plan);
+        let (names, launches) = launch_replacements(&claim, &plan, &state);
         out.extend(launches);
         for m in drift::mark_drifted(&claim, &d, names, state.now) {
             if let Some(Action::WriteClaim(c)) = &m.action {

@@ -193,6 +193,12 @@ impl NodeClaim {
         self.launch.as_ref().map(Launch::provider_id)
     }
 
+    /// A copy to modify and write back: `version` is already the next one, as
+    /// [`crate::disruption::Action::WriteClaim`] and the store's conditional write expect.
+    pub fn next_version(&self) -> NodeClaim {
+        NodeClaim { version: self.version + 1, ..self.clone() }
+    }
+
     /// Still counts as capacity (not on its way out).
     pub fn is_live(&self) -> bool {
         self.phase < Phase::Draining && self.disruption.is_none()

@@ -73,11 +73,19 @@ pub struct QueueMessage {
 pub struct Report {
     pub decisions: Vec<Decision>,
     pub errors: Vec<String>,
+    /// From the last read: pods waiting for capacity, and what the live claims cost per hour.
+    pub pending_pods: usize,
+    pub fleet_cost_per_hour: f64,
 }
 
 impl Report {
     fn note(&mut self, claim: Option<&str>, why: impl Into<String>) {
         self.decisions.push(Decision::note(claim, why));
+    }
+
+    /// Instances terminated (TerminateInstance carried out).
+    pub fn terminations(&self) -> usize {
+        self.decisions.iter().filter(|d| matches!(d.action, Some(Action::TerminateInstance { .. }))).count()
     }
 
     /// Launch actions carried out (intents written), for summaries and tests.
@@ -256,7 +264,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     pub async fn sweep(&self) -> PortResult<Report> {
         let mut report = match self.provision().await {
             Ok(r) => r,
-            Err(e) => Report { decisions: vec![], errors: vec![format!("provisioning pass: {e}")] },
+            Err(e) => Report { errors: vec![format!("provisioning pass: {e}")], ..Report::default() },
         };
         let mut view = self.read(&mut report).await?;
         self.repair_launches(&mut view, &mut report).await;

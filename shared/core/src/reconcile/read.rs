@@ -6,6 +6,7 @@ use super::ports::{Clock, Cloud, Kube, PortResult, Queue, Store};
 use super::{Reconciler, Report, View};
 use crate::disruption::drift::nodepool_hash;
 use crate::disruption::Cluster;
+use crate::nodeclaim::Phase;
 use crate::provisioning;
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
@@ -51,6 +52,14 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         for p in &mut cluster.nodepools {
             p.usage = usage.get(&p.name).cloned().unwrap_or_default();
         }
+        report.pending_pods = cluster.pending.len();
+        report.fleet_cost_per_hour = cluster
+            .claims
+            .iter()
+            .filter(|c| c.phase != Phase::Terminated)
+            .filter_map(|c| c.launch.as_ref())
+            .map(|l| l.price)
+            .sum();
         Ok(View { cluster, catalog, invalid: kube.invalid, replan: false })
     }
 }
