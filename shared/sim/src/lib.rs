@@ -7,6 +7,8 @@
 //!
 //! Everything is deterministic for a seed: seeded `SmallRng`, `BTreeMap` iteration, virtual time.
 
+pub mod baseline;
+pub mod scenario;
 pub mod world;
 
 use std::future::Future;
