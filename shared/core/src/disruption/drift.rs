@@ -38,7 +38,7 @@ use crate::time::{format_duration, Time};
 
 /// FNV-1a, 64 bits: tiny, dependency-free and stable across runs and platforms (unlike std's
 /// randomly seeded `DefaultHasher`), which is what a hash persisted on a claim needs.
-fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);

@@ -74,6 +74,16 @@ pub struct Cluster {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+impl Cluster {
+    /// Puts a claim's new state into this working copy, for the decisions that follow to read.
+    pub fn record(&mut self, claim: &NodeClaim) {
+        match self.claims.iter_mut().find(|c| c.name == claim.name) {
+            Some(c) => *c = claim.clone(),
+            None => self.claims.push(claim.clone()),
+        }
+    }
+}
+
 /// Something to do, for an adapter to carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Action {

@@ -25,6 +25,7 @@ use crate::disruption::{Action, Cluster, Decision};
 use crate::labels;
 use crate::model::{Node, RebalancePolicy};
 use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
+use crate::provisioning;
 use crate::scheduler::{schedule, Plan, PlannedClaim};
 use crate::snapshot::Snapshot;
 
@@ -276,22 +277,14 @@ pub(crate) fn plan_replacement(
 
     // Capacity that is itself leaving cannot take pods: nodes of claims being disrupted are
     // unschedulable in the simulation, as they are in the cluster once tainted.
-    let leaving: BTreeSet<&str> = cluster
-        .claims
-        .iter()
-        .filter(|c| !c.is_live())
-        .flat_map(|c| c.node_name.iter().map(String::as_str).chain(std::iter::once(c.name.as_str())))
-        .collect();
+    let leaving = provisioning::leaving(cluster);
     let nodes: Vec<Node> = cluster
         .nodes
         .iter()
         .filter(|n| node.is_none_or(|own| own.name != n.name))
         .map(|n| {
             let mut n = n.clone();
-            let claim_name = n.labels.get(labels::NODECLAIM).map(String::as_str);
-            if leaving.contains(n.name.as_str()) || claim_name.is_some_and(|c| leaving.contains(c)) {
-                n.unschedulable = true;
-            }
+            n.unschedulable |= provisioning::is_leaving(&n, &leaving);
             n
         })
         .collect();

@@ -40,8 +40,9 @@ use super::protection::{do_not_disrupt, eviction_cost, pod_protected};
 use super::{Action, Cluster, Decision};
 use crate::catalog::{CapacityType, Catalog};
 use crate::labels;
-use crate::model::{tolerates_all, ConsolidationPolicy, Node, NodeKind, NodePool, OwnerKind, Pod};
+use crate::model::{tolerates_all, ConsolidationPolicy, DaemonSet, Node, NodePool, OwnerKind, Pod};
 use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
+use crate::provisioning;
 use crate::resources::Resources;
 use crate::scheduler::{schedule_cached, Plan, PlannedClaim, TypeCache};
 use crate::snapshot::Snapshot;
@@ -871,26 +872,7 @@ impl<'a> Work<'a> {
     /// The replacement as an in-flight node carrying its pods and the DaemonSet pods that will
     /// run on it, so later candidates see what room it has left.
     fn add_inflight(&mut self, r: &PlannedClaim, pods: &FxHashMap<String, Pod>) {
-        let allocatable =
-            Resources::from_quantities(r.allocatable.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap_or_default();
-        let mut labels: BTreeMap<String, String> = r.labels.clone();
-        labels.insert(labels::HOSTNAME.into(), r.name.clone());
-        let mut node = Node::new(&r.name, labels, allocatable);
-        node.kind = NodeKind::InFlight;
-        node.price = Some(r.price_per_hour);
-        // Startup taints go away once the node is up: only the pool's taints keep pods off.
-        node.taints =
-            self.snap.nodepools.iter().find(|p| p.name == r.nodepool).map(|p| p.taints.clone()).unwrap_or_default();
-        for ds in &self.snap.daemonsets {
-            if tolerates_all(&ds.pod.tolerations, &node.taints).is_ok()
-                && ds.pod.node_affinity.iter().any(|a| a.matches_labels(&node.labels))
-            {
-                let mut p = ds.pod.clone();
-                p.name = format!("{}-{}", ds.name, r.name);
-                p.node_name = Some(r.name.clone());
-                node.pods.push(p);
-            }
-        }
+        let mut node = planned_node(r, &self.snap.nodepools, &self.snap.daemonsets);
         for key in &r.pods {
             if let Some(p) = pods.get(key) {
                 let mut p = p.clone();
@@ -941,24 +923,16 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         }
     }
     for r in launched {
-        let allocatable =
-            Resources::from_quantities(r.allocatable.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap_or_default();
-        let mut labels = r.labels.clone();
-        labels.insert(labels::HOSTNAME.into(), r.name.clone());
-        let mut node = Node::new(&r.name, labels, allocatable);
-        node.kind = NodeKind::InFlight;
-        node.taints =
-            cluster.nodepools.iter().find(|p| p.name == r.nodepool).map(|p| p.taints.clone()).unwrap_or_default();
-        for ds in &cluster.daemonsets {
-            if tolerates_all(&ds.pod.tolerations, &node.taints).is_ok()
-                && ds.pod.node_affinity.iter().any(|a| a.matches_labels(&node.labels))
-            {
-                let mut p = ds.pod.clone();
-                p.name = format!("{}-{}", ds.name, r.name);
-                node.pods.push(p);
-            }
-        }
+        let node = planned_node(r, &cluster.nodepools, &cluster.daemonsets);
         snap.nodes.push(node);
     }
     snap
+}
+
+/// A planned replacement as an in-flight node (its DaemonSet pods included, its own pods not).
+fn planned_node(r: &PlannedClaim, pools: &[NodePool], daemonsets: &[DaemonSet]) -> Node {
+    let allocatable =
+        Resources::from_quantities(r.allocatable.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap_or_default();
+    let pool = pools.iter().find(|p| p.name == r.nodepool);
+    provisioning::inflight_node(&r.name, &r.labels, allocatable, Some(r.price_per_hour), pool, daemonsets)
 }
