@@ -10,7 +10,7 @@ use dovetail_core::labels::{NODECLAIM, TAINT_UNREGISTERED};
 use dovetail_core::model::{
     tolerates_all, DaemonSet, LabelSelector, Node, NodeClass, NodeKind, NodePool, Pdb, Pod, Taint,
 };
-use dovetail_core::reconcile::ports::{Invalid, Kube, KubeState, PortError, PortResult};
+use dovetail_core::reconcile::ports::{Invalid, Kube, KubeState, PoolStatus, PortError, PortResult};
 use dovetail_core::termination::EvictionResult;
 use dovetail_core::time::Time;
 
@@ -102,6 +102,8 @@ pub struct KubeSim {
     /// The first Events, word for word.
     pub events: Vec<KubeEvent>,
     pub event_counts: BTreeMap<String, u64>,
+    /// NodePool status subresources, as last published.
+    pub pool_status: BTreeMap<String, PoolStatus>,
     next_uid: u64,
     /// Something changed that may let a pending pod be bound.
     pub(super) bind_needed: bool,
@@ -150,11 +152,9 @@ impl KubeSim {
         (healthy - desired).max(0)
     }
 
-    pub fn read(&self) -> KubeState {
-        let nodes = self.nodes.keys().filter_map(|n| self.node_view(n)).collect();
-        let pending = self.provisionable().map(|p| p.pod.clone()).collect();
-        let pdbs = self
-            .pdbs
+    /// The budgets with their `status.disruptionsAllowed` now.
+    pub fn pdbs_now(&self) -> Vec<Pdb> {
+        self.pdbs
             .iter()
             .map(|s| Pdb {
                 namespace: s.namespace.clone(),
@@ -162,7 +162,13 @@ impl KubeSim {
                 selector: s.selector.clone(),
                 disruptions_allowed: self.disruptions_allowed(s),
             })
-            .collect();
+            .collect()
+    }
+
+    pub fn read(&self) -> KubeState {
+        let nodes = self.nodes.keys().filter_map(|n| self.node_view(n)).collect();
+        let pending = self.provisionable().map(|p| p.pod.clone()).collect();
+        let pdbs = self.pdbs_now();
         KubeState {
             nodes,
             pending,
@@ -225,6 +231,27 @@ impl KubeSim {
     }
 }
 
+/// The pods the DaemonSet controller puts on a node that registers as `reg`, bound to it.
+/// DaemonSet pods tolerate the node's own startup and registration taints (their agents are what
+/// removes them), so only the pool's taints and the pod's node affinity decide.
+pub fn daemon_pods(daemonsets: &[DaemonSet], reg: &Registration) -> Vec<Pod> {
+    let lasting: Vec<Taint> =
+        reg.taints.iter().filter(|t| t.key != TAINT_UNREGISTERED && !reg.startup_taints.contains(t)).cloned().collect();
+    daemonsets
+        .iter()
+        .filter(|ds| {
+            ds.pod.node_affinity.iter().any(|r| r.matches_labels(&reg.labels))
+                && tolerates_all(&ds.pod.tolerations, &lasting).is_ok()
+        })
+        .map(|ds| {
+            let mut pod = ds.pod.clone();
+            pod.name = format!("{}-{}", ds.name, reg.node_name.split('.').next().unwrap_or(&reg.node_name));
+            pod.node_name = Some(reg.node_name.clone());
+            pod
+        })
+        .collect()
+}
+
 impl State {
     /// The kubelet registers a booted instance's Node, Ready, and the DaemonSet controller puts a
     /// pod of every DaemonSet that can run there on it.
@@ -243,26 +270,9 @@ impl State {
             startup_taints: reg.startup_taints.clone(),
         };
         self.kube.nodes.insert(reg.node_name.clone(), sim);
-        // DaemonSet pods tolerate the node's own startup and registration taints (they are what
-        // removes them), so only the pool's taints and the pod's node affinity decide.
-        let lasting: Vec<Taint> = reg
-            .taints
-            .iter()
-            .filter(|t| t.key != TAINT_UNREGISTERED && !reg.startup_taints.contains(t))
-            .cloned()
-            .collect();
-        let daemons: Vec<DaemonSet> = self.kube.daemonsets.clone();
-        for ds in daemons {
-            let fits = ds.pod.node_affinity.iter().any(|r| r.matches_labels(&reg.labels))
-                && tolerates_all(&ds.pod.tolerations, &lasting).is_ok();
-            if !fits {
-                continue;
-            }
-            let mut pod = ds.pod.clone();
-            pod.name = format!("{}-{}", ds.name, reg.node_name.split('.').next().unwrap_or(&reg.node_name));
+        for mut pod in daemon_pods(&self.kube.daemonsets, reg) {
             let key = pod.key();
             let uid = self.kube.next_uid();
-            pod.node_name = Some(reg.node_name.clone());
             pod.started_at = Some(now);
             let sim = SimPod {
                 pod,
@@ -482,6 +492,11 @@ impl Kube for SimKube {
         let mut s = self.0.lock();
         let now = s.now;
         s.kube.record_event(now, object, reason, message);
+        ready(Ok(()))
+    }
+
+    fn pool_status(&self, status: &PoolStatus) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().kube.pool_status.insert(status.name.clone(), status.clone());
         ready(Ok(()))
     }
 }
