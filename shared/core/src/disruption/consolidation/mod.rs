@@ -734,7 +734,7 @@ impl<'a> Work<'a> {
     /// without changing its answer: pods the scheduler cannot tell apart from plain requests
     /// (no host ports, no anti-affinity, selected by no topology term of a pod to place) are
     /// dropped and their requests taken off the node's allocatable, so every node keeps its free
-    /// room, its order, its labels and taints and the pods topology counts.
+    /// room, its order, its taints, the labels the scheduler reads and the pods topology counts.
     fn next_pass(&self, names: &FxHashSet<&str>, replacement: Option<&PlannedClaim>) -> Snapshot {
         // One move per pass: no replacement of an earlier move is in flight in the working copy,
         // so the cluster's own nodes, minus those gone, are all the next pass sees.
@@ -746,18 +746,32 @@ impl<'a> Work<'a> {
                 p
             }));
         }
-        let selectors: Vec<&crate::model::LabelSelector> = pods
-            .iter()
-            .flat_map(|p| {
-                p.topology_spread
-                    .iter()
-                    .map(|t| &t.selector)
-                    .chain(p.pod_affinity.iter().chain(&p.pod_anti_affinity).map(|t| &t.selector))
-                    .chain(
-                        p.preferred_pod_affinity.iter().chain(&p.preferred_pod_anti_affinity).map(|w| &w.term.selector),
-                    )
-            })
-            .collect();
+        let mut selectors: Vec<&crate::model::LabelSelector> = Vec::new();
+        for p in &pods {
+            let terms = p.pod_affinity.iter().chain(&p.pod_anti_affinity).map(|t| &t.selector);
+            let preferred =
+                p.preferred_pod_affinity.iter().chain(&p.preferred_pod_anti_affinity).map(|w| &w.term.selector);
+            for s in p.topology_spread.iter().map(|t| &t.selector).chain(terms).chain(preferred) {
+                if !selectors.contains(&s) {
+                    selectors.push(s); // replicas share selectors: each is matched against every pod
+                }
+            }
+        }
+        // With no topology in play, the scheduler reads an existing node's labels only through the
+        // pods' node requirements (and the hostname, the domain of existing pods' anti-affinity):
+        // copying just those keeps the check cheap where it runs most, on pods without topology.
+        let label_keys: Option<FxHashSet<&str>> = (selectors.is_empty() && !self.wide_anti).then(|| {
+            pods.iter()
+                .flat_map(|p| {
+                    p.node_affinity
+                        .iter()
+                        .chain(p.preferred_node_affinity.iter().map(|w| &w.term))
+                        .chain(std::iter::once(&p.volume_requirements))
+                })
+                .flat_map(|r| r.keys())
+                .chain(std::iter::once(labels::HOSTNAME))
+                .collect()
+        });
         let mut nodes = Vec::with_capacity(self.cluster.nodes.len() + 1);
         for (i, n) in self.cluster.nodes.iter().enumerate() {
             if self.gone[i] || names.contains(n.name.as_str()) {
@@ -775,10 +789,19 @@ impl<'a> Work<'a> {
                     allocatable.sub(&p.requests);
                 }
             }
+            let labels = match &label_keys {
+                None => n.labels.clone(),
+                Some(keys) => n
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| keys.contains(k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            };
             nodes.push(Node {
                 name: n.name.clone(),
                 kind: n.kind,
-                labels: n.labels.clone(),
+                labels,
                 annotations: BTreeMap::new(),
                 taints: n.taints.clone(),
                 allocatable,
@@ -1051,6 +1074,7 @@ mod tests {
             let t = embedded().get(itype).expect("type");
             let mut l = t.requirements.single_valued_labels();
             l.insert(labels::HOSTNAME.into(), name.into());
+            l.insert(labels::ZONE.into(), t.cheapest().map(|o| o.zone.clone()).unwrap_or_default());
             l.insert(labels::CAPACITY_TYPE.into(), labels::CAPACITY_ON_DEMAND.into());
             let mut node = Node::new(name, l, t.allocatable(&Default::default()));
             node.price = t.cheapest().map(|o| o.price);
@@ -1058,6 +1082,7 @@ mod tests {
             for &(pod, cpu) in pods {
                 let mut p = Pod::new("shop", pod, Resources::new(cpu, 64 << 20));
                 p.owner = if pod.starts_with("solo") { OwnerKind::None } else { OwnerKind::ReplicaSet };
+                p.labels.insert("app".into(), pod.split('-').next().unwrap_or(pod).into());
                 p.node_name = Some(name.into());
                 node.pods.push(p);
             }
@@ -1093,5 +1118,48 @@ mod tests {
         let Ok(Outcome::Delete(plan)) = w.verify(&pick(&["n1", "n4"]), claimed()) else { panic!("n1 and n4 fit n0") };
         let on_n0 = ExistingPlacement { node: "n0".into(), pods: vec!["shop/web-3".into(), "shop/web-5".into()] };
         assert_eq!(plan.existing, vec![on_n0]);
+    }
+
+    /// `next_pass` leaves out pods and labels the scheduler cannot see, for speed: its answer must
+    /// still be the one the next pass gives on `after`'s full snapshot — with and without
+    /// topology in play.
+    #[test]
+    fn next_pass_answers_as_after_does() {
+        for spread in [false, true] {
+            let mut c = cluster();
+            if spread {
+                let web3 = c.nodes[1].pods.last_mut().expect("web-3");
+                web3.topology_spread.push(crate::model::TopologySpread {
+                    max_skew: 1,
+                    topology_key: labels::ZONE.into(),
+                    when_unsatisfiable: crate::model::WhenUnsatisfiable::DoNotSchedule,
+                    selector: crate::model::LabelSelector::from_labels(&[("app", "web")]),
+                    min_domains: None,
+                    node_affinity_policy: crate::model::InclusionPolicy::Honor,
+                    node_taints_policy: crate::model::InclusionPolicy::Ignore,
+                });
+            }
+            let opts = Options::default();
+            let w = Work::new(&c, embedded(), &opts);
+            for gone in [&["n1", "n4"][..], &["n1", "n4", "n0"], &["n0"]] {
+                let names: FxHashSet<&str> = gone.iter().copied().collect();
+                let decisions: Vec<Decision> = gone
+                    .iter()
+                    .map(|n| {
+                        let mut claim = c.claims.iter().find(|x| x.name == *n).expect("claim").clone();
+                        claim.disruption = Some(Disruption {
+                            reason: Reason::Underutilized,
+                            since: c.now,
+                            replacements: vec![],
+                            message: String::new(),
+                        });
+                        Decision::act(Some(n), Action::WriteClaim(Box::new(claim)), "")
+                    })
+                    .collect();
+                let full = crate::scheduler::schedule(&after(&c, &decisions), embedded());
+                let view = schedule_cached(&w.next_pass(&names, None), embedded(), &w.types);
+                assert_eq!(view, full, "spread: {spread}, gone: {gone:?}");
+            }
+        }
     }
 }
