@@ -739,12 +739,18 @@ impl<'a> Work<'a> {
         // One move per pass: no replacement of an earlier move is in flight in the working copy,
         // so the cluster's own nodes, minus those gone, are all the next pass sees.
         debug_assert_eq!(self.moves, 0);
+        let leaving = crate::provisioning::leaving(self.cluster);
+        let live = |(i, n): &(usize, &Node)| !self.gone[*i] && !names.contains(n.name.as_str());
+        // Pending pods, then those of nodes already leaving (as `Work::new` takes them: room is
+        // kept for them, see `vacate_leaving`), then the moved ones — `after`'s order.
         let mut pods = self.cluster.pending.clone();
+        for (_, n) in self.cluster.nodes.iter().enumerate().filter(live) {
+            if crate::provisioning::is_leaving(n, &leaving) {
+                pods.extend(unbound(n));
+            }
+        }
         for n in self.cluster.nodes.iter().filter(|n| names.contains(n.name.as_str())) {
-            pods.extend(n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).cloned().map(|mut p| {
-                p.node_name = None;
-                p
-            }));
+            pods.extend(unbound(n));
         }
         let mut selectors: Vec<&crate::model::LabelSelector> = Vec::new();
         for p in &pods {
@@ -773,13 +779,14 @@ impl<'a> Work<'a> {
                 .collect()
         });
         let mut nodes = Vec::with_capacity(self.cluster.nodes.len() + 1);
-        for (i, n) in self.cluster.nodes.iter().enumerate() {
-            if self.gone[i] || names.contains(n.name.as_str()) {
-                continue;
-            }
+        for (_, n) in self.cluster.nodes.iter().enumerate().filter(live) {
+            let is_leaving = crate::provisioning::is_leaving(n, &leaving);
             let mut allocatable = n.allocatable.clone();
             let mut kept = Vec::new();
             for p in &n.pods {
+                if is_leaving && !p.is_daemon() && !p.is_mirror() {
+                    continue; // pending above
+                }
                 if !p.host_ports.is_empty()
                     || !p.pod_anti_affinity.is_empty()
                     || selectors.iter().any(|s| s.matches(&p.labels))
@@ -806,7 +813,7 @@ impl<'a> Work<'a> {
                 taints: n.taints.clone(),
                 allocatable,
                 pods: kept,
-                unschedulable: n.unschedulable,
+                unschedulable: n.unschedulable || is_leaving,
                 price: n.price,
                 provider_id: None,
                 ready: n.ready,
@@ -990,7 +997,9 @@ impl<'a> Work<'a> {
 
 /// The cluster as it is once `decisions` are carried out and the moved pods are pending again:
 /// nodes whose claims consolidation disrupts gone, replacements in flight, and their non-daemon
-/// pods in `pods`. What the next provisioning pass would see; tests run the scheduler on it.
+/// pods in `pods` — after the pods of nodes already leaving, cordoned, which consolidation keeps
+/// room for too. What the next provisioning pass would see; tests run the scheduler on it, and
+/// consolidation checks each move on the same snapshot (`Work::next_pass`).
 pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
     let mut gone: FxHashSet<String> = FxHashSet::default();
     let mut launched: Vec<&PlannedClaim> = vec![];
@@ -1014,21 +1023,31 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
     };
+    let mut moved = vec![];
     for n in &cluster.nodes {
         if gone.contains(&n.name) {
-            snap.pods.extend(n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).cloned().map(|mut p| {
-                p.node_name = None;
-                p
-            }));
+            moved.extend(unbound(n));
         } else {
             snap.nodes.push(n.clone());
         }
     }
+    // Nodes already leaving are cordoned and their pods need room too, as consolidation saw them.
+    snap.pods.extend(super::vacate_leaving(cluster, &mut snap.nodes));
+    snap.pods.extend(moved);
     for r in launched {
         let node = planned_node(r, &cluster.nodepools, &cluster.daemonsets);
         snap.nodes.push(node);
     }
     snap
+}
+
+/// A node's pods that need a new home when it goes (DaemonSet and mirror pods go with it),
+/// unbound.
+fn unbound(n: &Node) -> impl Iterator<Item = Pod> + '_ {
+    n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).cloned().map(|mut p| {
+        p.node_name = None;
+        p
+    })
 }
 
 /// A planned replacement as an in-flight node (its DaemonSet pods included, its own pods not).
@@ -1122,11 +1141,14 @@ mod tests {
 
     /// `next_pass` leaves out pods and labels the scheduler cannot see, for speed: its answer must
     /// still be the one the next pass gives on `after`'s full snapshot — with and without
-    /// topology in play.
+    /// topology in play, and with a node already leaving.
     #[test]
     fn next_pass_answers_as_after_does() {
-        for spread in [false, true] {
+        for (spread, leaving) in [(false, false), (true, false), (false, true)] {
             let mut c = cluster();
+            if leaving {
+                c.claims[3].phase = Phase::Draining; // n3: its web-4 and solo-1 need room again
+            }
             if spread {
                 let web3 = c.nodes[1].pods.last_mut().expect("web-3");
                 web3.topology_spread.push(crate::model::TopologySpread {
@@ -1158,7 +1180,7 @@ mod tests {
                     .collect();
                 let full = crate::scheduler::schedule(&after(&c, &decisions), embedded());
                 let view = schedule_cached(&w.next_pass(&names, None), embedded(), &w.types);
-                assert_eq!(view, full, "spread: {spread}, gone: {gone:?}");
+                assert_eq!(view, full, "spread: {spread}, leaving: {leaving}, gone: {gone:?}");
             }
         }
     }
