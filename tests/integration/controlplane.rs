@@ -36,10 +36,16 @@ where
     }
 }
 
-/// A Node labelled `dovetail.dev/test=<namespace>` so that the test's Pods select it alone (the
-/// control plane is shared by every test in the process).
-async fn test_node(client: &Client, namespace: &str, allocatable: &[(&str, &str)]) -> Result<Node> {
-    let name = format!("{namespace}-node");
+/// A Ready Node `<namespace>-<suffix>` labelled `dovetail.dev/test=<namespace>` so that the
+/// test's Pods select it alone (the control plane is shared by every test in the process).
+pub(crate) async fn test_node(
+    client: &Client,
+    namespace: &str,
+    suffix: &str,
+    taints: serde_json::Value,
+    allocatable: &[(&str, &str)],
+) -> Result<Node> {
+    let name = format!("{namespace}-{suffix}");
     let node: Node = serde_json::from_value(json!({
         "metadata": {
             "name": name,
@@ -47,10 +53,11 @@ async fn test_node(client: &Client, namespace: &str, allocatable: &[(&str, &str)
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
+                "topology.kubernetes.io/zone": "us-east-1a",
                 "dovetail.dev/test": namespace,
             },
         },
-        "spec": { "providerID": format!("aws:///us-east-1a/i-{namespace}") },
+        "spec": { "providerID": format!("aws:///us-east-1a/i-{name}"), "taints": taints },
     }))?;
     controlplane::register_ready_node(client, node, allocatable).await
 }
@@ -78,7 +85,8 @@ async fn scheduler_binds_a_pod_to_a_ready_node() -> Result<()> {
     let control_plane = ControlPlane::shared();
     let client = control_plane.client();
     let namespace = control_plane.namespace(&client, "bind").await?;
-    let node = test_node(&client, &namespace, &[("cpu", "4"), ("memory", "16Gi"), ("pods", "110")]).await?;
+    let node =
+        test_node(&client, &namespace, "node", json!([]), &[("cpu", "4"), ("memory", "16Gi"), ("pods", "110")]).await?;
     let node_name = node.metadata.name.clone().unwrap();
     let ready = node.status.as_ref().and_then(|s| s.conditions.as_ref());
     assert!(
@@ -107,7 +115,7 @@ async fn a_pod_that_fits_nowhere_is_unschedulable() -> Result<()> {
     let control_plane = ControlPlane::shared();
     let client = control_plane.client();
     let namespace = control_plane.namespace(&client, "nofit").await?;
-    test_node(&client, &namespace, &[("cpu", "2"), ("memory", "4Gi"), ("pods", "110")]).await?;
+    test_node(&client, &namespace, "node", json!([]), &[("cpu", "2"), ("memory", "4Gi"), ("pods", "110")]).await?;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     pods.create(&PostParams::default(), &test_pod("huge", &namespace, "64", "1Ti")?).await?;

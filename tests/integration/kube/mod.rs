@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use dovetail_kube::{adapter_settings, KubeAdapter};
-use dovetail_tests::controlplane::{self, ControlPlane};
+use dovetail_tests::controlplane::ControlPlane;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -93,21 +93,14 @@ pub async fn fixture(prefix: &str) -> Result<Fixture> {
 
 /// A Ready node `<namespace>-<suffix>` labelled `dovetail.dev/test=<namespace>`, with `taints`.
 pub async fn test_node(admin: &Client, namespace: &str, suffix: &str, taints: Value) -> Result<Node> {
-    let name = format!("{namespace}-{suffix}");
-    let node: Node = serde_json::from_value(json!({
-        "metadata": {
-            "name": name,
-            "labels": {
-                "kubernetes.io/hostname": name,
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "topology.kubernetes.io/zone": "us-east-1a",
-                "dovetail.dev/test": namespace,
-            },
-        },
-        "spec": { "providerID": format!("aws:///us-east-1a/i-{name}"), "taints": taints },
-    }))?;
-    controlplane::register_ready_node(admin, node, &[("cpu", "2"), ("memory", "4Gi"), ("pods", "110")]).await
+    crate::controlplane::test_node(
+        admin,
+        namespace,
+        suffix,
+        taints,
+        &[("cpu", "2"), ("memory", "4Gi"), ("pods", "110")],
+    )
+    .await
 }
 
 /// A pod that only this test's nodes can run.
