@@ -375,3 +375,6 @@ fn sample(s: &State, start: Time) -> Sample {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;
