@@ -45,6 +45,16 @@ fn main() {
             s.pending.p99_s,
             s.cost
         );
+        if let Some(f) = &r.functions {
+            println!(
+                "  functions: {} provisioner, {} interruption ({} messages), {} sweeper invocations; {} errors",
+                f.provision_invocations,
+                f.interrupt_invocations,
+                f.interruption_messages,
+                f.sweep_invocations,
+                f.errors
+            );
+        }
         runs.push(r);
     }
     if compare {

@@ -59,6 +59,7 @@ pub fn schedule_with(snap: &Snapshot, catalog: &Catalog, strategy: Strategy) -> 
 /// Computes the plan reusing the pools' instance types from `cache`. Only for snapshots with the
 /// same NodePools, EC2NodeClasses, DaemonSets and unavailable offerings as the first one planned
 /// with that cache (pool usage and limits may differ): consolidation's many small simulations.
+/// The plan's `lower_bound_per_hour` is left at 0.
 pub fn schedule_cached(snap: &Snapshot, catalog: &Catalog, cache: &TypeCache) -> Plan {
     plan_with(snap, catalog, Strategy::LowestCost, Some(cache))
 }
@@ -68,7 +69,11 @@ fn plan_with<'a>(snap: &'a Snapshot, catalog: &'a Catalog, strategy: Strategy, c
     s.strategy = strategy;
     s.run();
     let mut plan = finalize::plan(&s);
-    plan.lower_bound_per_hour = bound::lower_bound(&s, &plan);
+    // Consolidation's simulations (the cached ones) read placements and prices only; the bound
+    // costs another pass over the pods, so only plans people read carry it.
+    if cache.is_none() {
+        plan.lower_bound_per_hour = bound::lower_bound(&s, &plan);
+    }
     plan
 }
 

@@ -364,7 +364,7 @@ fn sample(s: &State, start: Time) -> Sample {
     for n in s.kube.nodes.values().filter(|n| n.node.ready) {
         cpu_alloc += n.node.allocatable.cpu;
         mem_alloc += n.node.allocatable.memory;
-        for p in n.pods.iter().filter_map(|k| s.kube.pods.get(k)) {
+        for p in n.pods.iter().filter_map(|uid| s.kube.pods.get(uid)) {
             cpu += p.pod.requests.cpu;
             mem += p.pod.requests.memory;
         }

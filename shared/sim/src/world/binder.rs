@@ -25,7 +25,7 @@ fn topological(p: &Pod) -> bool {
 /// Room left on a node, from its pods' requests.
 fn free(s: &State, n: &SimNode) -> Resources {
     let mut free = n.node.allocatable.clone();
-    for p in n.pods.iter().filter_map(|k| s.kube.pods.get(k)) {
+    for p in n.pods.iter().filter_map(|uid| s.kube.pods.get(uid)) {
         free.sub(&p.pod.requests);
     }
     free
@@ -79,7 +79,7 @@ pub(super) fn bind(s: &mut State) -> Vec<String> {
         }
     }
     for key in keys {
-        let Some(p) = s.kube.pods.get_mut(&key) else { continue };
+        let Some(p) = s.kube.pod_mut(&key) else { continue };
         if p.pod.node_name.is_none() && !p.terminating && !p.unschedulable {
             p.unschedulable = true;
             newly.push(key);

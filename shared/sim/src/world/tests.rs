@@ -165,11 +165,11 @@ fn evictions_honour_budgets_and_controllers_replace_pods() {
     {
         let mut s = w.lock();
         s.settle();
-        assert!(s.kube.pods.contains_key("shop/web-abc-3"), "the ReplicaSet replaced the evicted pod");
+        assert!(s.kube.names.contains_key("shop/web-abc-3"), "the ReplicaSet replaced the evicted pod");
     }
     w.advance(w.now().plus(Duration::from_secs(10)));
     let s = w.lock();
-    assert!(!s.kube.pods.contains_key("shop/web-abc-0"), "the evicted pod stopped");
+    assert!(!s.kube.names.contains_key("shop/web-abc-0"), "the evicted pod stopped");
     assert_eq!(s.kube.workloads["Deployment/shop/web"].pods.len(), 3);
     assert_eq!((s.stats.evictions, s.stats.evictions_refused), (1, 1));
 }
