@@ -141,6 +141,26 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The action's kind (`Launch`, `Evict`, …): a stable name for logs, metrics and reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::Launch(_) => "Launch",
+            Action::WriteClaim(_) => "WriteClaim",
+            Action::DeleteClaim { .. } => "DeleteClaim",
+            Action::TaintNode { .. } => "TaintNode",
+            Action::RemoveTaint { .. } => "RemoveTaint",
+            Action::Evict { .. } => "Evict",
+            Action::DeletePod { .. } => "DeletePod",
+            Action::DeleteNode { .. } => "DeleteNode",
+            Action::TerminateInstance { .. } => "TerminateInstance",
+            Action::MarkUnavailable { .. } => "MarkUnavailable",
+            Action::Event { .. } => "Event",
+            Action::RequeueAfter { .. } => "RequeueAfter",
+        }
+    }
+}
+
 /// An action and the sentence that explains it; `action: None` records a non-decision a user
 /// would ask about ("not consolidated: pod shop/cart-7 has do-not-disrupt").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,6 @@
 
 use std::collections::BTreeMap;
 
-use dovetail_core::disruption::Action;
 use dovetail_core::reconcile::ports::PortResult;
 use dovetail_core::reconcile::{Batch, Ports, QueueMessage, Reconciler, Report, Settings};
 use dovetail_core::time::Time;
@@ -35,7 +34,7 @@ impl Tally {
     fn record(&mut self, now: Time, report: &Report) {
         for d in &report.decisions {
             if let Some(a) = &d.action {
-                *self.actions.entry(kind(a).to_string()).or_default() += 1;
+                *self.actions.entry(a.kind().to_string()).or_default() += 1;
             }
         }
         self.errors(now, report.errors.iter().cloned());
@@ -48,23 +47,6 @@ impl Tally {
                 self.first_errors.push((now, e));
             }
         }
-    }
-}
-
-fn kind(a: &Action) -> &'static str {
-    match a {
-        Action::Launch(_) => "Launch",
-        Action::WriteClaim(_) => "WriteClaim",
-        Action::DeleteClaim { .. } => "DeleteClaim",
-        Action::TaintNode { .. } => "TaintNode",
-        Action::RemoveTaint { .. } => "RemoveTaint",
-        Action::Evict { .. } => "Evict",
-        Action::DeletePod { .. } => "DeletePod",
-        Action::DeleteNode { .. } => "DeleteNode",
-        Action::TerminateInstance { .. } => "TerminateInstance",
-        Action::MarkUnavailable { .. } => "MarkUnavailable",
-        Action::Event { .. } => "Event",
-        Action::RequeueAfter { .. } => "RequeueAfter",
     }
 }
 

@@ -13,15 +13,6 @@ use dovetail_core::snapshot::Snapshot;
 
 use super::{SimNode, State};
 
-/// Whether where a pod may go depends on pods of other nodes (spreads, pod affinities).
-fn topological(p: &Pod) -> bool {
-    !p.topology_spread.is_empty()
-        || !p.pod_affinity.is_empty()
-        || !p.pod_anti_affinity.is_empty()
-        || !p.preferred_pod_affinity.is_empty()
-        || !p.preferred_pod_anti_affinity.is_empty()
-}
-
 /// Room left on a node, from its pods' requests.
 fn free(s: &State, n: &SimNode) -> Resources {
     let mut free = n.node.allocatable.clone();
@@ -46,7 +37,7 @@ pub(super) fn bind(s: &mut State) -> Vec<String> {
     // pod's placement counts pods elsewhere (spreads, affinities), or a pod already running
     // repels others across a zone. Most binds are of plain pods, on clusters that are mostly
     // full: this keeps them from copying every node.
-    let all_nodes = pending.iter().any(topological)
+    let all_nodes = pending.iter().any(Pod::has_topology)
         || s.kube.pods.values().any(|p| p.pod.pod_anti_affinity.iter().any(|t| t.topology_key != HOSTNAME));
     let mut smallest = pending[0].requests.clone();
     for p in &pending[1..] {

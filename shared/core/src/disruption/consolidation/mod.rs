@@ -226,14 +226,6 @@ pub fn consolidate_with(cluster: &Cluster, catalog: &Catalog, allowed: Allowed<'
     w.decisions
 }
 
-fn is_topological(p: &Pod) -> bool {
-    !p.topology_spread.is_empty()
-        || !p.pod_affinity.is_empty()
-        || !p.pod_anti_affinity.is_empty()
-        || !p.preferred_pod_affinity.is_empty()
-        || !p.preferred_pod_anti_affinity.is_empty()
-}
-
 /// Whether a pod is free of node constraints beyond resources (the common case, checked in O(1)).
 fn unconstrained(p: &Pod) -> bool {
     p.node_affinity.len() == 1 && p.node_affinity[0].is_empty() && p.volume_requirements.is_empty()
@@ -616,7 +608,7 @@ impl<'a> Work<'a> {
         }
         self.sims += 1;
         let total: f64 = nodes.iter().filter_map(|c| c.price).sum();
-        let full = self.wide_anti || pods.iter().any(is_topological);
+        let full = self.wide_anti || pods.iter().any(|p| p.has_topology());
         let plan = if full {
             self.spend_full_simulation("its pods have topology constraints and ")?;
             schedule_cached(&self.next_pass(&names, None), self.catalog, &self.types)
