@@ -110,6 +110,10 @@ fn errors_name_the_field() {
         (BASE.replace("replicas: 4}", "replicas: many}"), "timeline[0].scale.replicas: invalid type"),
         (BASE.replace("cpu: 500m", "cpu: 500x"), "manifests: document 3 (Deployment shop/web): spec.template.spec.containers[0].resources.requests.cpu"),
         (BASE.replace("kind: NodePool", "kind: Nodepool"), "no NodePool"),
+        (
+            BASE.replace("kind: EC2NodeClass, name: default}", "kind: EC2NodeClass, name: gpu}"),
+            "manifests: NodePool default: spec.template.spec.nodeClassRef.name: EC2NodeClass \"gpu\" is not in the manifests (there are: default)",
+        ),
         (BASE.replace("  parallelism: 3\n", "  parallelism: 3\n    completions: x\n"), "manifests"),
     ];
     for (text, want) in cases {
