@@ -28,8 +28,7 @@ fn main() {
     let mut runs = Vec::new();
     for policy in policies {
         let started = Instant::now();
-        let opts =
-            Options { policy, duration: Some(Duration::from_secs_f64(hours * 3600.0)), seed: None, progress: None };
+        let opts = Options { duration: Some(Duration::from_secs_f64(hours * 3600.0)), ..Options::new(policy) };
         let r = run(&scenario, opts).unwrap_or_else(|e| panic!("{e}"));
         let wall = started.elapsed();
         let s = report::summarize(&r);

@@ -7,7 +7,7 @@ fn both(scenario: &Scenario, hours: u64, seed: Option<u64>) -> Vec<Run> {
     [Policy::Dovetail, Policy::ClusterAutoscaler]
         .into_iter()
         .map(|policy| {
-            let opts = Options { policy, duration: Some(Duration::from_secs(hours * 3600)), seed, progress: None };
+            let opts = Options { duration: Some(Duration::from_secs(hours * 3600)), seed, ..Options::new(policy) };
             run(scenario, opts).expect("the scenario has node groups")
         })
         .collect()

@@ -64,7 +64,7 @@ fn the_html_report_renders_in_chromium() {
     let runs: Vec<_> = [Policy::Dovetail, Policy::ClusterAutoscaler]
         .into_iter()
         .map(|policy| {
-            let opts = Options { policy, duration: Some(Duration::from_secs(6 * 3600)), seed: None, progress: None };
+            let opts = Options { duration: Some(Duration::from_secs(6 * 3600)), ..Options::new(policy) };
             run(&scenario, opts).unwrap()
         })
         .collect();
