@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::report;
+use crate::scenario::tests::NODECLASS;
 
 fn both(scenario: &Scenario, hours: u64, seed: Option<u64>) -> Vec<Run> {
     [Policy::Dovetail, Policy::ClusterAutoscaler]
@@ -51,21 +52,18 @@ fn dovetail_provisions_consolidates_and_explains() {
 }
 
 /// One spot instance type for both policies, so both meet interruptions at the same rate.
-const SPOT_ONLY: &str = r#"
+fn spot_only() -> String {
+    format!("{SPOT_HEAD}{NODECLASS}{SPOT_REST}")
+}
+
+const SPOT_HEAD: &str = r#"
 name: spot-only
 seed: 3
 world: {interruptionRate: 2000}
 manifests: |
-  apiVersion: dovetail.dev/v1
-  kind: EC2NodeClass
-  metadata: {name: default}
-  spec:
-    role: R
-    amiSelectorTerms: [{alias: al2023@latest}]
-    subnetSelectorTerms: [{tags: {a: b}}]
-    securityGroupSelectorTerms: [{tags: {a: b}}]
-  ---
-  apiVersion: dovetail.dev/v1
+"#;
+
+const SPOT_REST: &str = r#"  apiVersion: dovetail.dev/v1
   kind: NodePool
   metadata: {name: spot}
   spec:
@@ -94,7 +92,7 @@ clusterAutoscaler:
 
 #[test]
 fn spot_interruptions_are_drained_before_the_instance_goes() {
-    let scenario = Scenario::parse("spot-only.yaml", SPOT_ONLY, None).unwrap();
+    let scenario = Scenario::parse("spot-only.yaml", &spot_only(), None).unwrap();
     let runs = both(&scenario, 6, None);
     let (d, ca) = (report::summarize(&runs[0]), report::summarize(&runs[1]));
     assert!(d.spot_warnings > 0 && d.interruptions_handled > 0, "{d:?}");

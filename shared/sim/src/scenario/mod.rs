@@ -496,4 +496,4 @@ fn ca_config(ctx: &Ctx<'_>, f: &format::ClusterAutoscalerFile, world: &WorldConf
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
