@@ -11,6 +11,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use dovetail_core::disruption::{Action, Decision};
+use dovetail_core::time::Time;
 use dovetail_sim::driver::{self, Options, Policy};
 use dovetail_sim::report;
 use dovetail_sim::scenario::{builtin, Scenario};
@@ -38,6 +40,10 @@ pub struct Args {
     /// Also write a self-contained HTML report (charts and tables) to this file.
     #[arg(long)]
     html: Option<PathBuf>,
+    /// Writes every decision Dovetail's functions make to this file, one JSON object a line
+    /// (time, function, claim, action, why).
+    #[arg(long)]
+    decisions: Option<PathBuf>,
     /// Overrides the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -85,15 +91,50 @@ pub fn run(args: Args) -> Result<ExitCode> {
         policies.push(Policy::ClusterAutoscaler);
     }
 
+    let mut log = match &args.decisions {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
+    let mut log_error = None;
     let mut runs = Vec::new();
     let show_progress = std::io::stderr().is_terminal();
     for policy in policies {
         let mut bar = Progress::new(policy.name(), show_progress);
         let mut progress = |f: f64| bar.update(f);
-        let opts = Options { policy, duration, seed: args.seed, progress: Some(&mut progress) };
+        let mut write = |t: Time, function: &str, d: &Decision| {
+            let Some(out) = log.as_mut() else { return };
+            let line = serde_json::json!({
+                "time": t.to_string(),
+                "function": function,
+                "claim": d.claim,
+                "action": d.action.as_ref().map(Action::kind),
+                "why": d.why,
+            });
+            if let Err(e) = writeln!(out, "{line}") {
+                log_error.get_or_insert(e);
+            }
+        };
+        let opts = Options {
+            duration,
+            seed: args.seed,
+            progress: Some(&mut progress),
+            decisions: if policy == Policy::Dovetail && args.decisions.is_some() { Some(&mut write) } else { None },
+            ..Options::new(policy)
+        };
         let run = driver::run(&scenario, opts)?;
         bar.finish();
         runs.push(run);
+    }
+    if let Some(path) = &args.decisions {
+        if let Some(e) = log_error {
+            return Err(e).with_context(|| format!("writing {}", path.display()));
+        }
+        if let Some(mut w) = log.take() {
+            w.flush().with_context(|| format!("writing {}", path.display()))?;
+        }
+        eprintln!("dovetail: decisions written to {}", path.display());
     }
 
     if let Some(path) = &args.html {

@@ -142,7 +142,7 @@ pub enum Action {
 }
 
 impl Action {
-    /// The action's kind: a stable name for logs, metrics and reports.
+    /// The action's kind (`Launch`, `Evict`, …): a stable name for logs, metrics and reports.
     pub fn kind(&self) -> &'static str {
         match self {
             Action::Launch(_) => "Launch",

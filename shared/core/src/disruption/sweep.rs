@@ -8,22 +8,34 @@
 //! 4. drift — within budgets, replacement capacity planned and launched first, then the drain;
 //! 5. consolidation — within what the budgets still allow.
 
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
 use crate::catalog::Catalog;
 use crate::interruption::{launch_replacements, node_of, plan_replacement};
 use crate::lifecycle;
 use crate::nodeclaim::Reason;
 
+use super::consolidation::quiet::Quiet;
 use super::{budgets, consolidation, drift, expiration, orphans, Action, Cluster, Decision};
 
 /// Everything the sweeper should do now, in order, each with its sentence.
 pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
-    let mut state = cluster.clone();
+    sweep_with(cluster, catalog, &Quiet::new())
+}
+
+/// [`sweep`], skipping the consolidation stage when `quiet` knows a pass over the same inputs
+/// decides nothing (see [`consolidation::quiet`]), and remembering this pass's outcome in it.
+pub fn sweep_with(cluster: &Cluster, catalog: &Catalog, quiet: &Quiet) -> Vec<Decision> {
+    // Copied only when a stage records a write (most sweeps of a steady cluster record none).
+    let mut state = Cow::Borrowed(cluster);
     let mut out = Vec::new();
 
     for step in lifecycle::advance_all(cluster) {
         out.extend(step.decisions);
         if let Some(next) = step.claim {
-            state.record(&next);
+            state.to_mut().record(&next);
             let (name, why) = (next.name.clone(), format!("claim {} is now {}", next.name, next.phase));
             out.push(Decision::act(Some(&name), Action::WriteClaim(Box::new(next)), why));
         }
@@ -33,7 +45,7 @@ pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
 
     for d in expiration::expirations(&state) {
         if let Some(Action::WriteClaim(c)) = &d.action {
-            state.record(c);
+            state.to_mut().record(c);
         }
         out.push(d);
     }
@@ -56,15 +68,36 @@ pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
         out.extend(launches);
         for m in drift::mark_drifted(&claim, &d, names, state.now) {
             if let Some(Action::WriteClaim(c)) = &m.action {
-                state.record(c);
+                state.to_mut().record(c);
             }
             out.push(m);
         }
     }
 
+    // Asked for each candidate; the answer only changes with the state, which is fixed from here.
+    let answers: RefCell<BTreeMap<(String, Reason), usize>> = RefCell::default();
     let allowed = |pool: &str, reason: Reason| {
-        state.nodepools.iter().find(|p| p.name == pool).map_or(0, |p| budgets::allowance(&state, p, reason).allowed)
+        if let Some(n) = answers.borrow().get(&(pool.to_string(), reason)) {
+            return *n;
+        }
+        let n = state
+            .nodepools
+            .iter()
+            .find(|p| p.name == pool)
+            .map_or(0, |p| budgets::allowance(&state, p, reason).allowed);
+        answers.borrow_mut().insert((pool.to_string(), reason), n);
+        n
     };
-    out.extend(consolidation::consolidate(&state, catalog, &allowed));
+    let fingerprint = consolidation::quiet::fingerprint(&state, &allowed);
+    if quiet.known(fingerprint) {
+        out.push(Decision::note(
+            None,
+            "consolidation skipped: nothing it depends on changed since the last pass, which found nothing to do",
+        ));
+        return out;
+    }
+    let moves = consolidation::consolidate(&state, catalog, &allowed);
+    quiet.record(fingerprint, moves.iter().all(|d| d.action.is_none()));
+    out.extend(moves);
     out
 }

@@ -168,6 +168,16 @@ impl Pod {
         self
     }
 
+    /// Whether where this pod may go depends on pods elsewhere (topology spread, pod affinity or
+    /// anti-affinity, required or preferred), so a placement check needs the whole cluster.
+    pub fn has_topology(&self) -> bool {
+        !self.topology_spread.is_empty()
+            || !self.pod_affinity.is_empty()
+            || !self.pod_anti_affinity.is_empty()
+            || !self.preferred_pod_affinity.is_empty()
+            || !self.preferred_pod_anti_affinity.is_empty()
+    }
+
     pub fn is_daemon(&self) -> bool {
         self.owner == OwnerKind::DaemonSet
     }

@@ -199,10 +199,12 @@ fn base36(mut v: u64, len: usize) -> String {
 /// Launches for the pending pods, with an Event for each pod they are for and for each pod no
 /// pool can run.
 pub fn plan(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
-    let snap = snapshot(cluster, catalog);
-    if snap.pods.is_empty() {
+    // The snapshot's pods are the pending ones: with none, skip copying every node into it (the
+    // sweeper asks every minute, mostly with nothing pending).
+    if cluster.pending.is_empty() {
         return vec![];
     }
+    let snap = snapshot(cluster, catalog);
     let plan = schedule(&snap, catalog);
     let mut taken: BTreeSet<String> = cluster.claims.iter().map(|c| c.name.clone()).collect();
     let mut out = Vec::new();

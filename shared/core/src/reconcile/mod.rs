@@ -26,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::Catalog;
+use crate::disruption::consolidation::quiet::Quiet;
 use crate::disruption::{sweep, Action, Cluster, Decision};
 use crate::interruption;
 use crate::lifecycle;
@@ -129,25 +130,39 @@ pub struct Resume {
 pub struct Reconciler<K, C, S, Q, T> {
     pub ports: Ports<K, C, S, Q, T>,
     pub settings: Settings,
+    /// The last consolidation pass that found nothing, while its inputs stay the same (kept by a
+    /// warm function between sweeps; see [`crate::disruption::consolidation::quiet`]).
+    quiet: Quiet,
 }
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
     pub fn new(ports: Ports<K, C, S, Q, T>, settings: Settings) -> Self {
-        Reconciler { ports, settings }
+        Reconciler { ports, settings, quiet: Quiet::new() }
     }
 
     /// The provisioner's invocation (a batch of doorbells: their content does not matter, the
     /// cluster is re-read).
     pub async fn provision(&self) -> PortResult<Report> {
+        self.provision_keeping_view().await.map(|(report, _)| report)
+    }
+
+    /// [`Reconciler::provision`], also returning the view of its last pass (kept in step with
+    /// what it did), so the sweep that follows need not read everything again.
+    async fn provision_keeping_view(&self) -> PortResult<(Report, Option<View>)> {
         let mut report = Report::default();
         let (holder, ttl) = (self.settings.holder.as_str(), self.settings.lease_ttl);
         if self.ports.store.lease(holder, self.ports.clock.now(), ttl).await? == Lease::Busy {
             report.note(None, "another invocation is provisioning; it was asked to look once more");
-            return Ok(report);
+            return Ok((report, None));
         }
+        let mut last = None;
         for pass in 1..=MAX_PASSES {
             let replan = match self.provision_pass(&mut report).await {
-                Ok(replan) => replan,
+                Ok(view) => {
+                    let replan = view.replan;
+                    last = Some(view);
+                    replan
+                }
                 Err(e) => {
                     // Free the cluster for the retry; whether it was dirty no longer matters.
                     let _ = self.ports.store.release(holder, self.ports.clock.now(), ttl).await;
@@ -158,7 +173,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 continue;
             }
             if !self.ports.store.release(holder, self.ports.clock.now(), ttl).await? {
-                return Ok(report);
+                return Ok((report, last));
             }
             if pass == MAX_PASSES {
                 report.note(
@@ -167,17 +182,17 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 );
             }
         }
-        Ok(report)
+        Ok((report, last))
     }
 
-    /// One pass; `true` when a launch was given up and its pods need planning again.
-    async fn provision_pass(&self, report: &mut Report) -> PortResult<bool> {
+    /// One pass; its view's `replan` says a launch was given up and its pods need planning again.
+    async fn provision_pass(&self, report: &mut Report) -> PortResult<View> {
         let mut view = self.read(report).await?;
         self.register(&mut view, report).await;
         self.repair_launches(&mut view, report).await;
         let decisions = provisioning::plan(&view.cluster, &view.catalog);
         self.apply(decisions, &mut view, report).await;
-        Ok(view.replan)
+        Ok(view)
     }
 
     /// Steps claims whose instance is up but whose Node is not yet matched or Ready, so pods can
@@ -262,13 +277,23 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// The scheduled sweep: the provisioning safety net, then every disruption decision, then the
     /// NodePools' status.
     pub async fn sweep(&self) -> PortResult<Report> {
-        let mut report = match self.provision().await {
+        let (mut report, view) = match self.provision_keeping_view().await {
             Ok(r) => r,
-            Err(e) => Report { errors: vec![format!("provisioning pass: {e}")], ..Report::default() },
+            Err(e) => (Report { errors: vec![format!("provisioning pass: {e}")], ..Report::default() }, None),
         };
-        let mut view = self.read(&mut report).await?;
-        self.repair_launches(&mut view, &mut report).await;
-        let decisions = sweep::sweep(&view.cluster, &view.catalog);
+        // When the provisioning pass did nothing, its view (read moments ago) is the cluster as
+        // it is: no second read. After any action, read again — a launch's instance, for one, is
+        // not in that view's instance list.
+        let quiet = report.decisions.iter().all(|d| d.action.is_none()) && report.errors.is_empty();
+        let mut view = match view.filter(|_| quiet) {
+            Some(v) => v,
+            None => {
+                let mut v = self.read(&mut report).await?;
+                self.repair_launches(&mut v, &mut report).await;
+                v
+            }
+        };
+        let decisions = sweep::sweep_with(&view.cluster, &view.catalog, &self.quiet);
         self.apply(decisions, &mut view, &mut report).await;
         self.publish_status(&view, &mut report).await;
         Ok(report)

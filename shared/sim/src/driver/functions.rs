@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use dovetail_core::disruption::Decision;
 use dovetail_core::reconcile::ports::PortResult;
 use dovetail_core::reconcile::{Batch, Ports, QueueMessage, Reconciler, Report, Settings};
 use dovetail_core::time::Time;
@@ -55,6 +56,9 @@ pub struct Functions {
     reconciler: Reconciler<SimKube, SimCloud, SimStore, SimQueue, SimClock>,
     world: World,
     pub tally: Tally,
+    /// Every decision with when and which function made it, when asked for (`Some`); the driver
+    /// hands them on after each invocation.
+    pub log: Option<Vec<(Time, &'static str, Decision)>>,
 }
 
 impl Functions {
@@ -66,6 +70,7 @@ impl Functions {
             reconciler: Reconciler::new(ports, Settings::new(&cluster, "dovetail-simulator")),
             world: world.clone(),
             tally: Tally::default(),
+            log: None,
         }
     }
 
@@ -74,7 +79,7 @@ impl Functions {
         self.tally.provision_invocations += 1;
         self.tally.doorbells += doorbells as u64;
         let result = block_on(self.reconciler.provision());
-        self.finish(result)
+        self.finish("provisioner", result)
     }
 
     /// The interruption function on a batch; returns the ids of the messages that failed.
@@ -84,6 +89,7 @@ impl Functions {
         let Batch { failed, report } = block_on(self.reconciler.interrupt(messages));
         let now = self.world.now();
         self.tally.record(now, &report);
+        self.keep("interruption", now, &report);
         self.tally.failed_messages += failed.len() as u64;
         self.world.lock().settle();
         failed
@@ -93,14 +99,21 @@ impl Functions {
     pub fn sweep(&mut self) -> PortResult<()> {
         self.tally.sweep_invocations += 1;
         let result = block_on(self.reconciler.sweep());
-        self.finish(result)
+        self.finish("sweeper", result)
     }
 
-    fn finish(&mut self, result: PortResult<Report>) -> PortResult<()> {
+    fn keep(&mut self, function: &'static str, now: Time, report: &Report) {
+        if let Some(log) = self.log.as_mut() {
+            log.extend(report.decisions.iter().map(|d| (now, function, d.clone())));
+        }
+    }
+
+    fn finish(&mut self, function: &'static str, result: PortResult<Report>) -> PortResult<()> {
         let now = self.world.now();
         let out = match result {
             Ok(report) => {
                 self.tally.record(now, &report);
+                self.keep(function, now, &report);
                 Ok(())
             }
             Err(e) => {

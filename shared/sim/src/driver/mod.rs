@@ -21,6 +21,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
+use dovetail_core::disruption::Decision;
 use dovetail_core::reconcile::QueueMessage;
 use dovetail_core::time::Time;
 
@@ -68,6 +69,9 @@ impl Policy {
     }
 }
 
+/// Receives each decision: when, which function (`provisioner`, `interruption`, `sweeper`), what.
+pub type DecisionSink<'a> = &'a mut dyn FnMut(Time, &str, &Decision);
+
 /// How to run a scenario.
 pub struct Options<'a> {
     pub policy: Policy,
@@ -77,11 +81,14 @@ pub struct Options<'a> {
     pub seed: Option<u64>,
     /// Called with the fraction of virtual time done, at every sample.
     pub progress: Option<&'a mut dyn FnMut(f64)>,
+    /// Called with every decision Dovetail's functions make (when, which function, what and
+    /// why), in order: the simulation's explanation of itself.
+    pub decisions: Option<DecisionSink<'a>>,
 }
 
 impl Options<'_> {
     pub fn new(policy: Policy) -> Self {
-        Options { policy, duration: None, seed: None, progress: None }
+        Options { policy, duration: None, seed: None, progress: None, decisions: None }
     }
 }
 
@@ -114,7 +121,11 @@ pub fn run(scenario: &Scenario, mut opts: Options<'_>) -> Result<Run, RunError> 
 
     let mut autoscaler = match opts.policy {
         Policy::Dovetail => Autoscaler::Dovetail {
-            functions: Functions::new(&world),
+            functions: {
+                let mut f = Functions::new(&world);
+                f.log = opts.decisions.is_some().then(Vec::new);
+                f
+            },
             window: Window::default(),
             held: Vec::new(),
             next_sweep: start.plus(SWEEP_EVERY),
@@ -146,6 +157,11 @@ pub fn run(scenario: &Scenario, mut opts: Options<'_>) -> Result<Run, RunError> 
         match &mut autoscaler {
             Autoscaler::Dovetail { functions, window, held, next_sweep } => {
                 dovetail_turn(&world, functions, window, held, next_sweep, now);
+                if let (Some(log), Some(sink)) = (functions.log.as_mut(), opts.decisions.as_mut()) {
+                    for (t, function, d) in log.drain(..) {
+                        sink(t, function, &d);
+                    }
+                }
             }
             Autoscaler::ClusterAutoscaler { ca, next_scan } => {
                 {
@@ -364,7 +380,7 @@ fn sample(s: &State, start: Time) -> Sample {
     for n in s.kube.nodes.values().filter(|n| n.node.ready) {
         cpu_alloc += n.node.allocatable.cpu;
         mem_alloc += n.node.allocatable.memory;
-        for p in n.pods.iter().filter_map(|k| s.kube.pods.get(k)) {
+        for p in n.pods.iter().filter_map(|uid| s.kube.pods.get(uid)) {
             cpu += p.pod.requests.cpu;
             mem += p.pod.requests.memory;
         }
@@ -375,3 +391,6 @@ fn sample(s: &State, start: Time) -> Sample {
     }
     out
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,6 +6,8 @@
 //! the same bytes.
 
 mod html;
+#[cfg(test)]
+mod screenshot;
 mod svg;
 mod table;
 

@@ -3,10 +3,10 @@
 use std::fmt::Write;
 
 const W: f64 = 560.0;
-const H: f64 = 240.0;
+const H: f64 = 254.0;
 const LEFT: f64 = 58.0;
 const RIGHT: f64 = 14.0;
-const TOP: f64 = 34.0;
+const TOP: f64 = 48.0;
 const BOTTOM: f64 = 30.0;
 /// More points than this are thinned (evenly) before drawing.
 const MAX_POINTS: usize = 720;
@@ -110,18 +110,25 @@ fn open(out: &mut String, title: &str, frame: &Frame, y_fmt: &dyn Fn(f64) -> Str
     );
 }
 
-fn legend(out: &mut String, series: &[Series<'_>]) {
-    let mut x = W - RIGHT;
-    for s in series.iter().rev() {
-        let width = 14.0 + 7.0 * s.name.chars().count() as f64 + 12.0;
-        x -= width;
-        let _ = write!(
-            out,
-            r#"<rect x="{x:.1}" y="9" width="10" height="10" fill="{c}"/><text x="{:.1}" y="18" class="lg">{}</text>"#,
-            x + 14.0,
-            esc(s.name),
-            c = s.color
-        );
+/// The legend, on its own row under the title: a line sample for lines (dashed when the series
+/// is), a swatch for areas.
+fn legend(out: &mut String, series: &[Series<'_>], areas: bool) {
+    let mut x = LEFT;
+    for s in series {
+        if areas {
+            let _ = write!(out, r#"<rect x="{x:.1}" y="26" width="12" height="10" fill="{c}"/>"#, c = s.color);
+        } else {
+            let dash = if s.dashed { r#" stroke-dasharray="5 3""# } else { "" };
+            let _ = write!(
+                out,
+                r#"<line x1="{x:.1}" y1="31" x2="{:.1}" y2="31" stroke="{c}" stroke-width="2.5"{dash}/>"#,
+                x + 18.0,
+                c = s.color
+            );
+        }
+        let label_x = x + if areas { 16.0 } else { 22.0 };
+        let _ = write!(out, r#"<text x="{label_x:.1}" y="35" class="lg">{}</text>"#, esc(s.name));
+        x = label_x + 7.0 * s.name.chars().count() as f64 + 16.0;
     }
 }
 
@@ -168,7 +175,7 @@ pub fn lines(
             s.color
         );
     }
-    legend(&mut out, series);
+    legend(&mut out, series, false);
     out.push_str("</svg>");
     out
 }
@@ -201,7 +208,7 @@ pub fn stacked(
         let _ = write!(out, r#"<path d="{d}Z" fill="{}" fill-opacity="0.85" stroke="none"/>"#, s.color);
         base = top;
     }
-    legend(&mut out, layers);
+    legend(&mut out, layers, true);
     out.push_str("</svg>");
     out
 }

@@ -83,6 +83,15 @@ impl Ctx<'_> {
     }
 }
 
+/// "there are: a, b" or "there are none", for errors about a name that does not exist.
+fn listing(known: &[&str]) -> String {
+    if known.is_empty() {
+        "there are none".to_string()
+    } else {
+        format!("there are: {}", known.join(", "))
+    }
+}
+
 /// `namespace/name`, the namespace `default` when left out.
 fn object_ref(s: &str) -> String {
     if s.contains('/') {
@@ -168,6 +177,15 @@ impl Scenario {
             manifests::load(&texts).map_err(|source| ScenarioError::Manifests { file: file.to_string(), source })?;
         if cluster.nodepools.is_empty() {
             return Err(ctx.err("manifests", "no NodePool: Dovetail would have nothing to launch from"));
+        }
+        for pool in &cluster.nodepools {
+            if !cluster.nodeclasses.iter().any(|c| c.name == pool.node_class) {
+                let known: Vec<&str> = cluster.nodeclasses.iter().map(|c| c.name.as_str()).collect();
+                return Err(ctx.err(
+                    format!("manifests: NodePool {}: spec.template.spec.nodeClassRef.name", pool.name),
+                    format!("EC2NodeClass {:?} is not in the manifests ({})", pool.node_class, listing(&known)),
+                ));
+            }
         }
 
         let mut timeline = Vec::new();
@@ -334,20 +352,18 @@ fn entry(ctx: &Ctx<'_>, path: &str, e: &format::Entry, cluster: &Cluster) -> Res
         if !cluster.replicas.contains_key(&workload) {
             let field = format!("{path}.scale.{}", kind[..1].to_lowercase() + &kind[1..]);
             let known: Vec<&str> = cluster.replicas.keys().map(String::as_str).collect();
-            return Err(ctx.err(
-                field,
-                format!("no {kind} {} in the manifests (there are: {})", object_ref(target), known.join(", ")),
-            ));
+            return Err(
+                ctx.err(field, format!("no {kind} {} in the manifests ({})", object_ref(target), listing(&known)))
+            );
         }
         Action::Scale { workload, replicas: s.replicas }
     } else if let Some(s) = &e.submit {
         let key = object_ref(&s.job);
         let Some(job) = cluster.jobs.get(&key) else {
             let known: Vec<&str> = cluster.jobs.keys().map(String::as_str).collect();
-            return Err(ctx.err(
-                format!("{path}.submit.job"),
-                format!("no Job {key} in the manifests (there are: {})", known.join(", ")),
-            ));
+            return Err(
+                ctx.err(format!("{path}.submit.job"), format!("no Job {key} in the manifests ({})", listing(&known)))
+            );
         };
         let duration = match &s.duration {
             Some(d) => ctx.duration(&format!("{path}.submit.duration"), d)?,
@@ -480,4 +496,4 @@ fn ca_config(ctx: &Ctx<'_>, f: &format::ClusterAutoscalerFile, world: &WorldConf
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -4,11 +4,8 @@ fn parse(text: &str) -> Result<Scenario, ScenarioError> {
     Scenario::parse("test.yaml", text, None)
 }
 
-/// A minimal valid scenario, to break one field at a time.
-const BASE: &str = r#"
-name: t
-manifests: |
-  apiVersion: dovetail.dev/v1
+/// The EC2NodeClass every test scenario's manifests start with (indented for `manifests: |`).
+pub(crate) const NODECLASS: &str = r#"  apiVersion: dovetail.dev/v1
   kind: EC2NodeClass
   metadata: {name: default}
   spec:
@@ -17,7 +14,14 @@ manifests: |
     subnetSelectorTerms: [{tags: {a: b}}]
     securityGroupSelectorTerms: [{tags: {a: b}}]
   ---
-  apiVersion: dovetail.dev/v1
+"#;
+
+/// A minimal valid scenario, to break one field at a time.
+fn base() -> String {
+    format!("name: t\nmanifests: |\n{NODECLASS}{BASE_REST}")
+}
+
+const BASE_REST: &str = r#"  apiVersion: dovetail.dev/v1
   kind: NodePool
   metadata: {name: default}
   spec:
@@ -70,7 +74,7 @@ fn every_builtin_scenario_loads() {
 
 #[test]
 fn templates_come_from_the_controllers() {
-    let s = parse(BASE).unwrap();
+    let s = parse(&base()).unwrap();
     let web = &s.cluster.replicas["Deployment/shop/web"];
     assert_eq!(web.replicas, 0);
     assert_eq!(web.template.requests.cpu, 500);
@@ -85,32 +89,36 @@ fn templates_come_from_the_controllers() {
 #[test]
 fn errors_name_the_field() {
     let cases = [
-        (BASE.replace("at: 1h,", "at: 1x,"), "test.yaml: timeline[0].at: \"1x\" is not a valid duration"),
-        (BASE.replace("deployment: shop/web", "deployment: shop/api"), "timeline[0].scale.deployment: no Deployment shop/api"),
-        (BASE.replace("job: shop/etl, duration: 10m", "job: shop/etl"), "timeline[1].submit.duration: missing"),
-        (BASE.replace("every: 30m,", "every: 30m, cron: \"* * * * *\","), "timeline[1]: every and cron are exclusive"),
-        (BASE.replace("{at: 1h, scale: {deployment: shop/web, replicas: 4}}", "{at: 1h}"), "timeline[0]: needs exactly one action"),
-        (format!("{BASE}world: {{bootTime: {{min: 60s, max: 30s}}}}\n"), "world.bootTime.max: 30s is shorter than min 60s"),
-        (format!("{BASE}world: {{interruptionRate: -1}}\n"), "world.interruptionRate: -1 is not between 0"),
-        (format!("{BASE}world: {{zones: [mars-1a]}}\n"), "world.zones[0]: \"mars-1a\""),
-        (format!("{BASE}start: yesterday\n"), "start: \"yesterday\" is not a UTC time"),
+        (base().replace("at: 1h,", "at: 1x,"), "test.yaml: timeline[0].at: \"1x\" is not a valid duration"),
+        (base().replace("deployment: shop/web", "deployment: shop/api"), "timeline[0].scale.deployment: no Deployment shop/api"),
+        (base().replace("job: shop/etl, duration: 10m", "job: shop/etl"), "timeline[1].submit.duration: missing"),
+        (base().replace("every: 30m,", "every: 30m, cron: \"* * * * *\","), "timeline[1]: every and cron are exclusive"),
+        (base().replace("{at: 1h, scale: {deployment: shop/web, replicas: 4}}", "{at: 1h}"), "timeline[0]: needs exactly one action"),
+        (format!("{}world: {{bootTime: {{min: 60s, max: 30s}}}}\n", base()), "world.bootTime.max: 30s is shorter than min 60s"),
+        (format!("{}world: {{interruptionRate: -1}}\n", base()), "world.interruptionRate: -1 is not between 0"),
+        (format!("{}world: {{zones: [mars-1a]}}\n", base()), "world.zones[0]: \"mars-1a\""),
+        (format!("{}start: yesterday\n", base()), "start: \"yesterday\" is not a UTC time"),
         (
-            format!("{BASE}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large, c9.huge], maxSize: 3}}]}}\n"),
+            format!("{}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large, c9.huge], maxSize: 3}}]}}\n", base()),
             "clusterAutoscaler.nodeGroups[0].instanceTypes[1]: \"c9.huge\" is not an EC2 instance type",
         ),
         (
-            format!("{BASE}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large], maxSize: 3, capacityType: cheap}}]}}\n"),
+            format!("{}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large], maxSize: 3, capacityType: cheap}}]}}\n", base()),
             "clusterAutoscaler.nodeGroups[0].capacityType: \"cheap\" is neither spot nor on-demand",
         ),
         (
-            format!("{BASE}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large], maxSize: 0}}]}}\n"),
+            format!("{}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large], maxSize: 0}}]}}\n", base()),
             "clusterAutoscaler.nodeGroups[0].maxSize",
         ),
-        (BASE.replace("name: t\n", "name: t\nspeed: 3\n"), "unknown field `speed`"),
-        (BASE.replace("replicas: 4}", "replicas: many}"), "timeline[0].scale.replicas: invalid type"),
-        (BASE.replace("cpu: 500m", "cpu: 500x"), "manifests: document 3 (Deployment shop/web): spec.template.spec.containers[0].resources.requests.cpu"),
-        (BASE.replace("kind: NodePool", "kind: Nodepool"), "no NodePool"),
-        (BASE.replace("  parallelism: 3\n", "  parallelism: 3\n    completions: x\n"), "manifests"),
+        (base().replace("name: t\n", "name: t\nspeed: 3\n"), "unknown field `speed`"),
+        (base().replace("replicas: 4}", "replicas: many}"), "timeline[0].scale.replicas: invalid type"),
+        (base().replace("cpu: 500m", "cpu: 500x"), "manifests: document 3 (Deployment shop/web): spec.template.spec.containers[0].resources.requests.cpu"),
+        (base().replace("kind: NodePool", "kind: Nodepool"), "no NodePool"),
+        (
+            base().replace("kind: EC2NodeClass, name: default}", "kind: EC2NodeClass, name: gpu}"),
+            "manifests: NodePool default: spec.template.spec.nodeClassRef.name: EC2NodeClass \"gpu\" is not in the manifests (there are: default)",
+        ),
+        (base().replace("  parallelism: 3\n", "  parallelism: 3\n    completions: x\n"), "manifests"),
     ];
     for (text, want) in cases {
         let got = err(&text);
@@ -120,7 +128,7 @@ fn errors_name_the_field() {
 
 #[test]
 fn jobs_without_a_duration_are_refused_when_the_timeline_does_not_submit_them() {
-    let text = BASE.replace("  - {at: 2h, every: 30m, until: 4h, submit: {job: shop/etl, duration: 10m}}\n", "");
+    let text = base().replace("  - {at: 2h, every: 30m, until: 4h, submit: {job: shop/etl, duration: 10m}}\n", "");
     let e = err(&text);
     assert!(e.contains("Job shop/etl: metadata.annotations[sim.dovetail.dev/duration]: missing"), "{e}");
 }

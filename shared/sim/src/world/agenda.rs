@@ -23,10 +23,10 @@ pub enum Happening {
     InstanceGone { instance: String },
     /// The cloud node lifecycle controller deletes a Node whose instance no longer exists.
     NodeLost { node: String },
-    /// A terminating pod has stopped; `uid` tells it from a later pod of the same name.
-    PodStopped { key: String, uid: u64 },
+    /// A terminating pod has stopped (by uid: a later pod of the same name is another pod).
+    PodStopped { uid: u64 },
     /// A Job's pod ran to completion.
-    PodSucceeded { key: String, uid: u64 },
+    PodSucceeded { uid: u64 },
 }
 
 #[derive(Debug, Default)]

@@ -54,8 +54,8 @@ pub struct PdbSpec {
 pub struct SimNode {
     /// The Node object; its `pods` stay empty here (see `SimNode::pods`).
     pub node: Node,
-    /// Keys of the pods bound to it.
-    pub pods: BTreeSet<String>,
+    /// Uids of the pods bound to it.
+    pub pods: BTreeSet<u64>,
     pub instance_id: String,
     pub registered_at: Time,
     /// Taints it registered with that its agents remove once they are running.
@@ -91,7 +91,10 @@ pub struct KubeEvent {
 #[derive(Debug, Default)]
 pub struct KubeSim {
     pub nodes: BTreeMap<String, SimNode>,
-    pub pods: BTreeMap<String, SimPod>,
+    /// By uid: creation order, and cheap lookups from nodes and controllers.
+    pub pods: BTreeMap<u64, SimPod>,
+    /// `namespace/name` → uid, for the API's lookups by name.
+    pub names: BTreeMap<String, u64>,
     pub daemonsets: Vec<DaemonSet>,
     pub nodepools: Vec<NodePool>,
     pub nodeclasses: Vec<NodeClass>,
@@ -114,8 +117,21 @@ impl KubeSim {
     pub fn node_view(&self, name: &str) -> Option<Node> {
         let n = self.nodes.get(name)?;
         let mut node = n.node.clone();
-        node.pods = n.pods.iter().filter_map(|k| self.pods.get(k)).map(|p| p.pod.clone()).collect();
+        // Sized up front: pods are large, and growing the vector would move them all again.
+        let mut pods = Vec::with_capacity(n.pods.len());
+        pods.extend(n.pods.iter().filter_map(|uid| self.pods.get(uid)).map(|p| p.pod.clone()));
+        node.pods = pods;
         Some(node)
+    }
+
+    /// A pod by `namespace/name`.
+    pub fn pod(&self, key: &str) -> Option<&SimPod> {
+        self.names.get(key).and_then(|uid| self.pods.get(uid))
+    }
+
+    pub fn pod_mut(&mut self, key: &str) -> Option<&mut SimPod> {
+        let uid = *self.names.get(key)?;
+        self.pods.get_mut(&uid)
     }
 
     /// Pending pods the forwarder would report: unschedulable, not daemon, not mirror.
@@ -166,7 +182,8 @@ impl KubeSim {
     }
 
     pub fn read(&self) -> KubeState {
-        let nodes = self.nodes.keys().filter_map(|n| self.node_view(n)).collect();
+        let mut nodes = Vec::with_capacity(self.nodes.len());
+        nodes.extend(self.nodes.keys().filter_map(|n| self.node_view(n)));
         let pending = self.provisionable().map(|p| p.pod.clone()).collect();
         let pdbs = self.pdbs_now();
         KubeState {
@@ -274,6 +291,7 @@ impl State {
             let key = pod.key();
             let uid = self.kube.next_uid();
             pod.started_at = Some(now);
+            self.kube.names.insert(key, uid);
             let sim = SimPod {
                 pod,
                 uid,
@@ -284,9 +302,9 @@ impl State {
                 workload: None,
                 runs_for: None,
             };
-            self.kube.pods.insert(key.clone(), sim);
+            self.kube.pods.insert(uid, sim);
             if let Some(n) = self.kube.nodes.get_mut(&reg.node_name) {
-                n.pods.insert(key);
+                n.pods.insert(uid);
             }
         }
         self.kube.bind_needed = true;
@@ -307,6 +325,10 @@ impl State {
         pod.node_name = None;
         pod.started_at = None;
         let key = pod.key();
+        // A name still taken by a pod that is going (or a scenario reusing one) goes to the new pod.
+        if let Some(old) = self.kube.names.get(&key).copied() {
+            self.remove_pod(old);
+        }
         let uid = self.kube.next_uid();
         let sim = SimPod {
             pod,
@@ -318,9 +340,10 @@ impl State {
             workload: workload.clone(),
             runs_for,
         };
-        self.kube.pods.insert(key.clone(), sim);
+        self.kube.pods.insert(uid, sim);
+        self.kube.names.insert(key.clone(), uid);
         if let Some(w) = workload.and_then(|w| self.kube.workloads.get_mut(&w)) {
-            w.pods.insert(key.clone());
+            w.pods.insert(uid);
         }
         self.kube.bind_needed = true;
         self.stats.pods_created += 1;
@@ -330,7 +353,7 @@ impl State {
     /// Binds a pending pod to a node: it starts now; a Job pod's completion is scheduled.
     pub(super) fn bind_pod(&mut self, key: &str, node: &str) {
         let now = self.now;
-        let Some(p) = self.kube.pods.get_mut(key) else { return };
+        let Some(p) = self.kube.pod_mut(key) else { return };
         if p.pod.node_name.is_some() || p.terminating {
             return;
         }
@@ -340,11 +363,11 @@ impl State {
         p.unschedulable = false;
         let (uid, runs_for, waited) = (p.uid, p.runs_for, now.since(p.created_at));
         if let Some(n) = self.kube.nodes.get_mut(node) {
-            n.pods.insert(key.to_string());
+            n.pods.insert(uid);
         }
         self.stats.record_wait(waited);
         if let Some(d) = runs_for {
-            self.schedule(d, Happening::PodSucceeded { key: key.to_string(), uid });
+            self.schedule(d, Happening::PodSucceeded { uid });
         }
     }
 
@@ -352,7 +375,7 @@ impl State {
     /// the grace) and its controller replaces it meanwhile.
     pub fn stop_pod(&mut self, key: &str, grace_seconds: i64) {
         let stop = self.config.pod_stop.min(Duration::from_secs(grace_seconds.max(0) as u64));
-        let Some(p) = self.kube.pods.get_mut(key) else { return };
+        let Some(p) = self.kube.pod_mut(key) else { return };
         if p.terminating {
             return;
         }
@@ -360,9 +383,9 @@ impl State {
         let uid = p.uid;
         let workload = p.workload.clone();
         if p.pod.node_name.is_none() || stop.is_zero() {
-            self.remove_pod(key);
+            self.remove_pod(uid);
         } else {
-            self.schedule(stop, Happening::PodStopped { key: key.to_string(), uid });
+            self.schedule(stop, Happening::PodStopped { uid });
         }
         if let Some(w) = workload {
             self.reconcile_workload(&w);
@@ -370,32 +393,32 @@ impl State {
     }
 
     /// The pod is gone from the API (and from its node).
-    fn remove_pod(&mut self, key: &str) -> Option<SimPod> {
-        let p = self.kube.pods.remove(key)?;
+    fn remove_pod(&mut self, uid: u64) -> Option<SimPod> {
+        let p = self.kube.pods.remove(&uid)?;
+        if self.kube.names.get(&p.pod.key()) == Some(&uid) {
+            self.kube.names.remove(&p.pod.key());
+        }
         if let Some(n) = p.pod.node_name.as_ref().and_then(|n| self.kube.nodes.get_mut(n)) {
-            n.pods.remove(key);
+            n.pods.remove(&uid);
         }
         if let Some(w) = p.workload.as_ref().and_then(|w| self.kube.workloads.get_mut(w)) {
-            w.pods.remove(key);
+            w.pods.remove(&uid);
         }
         self.kube.bind_needed = true;
         Some(p)
     }
 
-    pub(super) fn pod_stopped(&mut self, key: &str, uid: u64) {
-        if self.kube.pods.get(key).is_none_or(|p| p.uid != uid) {
-            return;
-        }
-        if let Some(w) = self.remove_pod(key).and_then(|p| p.workload) {
+    pub(super) fn pod_stopped(&mut self, uid: u64) {
+        if let Some(w) = self.remove_pod(uid).and_then(|p| p.workload) {
             self.reconcile_workload(&w);
         }
     }
 
-    pub(super) fn pod_succeeded(&mut self, key: &str, uid: u64) {
-        if self.kube.pods.get(key).is_none_or(|p| p.uid != uid || p.terminating) {
+    pub(super) fn pod_succeeded(&mut self, uid: u64) {
+        if self.kube.pods.get(&uid).is_none_or(|p| p.terminating) {
             return;
         }
-        let Some(p) = self.remove_pod(key) else { return };
+        let Some(p) = self.remove_pod(uid) else { return };
         self.stats.pods_succeeded += 1;
         if let Some(w) = p.workload {
             if let Some(super::workloads::WorkloadKind::Job(j)) = self.kube.workloads.get_mut(&w).map(|w| &mut w.kind) {
@@ -408,7 +431,7 @@ impl State {
     /// The Eviction subresource: 429 (`Refused`) when a covering budget allows no disruption.
     pub fn evict(&mut self, namespace: &str, name: &str) -> EvictionResult {
         let key = format!("{namespace}/{name}");
-        let Some(p) = self.kube.pods.get(&key) else { return EvictionResult::NotFound };
+        let Some(p) = self.kube.pod(&key) else { return EvictionResult::NotFound };
         if p.terminating {
             return EvictionResult::Accepted;
         }
@@ -434,12 +457,12 @@ impl State {
     pub fn delete_node(&mut self, node: &str) {
         let Some(n) = self.kube.nodes.remove(node) else { return };
         let mut owners = BTreeSet::new();
-        for key in &n.pods {
-            let Some(p) = self.kube.pods.get(key) else { continue };
+        for uid in &n.pods {
+            let Some(p) = self.kube.pods.get(uid) else { continue };
             if !p.terminating && !p.pod.is_daemon() && !p.pod.is_mirror() {
                 self.stats.pods_lost += 1;
             }
-            if let Some(p) = self.remove_pod(key) {
+            if let Some(p) = self.remove_pod(*uid) {
                 owners.extend(p.workload);
             }
         }

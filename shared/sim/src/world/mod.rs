@@ -221,8 +221,8 @@ impl State {
             Happening::SpotReclaim { instance } => self.spot_reclaim(&instance),
             Happening::InstanceGone { instance } => self.instance_gone(&instance),
             Happening::NodeLost { node } => self.node_lost(&node),
-            Happening::PodStopped { key, uid } => self.pod_stopped(&key, uid),
-            Happening::PodSucceeded { key, uid } => self.pod_succeeded(&key, uid),
+            Happening::PodStopped { uid } => self.pod_stopped(uid),
+            Happening::PodSucceeded { uid } => self.pod_succeeded(uid),
         }
     }
 

@@ -44,6 +44,18 @@ fn request(w: &World, claim: &str, offers: &[(&str, &str, CapacityType, f64)]) -
     }
 }
 
+/// Launches one instance for claim `claim`, lets it boot and register, and removes the
+/// unregistered taint as the reconciler would; returns the node's name.
+fn running_node(w: &World, claim: &str, (instance_type, capacity, price): (&str, CapacityType, f64)) -> String {
+    let ports = w.ports();
+    let req = request(w, claim, &[(instance_type, "us-east-1a", capacity, price)]);
+    launched(block_on(ports.cloud.launch(&req)).unwrap());
+    w.advance(w.now().plus(Duration::from_secs(61)));
+    let node = w.lock().kube.nodes.keys().next().cloned().unwrap();
+    block_on(ports.kube.remove_taint(&node, labels::TAINT_UNREGISTERED)).unwrap();
+    node
+}
+
 fn launched(outcome: LaunchOutcome) -> dovetail_core::nodeclaim::Launch {
     match outcome {
         LaunchOutcome::Launched(l) => l,
@@ -139,11 +151,7 @@ fn booted_instances_register_tainted_and_pods_bind_once_untainted() {
 fn evictions_honour_budgets_and_controllers_replace_pods() {
     let w = world(quiet());
     let ports = w.ports();
-    let req = request(&w, "c1", &[("m5.2xlarge", "us-east-1a", CapacityType::OnDemand, 0.384)]);
-    launched(block_on(ports.cloud.launch(&req)).unwrap());
-    w.advance(w.now().plus(Duration::from_secs(61)));
-    let node = w.lock().kube.nodes.keys().next().cloned().unwrap();
-    block_on(ports.kube.remove_taint(&node, labels::TAINT_UNREGISTERED)).unwrap();
+    let node = running_node(&w, "c1", ("m5.2xlarge", CapacityType::OnDemand, 0.384));
     {
         let mut s = w.lock();
         let template = Pod::new("shop", "web-abc", Resources::new(500, GIB)).with_labels(&[("app", "web")]);
@@ -165,11 +173,11 @@ fn evictions_honour_budgets_and_controllers_replace_pods() {
     {
         let mut s = w.lock();
         s.settle();
-        assert!(s.kube.pods.contains_key("shop/web-abc-3"), "the ReplicaSet replaced the evicted pod");
+        assert!(s.kube.names.contains_key("shop/web-abc-3"), "the ReplicaSet replaced the evicted pod");
     }
     w.advance(w.now().plus(Duration::from_secs(10)));
     let s = w.lock();
-    assert!(!s.kube.pods.contains_key("shop/web-abc-0"), "the evicted pod stopped");
+    assert!(!s.kube.names.contains_key("shop/web-abc-0"), "the evicted pod stopped");
     assert_eq!(s.kube.workloads["Deployment/shop/web"].pods.len(), 3);
     assert_eq!((s.stats.evictions, s.stats.evictions_refused), (1, 1));
 }
@@ -177,12 +185,7 @@ fn evictions_honour_budgets_and_controllers_replace_pods() {
 #[test]
 fn spot_instances_get_a_warning_then_go_and_their_pods_come_back_pending() {
     let w = world(WorldConfig { interruption_multiplier: 5_000.0, rebalance_share: 1.0, ..WorldConfig::default() });
-    let ports = w.ports();
-    let req = request(&w, "c1", &[("m5.xlarge", "us-east-1a", CapacityType::Spot, 0.07)]);
-    launched(block_on(ports.cloud.launch(&req)).unwrap());
-    w.advance(w.now().plus(Duration::from_secs(61)));
-    let node = w.lock().kube.nodes.keys().next().cloned().unwrap();
-    block_on(ports.kube.remove_taint(&node, labels::TAINT_UNREGISTERED)).unwrap();
+    running_node(&w, "c1", ("m5.xlarge", CapacityType::Spot, 0.07));
     {
         let mut s = w.lock();
         let template = Pod::new("batch", "sim", Resources::new(1000, GIB));
@@ -220,11 +223,7 @@ fn spot_instances_get_a_warning_then_go_and_their_pods_come_back_pending() {
 fn jobs_run_to_completion_and_requeue_sends_a_delayed_resume() {
     let w = world(quiet());
     let ports = w.ports();
-    let req = request(&w, "c1", &[("c5.xlarge", "us-east-1a", CapacityType::OnDemand, 0.17)]);
-    launched(block_on(ports.cloud.launch(&req)).unwrap());
-    w.advance(w.now().plus(Duration::from_secs(61)));
-    let node = w.lock().kube.nodes.keys().next().cloned().unwrap();
-    block_on(ports.kube.remove_taint(&node, labels::TAINT_UNREGISTERED)).unwrap();
+    running_node(&w, "c1", ("c5.xlarge", CapacityType::OnDemand, 0.17));
     {
         let mut s = w.lock();
         let now = s.now;

@@ -10,7 +10,7 @@ use rand::Rng;
 use dovetail_core::model::{OwnerKind, Pod};
 use dovetail_core::time::Time;
 
-use super::State;
+use super::{SimPod, State};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplicaKind {
@@ -46,8 +46,8 @@ pub struct Workload {
     /// The pod every replica starts from (its name is the prefix of theirs).
     pub template: Pod,
     pub kind: WorkloadKind,
-    /// Keys of its pods, stopping ones included.
-    pub pods: BTreeSet<String>,
+    /// Uids of its pods, stopping ones included.
+    pub pods: BTreeSet<u64>,
     /// Pods created so far (the suffix of the next generated name).
     pub created: u64,
 }
@@ -102,8 +102,8 @@ impl State {
     /// ones, unscheduled first, then the youngest (the ReplicaSet's order).
     pub(super) fn reconcile_workload(&mut self, key: &str) {
         let Some(w) = self.kube.workloads.get(key) else { return };
-        let active: Vec<&String> =
-            w.pods.iter().filter(|k| self.kube.pods.get(*k).is_some_and(|p| !p.terminating)).collect();
+        let active: Vec<&SimPod> =
+            w.pods.iter().filter_map(|uid| self.kube.pods.get(uid)).filter(|p| !p.terminating).collect();
         let (want, runs) = match &w.kind {
             WorkloadKind::Replicas { replicas, .. } => (*replicas, None),
             WorkloadKind::Job(j) => {
@@ -112,14 +112,12 @@ impl State {
         };
         let have = active.len();
         if have > want {
-            let mut extra: Vec<(bool, Time, String)> = active
-                .iter()
-                .filter_map(|k| self.kube.pods.get(*k).map(|p| (p.pod.node_name.is_some(), p.created_at, (*k).clone())))
-                .collect();
+            let mut extra: Vec<(bool, Time, String)> =
+                active.iter().map(|p| (p.pod.node_name.is_some(), p.created_at, p.pod.key())).collect();
             // Unbound first, then newest first.
             extra.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
             for (_, _, k) in extra.into_iter().take(have - want) {
-                let grace = self.kube.pods.get(&k).map_or(0, |p| p.pod.termination_grace_seconds);
+                let grace = self.kube.pod(&k).map_or(0, |p| p.pod.termination_grace_seconds);
                 self.stop_pod(&k, grace);
             }
             return;
@@ -155,7 +153,7 @@ impl State {
         match &w.kind {
             WorkloadKind::Replicas { kind: ReplicaKind::StatefulSet, replicas } => {
                 let ns = &w.template.namespace;
-                let free = (0..*replicas).find(|i| !self.kube.pods.contains_key(&format!("{ns}/{base}-{i}")))?;
+                let free = (0..*replicas).find(|i| !self.kube.names.contains_key(&format!("{ns}/{base}-{i}")))?;
                 Some(format!("{base}-{free}"))
             }
             _ => Some(format!("{base}-{}", w.created)),
