@@ -1,3 +1,5 @@
 //! The test harness: starts the real components integration tests talk to, on loopback ports, and
 //! stops them when dropped. A component that cannot be started fails the test loudly with what is
 //! missing and how CI installs it; nothing is silently skipped.
+
+pub mod moto;

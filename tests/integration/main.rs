@@ -1,2 +1,4 @@
 //! Integration and end-to-end tests (one binary). Each module starts what it needs through the
 //! harness in `tests/harness`.
+
+mod aws;
