@@ -124,7 +124,11 @@ impl Moto {
     fn request(&self, method: &str, path: &str) -> Result<u16> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(stream, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", self.port)?;
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )?;
         let mut head = [0u8; 12];
         stream.read_exact(&mut head)?;
         let text = String::from_utf8_lossy(&head);

@@ -72,8 +72,11 @@ impl Config {
             None => Ok(default),
             Some(v) => parse_duration(&v).map_err(|e| AwsError::Config(format!("{k}={v:?}: {e}"))),
         };
-        let defaults =
-            Config::new(&required("DOVETAIL_CLUSTER_NAME")?, &required("DOVETAIL_TABLE_NAME")?, &required("DOVETAIL_RESUME_QUEUE_URL")?);
+        let defaults = Config::new(
+            &required("DOVETAIL_CLUSTER_NAME")?,
+            &required("DOVETAIL_TABLE_NAME")?,
+            &required("DOVETAIL_RESUME_QUEUE_URL")?,
+        );
         let ssm_prefix = get("DOVETAIL_SSM_PREFIX").unwrap_or_default();
         if !ssm_prefix.is_empty() && (!ssm_prefix.starts_with('/') || ssm_prefix.ends_with('/')) {
             return Err(AwsError::Config(format!(

@@ -102,7 +102,8 @@ async fn claims_are_written_conditionally_and_found_by_instance() {
 async fn unavailable_offerings_expire() {
     let world = World::new().await;
     let store = store(&world).await;
-    let key = |t: &str| OfferingKey { instance_type: t.into(), zone: "us-east-1a".into(), capacity_type: CapacityType::Spot };
+    let key =
+        |t: &str| OfferingKey { instance_type: t.into(), zone: "us-east-1a".into(), capacity_type: CapacityType::Spot };
     store.mark_unavailable(&key("m5.large"), Time(180_000)).await.unwrap();
     store.mark_unavailable(&key("c5.large"), Time(60_000)).await.unwrap();
     // A shorter mark never shortens a longer one.

@@ -76,14 +76,8 @@ async fn launch_tags_reuses_templates_finds_and_terminates() {
     let templates = template_names(&world).await;
     assert_eq!(templates.len(), 2, "{templates:?}");
     assert!(templates.iter().all(|n| n.starts_with(&format!("dovetail/{CLUSTER}/"))));
-    let version = world
-        .clients
-        .ec2
-        .describe_launch_template_versions()
-        .launch_template_name(&templates[0])
-        .send()
-        .await
-        .unwrap();
+    let version =
+        world.clients.ec2.describe_launch_template_versions().launch_template_name(&templates[0]).send().await.unwrap();
     let data = version.launch_template_versions()[0].launch_template_data().unwrap();
     assert_eq!(data.image_id(), Some(arm64.as_str()));
     let user_data = String::from_utf8(STANDARD.decode(data.user_data().unwrap()).unwrap()).unwrap();
@@ -91,19 +85,28 @@ async fn launch_tags_reuses_templates_finds_and_terminates() {
     assert!(user_data.contains("--register-with-taints=dovetail.dev/unregistered:NoExecute"), "{user_data}");
     assert!(user_data.contains("dovetail.dev/nodepool=default") && user_data.contains("team=payments"), "{user_data}");
     assert!(!user_data.contains("instance-type") && !user_data.contains("default-abc12"), "{user_data}");
-    assert!(user_data.contains(&format!("name: {CLUSTER}")) && user_data.contains("cidr: 10.100.0.0/16"), "{user_data}");
+    assert!(
+        user_data.contains(&format!("name: {CLUSTER}")) && user_data.contains("cidr: 10.100.0.0/16"),
+        "{user_data}"
+    );
 
     // The same claim again (redelivery, crash after CreateFleet): the same instance, no new one.
     let LaunchOutcome::Launched(again) = cloud.launch(&request).await.unwrap() else { panic!() };
     assert_eq!(again.instance_id, launch.instance_id);
     let found = cloud.find_launched("default-abc12").await.unwrap().unwrap();
-    assert_eq!((found.instance_id.as_str(), found.zone.as_str(), found.subnet_id.as_str()), (launch.instance_id.as_str(), "us-east-1a", net.big_a.as_str()));
+    assert_eq!(
+        (found.instance_id.as_str(), found.zone.as_str(), found.subnet_id.as_str()),
+        (launch.instance_id.as_str(), "us-east-1a", net.big_a.as_str())
+    );
     assert_eq!(found.capacity_type, CapacityType::Spot);
     assert_eq!(cloud.find_launched("default-other").await.unwrap(), None);
 
     // A fresh adapter (a new Lambda container) reuses the templates by name, for another claim and
     // another capacity type too: their content is the pool's, not the claim's.
-    let other = NodeClaim::launching("default-def34", "default", "default", Time::from_secs(2));
+    let mut other = claim.clone();
+    other.name = "default-def34".into();
+    other.labels.insert("dovetail.dev/nodeclaim".into(), "default-def34".into());
+    other.labels.insert("node.kubernetes.io/instance-type".into(), "m6g.xlarge".into());
     let on_demand = LaunchRequest {
         claim: other,
         offers: vec![offer("m6g.large", "us-east-1b", CapacityType::OnDemand, 0.077)],

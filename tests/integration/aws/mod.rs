@@ -39,7 +39,8 @@ pub fn class(name: &str, spec: serde_json::Value) -> NodeClass {
 
 /// One test's moto, clients and settings.
 pub struct World {
-    pub moto: Session,
+    /// Held for the test: moto is this test's alone until the World is dropped.
+    _moto: Session,
     pub sdk: SdkConfig,
     pub clients: Clients,
     pub config: Config,
@@ -47,7 +48,6 @@ pub struct World {
 
 /// What [`World::network`] made.
 pub struct Network {
-    pub vpc: String,
     /// (id, zone) of the tagged subnets: a big and a small one in us-east-1a, one in us-east-1b.
     pub big_a: String,
     pub small_a: String,
@@ -67,7 +67,7 @@ impl World {
         config.ssm_prefix = SSM_PREFIX.into();
         config.endpoint_url = Some(moto.endpoint.clone());
         let clients = Clients::new(&sdk, &config);
-        World { moto, sdk, clients, config }
+        World { _moto: moto, sdk, clients, config }
     }
 
     pub fn facts() -> ClusterFacts {
@@ -125,7 +125,7 @@ impl World {
         };
         let tagged_sg = sg("nodes", true).await;
         let named_sg = sg("extra", false).await;
-        Network { vpc, big_a, small_a, b, untagged_c, tagged_sg, named_sg }
+        Network { big_a, small_a, b, untagged_c, tagged_sg, named_sg }
     }
 
     /// An amd64 and an arm64 image among moto's, tagged `team=nodes`, and published as the

@@ -380,9 +380,7 @@ impl Store for DynamoStore {
             .await
             .map_err(|e| api_error("DeleteItem", e))
             .map_err(|e| match e {
-                e if lost(&e) => {
-                    PortError::Conflict(format!("NodeClaim {name}: stored version is not {version}"))
-                }
+                e if lost(&e) => PortError::Conflict(format!("NodeClaim {name}: stored version is not {version}")),
                 e => e.into(),
             })?;
         Ok(())
@@ -489,7 +487,11 @@ mod tests {
 
     #[test]
     fn unavailable_items_lapse_at_until() {
-        let o = OfferingKey { instance_type: "m5.large".into(), zone: "us-east-1a".into(), capacity_type: CapacityType::Spot };
+        let o = OfferingKey {
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            capacity_type: CapacityType::Spot,
+        };
         let item = layout().unavailable_item(&o, Time(180_000));
         assert_eq!(item["sk"], s("UNAVAILABLE#spot#us-east-1a#m5.large"));
         assert_eq!(item["expires_at"], n(180 + 3600));

@@ -12,9 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_sdk_ec2::types::{
     ArchitectureType, EphemeralNvmeSupport, Filter, InstanceTypeInfo, LocationType, UsageClassType,
 };
-use dovetail_core::catalog::{
-    types_from_tsv, CapacityType, Catalog, InstanceType, Offering, Zone, COLUMNS,
-};
+use dovetail_core::catalog::{types_from_tsv, CapacityType, Catalog, InstanceType, Offering, Zone, COLUMNS};
 
 use super::pricing::PriceBook;
 use crate::error::{api_error, AwsResult};
@@ -121,7 +119,9 @@ pub fn name_parts(name: &str) -> Option<(String, String, String, String)> {
     let (family, size) = name.split_once('.')?;
     let category: String = family.chars().take_while(|c| c.is_ascii_lowercase()).collect();
     let rest = &family[category.len()..];
-    let digits = |s: &str| -> String { s.chars().skip_while(|c| !c.is_ascii_digit()).take_while(char::is_ascii_digit).collect() };
+    let digits = |s: &str| -> String {
+        s.chars().skip_while(|c| !c.is_ascii_digit()).take_while(char::is_ascii_digit).collect()
+    };
     let generation = if rest.starts_with(|c: char| c.is_ascii_digit()) {
         digits(rest)
     } else {
@@ -210,10 +210,20 @@ pub fn build_catalog(
         let mut offerings = Vec::new();
         for zone in zones.iter().filter(|z| in_zones.contains(&z.name)) {
             if let (true, Some(price)) = (t.on_demand, on_demand) {
-                offerings.push(Offering { zone: zone.name.clone(), capacity_type: CapacityType::OnDemand, price, available: true });
+                offerings.push(Offering {
+                    zone: zone.name.clone(),
+                    capacity_type: CapacityType::OnDemand,
+                    price,
+                    available: true,
+                });
             }
             if let (true, Some(price)) = (t.spot, prices.spot(&t.name, &zone.name, known)) {
-                offerings.push(Offering { zone: zone.name.clone(), capacity_type: CapacityType::Spot, price, available: true });
+                offerings.push(Offering {
+                    zone: zone.name.clone(),
+                    capacity_type: CapacityType::Spot,
+                    price,
+                    available: true,
+                });
             }
         }
         if offerings.is_empty() {
@@ -288,7 +298,10 @@ mod tests {
     use dovetail_core::model::KubeletConfig;
 
     fn zones() -> Vec<Zone> {
-        vec![Zone { name: "us-east-1a".into(), id: "use1-az6".into() }, Zone { name: "us-east-1b".into(), id: "use1-az1".into() }]
+        vec![
+            Zone { name: "us-east-1a".into(), id: "use1-az6".into() },
+            Zone { name: "us-east-1b".into(), id: "use1-az1".into() },
+        ]
     }
 
     /// A GPU type unknown to the embedded data.
@@ -297,7 +310,9 @@ mod tests {
             .instance_type(SdkType::from("g99x.2xlarge"))
             .supported_usage_classes(UsageClassType::OnDemand)
             .supported_usage_classes(UsageClassType::Spot)
-            .processor_info(ProcessorInfo::builder().supported_architectures(ArchitectureType::X8664).manufacturer("AMD").build())
+            .processor_info(
+                ProcessorInfo::builder().supported_architectures(ArchitectureType::X8664).manufacturer("AMD").build(),
+            )
             .v_cpu_info(VCpuInfo::builder().default_v_cpus(8).build())
             .memory_info(MemoryInfo::builder().size_in_mib(32768).build())
             .network_info(
@@ -305,7 +320,11 @@ mod tests {
                     .maximum_network_interfaces(8)
                     .default_network_card_index(0)
                     .network_cards(
-                        NetworkCardInfo::builder().network_card_index(0).maximum_network_interfaces(4).baseline_bandwidth_in_gbps(2.5).build(),
+                        NetworkCardInfo::builder()
+                            .network_card_index(0)
+                            .maximum_network_interfaces(4)
+                            .baseline_bandwidth_in_gbps(2.5)
+                            .build(),
                     )
                     .ipv4_addresses_per_interface(15)
                     .encryption_in_transit_supported(true)
@@ -379,7 +398,8 @@ mod tests {
         let catalog = build_catalog(&[m5], &offered, &zones(), &prices, embedded());
         let t = catalog.get("m5.large").unwrap();
         assert_eq!(t.resources, embedded().get("m5.large").unwrap().resources);
-        let price = |zone: &str, ct| t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == ct).unwrap().price;
+        let price =
+            |zone: &str, ct| t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == ct).unwrap().price;
         let embedded_od = embedded().get("m5.large").unwrap().offerings[0].price;
         assert_eq!(price("us-east-1a", CapacityType::OnDemand), embedded_od);
         assert_eq!(price("us-east-1a", CapacityType::Spot), 0.04);

@@ -101,7 +101,8 @@ pub fn judge(errors: &[FleetError], capacity: CapacityType, overrides: &[Overrid
     } else {
         errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect::<Vec<_>>().join("; ")
     };
-    let capacity_errors: Vec<&FleetError> = errors.iter().filter(|e| CAPACITY_ERRORS.contains(&e.code.as_str())).collect();
+    let capacity_errors: Vec<&FleetError> =
+        errors.iter().filter(|e| CAPACITY_ERRORS.contains(&e.code.as_str())).collect();
     if capacity_errors.is_empty() {
         let kind = errors.first().map_or(ErrorKind::Retryable, |e| classify(Some(&e.code), None));
         return Verdict::Failed { kind, message };
@@ -122,7 +123,9 @@ pub fn judge(errors: &[FleetError], capacity: CapacityType, overrides: &[Overrid
                 named.insert(key(t, &z));
             }
             // A type without a zone: every zone it was offered in.
-            (Some(t), None) => named.extend(overrides.iter().filter(|o| &o.instance_type == t).map(|o| key(t, &o.zone))),
+            (Some(t), None) => {
+                named.extend(overrides.iter().filter(|o| &o.instance_type == t).map(|o| key(t, &o.zone)))
+            }
             (None, _) => {}
         }
     }
@@ -166,7 +169,8 @@ mod tests {
         ];
         let template = |t: &str| (t != "x9.large").then(|| format!("lt-{}", t.split('.').next().unwrap()));
         let o = overrides(&offers, &subnets(), template);
-        let got: Vec<(&str, &str, &str)> = o.iter().map(|o| (o.instance_type.as_str(), o.zone.as_str(), o.subnet_id.as_str())).collect();
+        let got: Vec<(&str, &str, &str)> =
+            o.iter().map(|o| (o.instance_type.as_str(), o.zone.as_str(), o.subnet_id.as_str())).collect();
         assert_eq!(
             got,
             vec![
@@ -180,7 +184,8 @@ mod tests {
 
     #[test]
     fn at_most_sixty_overrides() {
-        let offers: Vec<Offer> = (0..100).map(|i| offer(&format!("t{i}.large"), "us-east-1a", f64::from(100 - i))).collect();
+        let offers: Vec<Offer> =
+            (0..100).map(|i| offer(&format!("t{i}.large"), "us-east-1a", f64::from(100 - i))).collect();
         let o = overrides(&offers, &subnets(), |_| Some("lt".into()));
         assert_eq!(o.len(), MAX_OVERRIDES);
         assert_eq!(o[0].instance_type, "t99.large");
@@ -199,12 +204,26 @@ mod tests {
 
     #[test]
     fn capacity_errors_name_offerings() {
-        let offers = [offer("m5.large", "us-east-1a", 0.05), offer("m5.large", "us-east-1b", 0.05), offer("c5.large", "us-east-1a", 0.06)];
+        let offers = [
+            offer("m5.large", "us-east-1a", 0.05),
+            offer("m5.large", "us-east-1b", 0.05),
+            offer("c5.large", "us-east-1a", 0.06),
+        ];
         let o = overrides(&offers, &subnets(), |_| Some("lt".into()));
-        let key = |t: &str, z: &str| OfferingKey { instance_type: t.into(), zone: z.into(), capacity_type: CapacityType::Spot };
+        let key = |t: &str, z: &str| OfferingKey {
+            instance_type: t.into(),
+            zone: z.into(),
+            capacity_type: CapacityType::Spot,
+        };
         for code in CAPACITY_ERRORS {
             let v = judge(&[error(code, Some("c5.large"), Some("us-east-1a"), None)], CapacityType::Spot, &o);
-            assert_eq!(v, Verdict::NoCapacity { offerings: vec![key("c5.large", "us-east-1a")], message: format!("{code}: {code} message") });
+            assert_eq!(
+                v,
+                Verdict::NoCapacity {
+                    offerings: vec![key("c5.large", "us-east-1a")],
+                    message: format!("{code}: {code} message")
+                }
+            );
         }
         // The zone from the subnet; a type without zone or subnet: every zone it was offered in.
         let v = judge(
@@ -217,10 +236,15 @@ mod tests {
             &o,
         );
         let Verdict::NoCapacity { offerings, message } = v else { panic!("{v:?}") };
-        assert_eq!(offerings, vec![key("c5.large", "us-east-1a"), key("m5.large", "us-east-1a"), key("m5.large", "us-east-1b")]);
+        assert_eq!(
+            offerings,
+            vec![key("c5.large", "us-east-1a"), key("m5.large", "us-east-1a"), key("m5.large", "us-east-1b")]
+        );
         assert!(message.contains("InvalidParameterValue"));
         // Naming nothing: every override.
-        let Verdict::NoCapacity { offerings, .. } = judge(&[error("UnfulfillableCapacity", None, None, None)], CapacityType::Spot, &o) else {
+        let Verdict::NoCapacity { offerings, .. } =
+            judge(&[error("UnfulfillableCapacity", None, None, None)], CapacityType::Spot, &o)
+        else {
             panic!()
         };
         assert_eq!(offerings.len(), 3);

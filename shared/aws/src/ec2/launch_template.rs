@@ -10,7 +10,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
-use dovetail_api::crd::ec2nodeclass::EC2NodeClassSpec;
+use dovetail_api::crd::EC2NodeClassSpec;
 use dovetail_core::disruption::drift::json_hash;
 use serde::Serialize;
 
@@ -69,12 +69,12 @@ impl TemplateContent {
 pub fn size_gib(quantity: &str) -> Option<i32> {
     let q = quantity.trim();
     let digits: String = q.chars().take_while(char::is_ascii_digit).collect();
-    let n: i64 = digits.parse().ok()?;
+    let n: u64 = digits.parse().ok()?;
     let gib = match &q[digits.len()..] {
         "Gi" => n,
-        "Ti" => n * 1024,
-        "G" => (n * 1_000_000_000).div_ceil(1 << 30),
-        "T" => (n * 1_000_000_000_000).div_ceil(1 << 30),
+        "Ti" => n.checked_mul(1024)?,
+        "G" => n.checked_mul(1_000_000_000)?.div_ceil(1 << 30),
+        "T" => n.checked_mul(1_000_000_000_000)?.div_ceil(1 << 30),
         _ => return None,
     };
     i32::try_from(gib).ok()
@@ -87,7 +87,12 @@ fn as_text<T: Serialize>(v: &T) -> Option<String> {
 /// The template content for a class: its disks (default: a 20 GiB encrypted gp3 root volume, as
 /// for AL2023), IMDS settings, monitoring, instance profile and public-IP setting, with the given
 /// image, user data (plain text, encoded here) and security groups.
-pub fn content(spec: &EC2NodeClassSpec, image_id: &str, user_data: &str, security_groups: &[String]) -> TemplateContent {
+pub fn content(
+    spec: &EC2NodeClassSpec,
+    image_id: &str,
+    user_data: &str,
+    security_groups: &[String],
+) -> TemplateContent {
     use base64::Engine;
     let mut volumes: Vec<Volume> = spec
         .block_device_mappings
@@ -148,13 +153,17 @@ fn request_data(c: &TemplateContent) -> RequestLaunchTemplateData {
         .metadata_options(
             LaunchTemplateInstanceMetadataOptionsRequest::builder()
                 .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::from(c.metadata.http_endpoint.as_str()))
-                .http_protocol_ipv6(LaunchTemplateInstanceMetadataProtocolIpv6::from(c.metadata.http_protocol_ipv6.as_str()))
+                .http_protocol_ipv6(LaunchTemplateInstanceMetadataProtocolIpv6::from(
+                    c.metadata.http_protocol_ipv6.as_str(),
+                ))
                 .http_put_response_hop_limit(c.metadata.hop_limit)
                 .http_tokens(LaunchTemplateHttpTokensState::from(c.metadata.http_tokens.as_str()))
                 .build(),
         );
     if let Some(profile) = &c.instance_profile {
-        data = data.iam_instance_profile(LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(profile).build());
+        data = data.iam_instance_profile(
+            LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(profile).build(),
+        );
     }
     for v in &c.volumes {
         let ebs = LaunchTemplateEbsBlockDeviceRequest::builder()
@@ -194,7 +203,8 @@ pub async fn ensure(ec2: &aws_sdk_ec2::Client, name: &str, content: &TemplateCon
         Ok(_) => {}
         Err(e) => {
             let e = api_error("DescribeLaunchTemplates", e);
-            if !matches!(&e, AwsError::Api { code: Some(c), .. } if c.starts_with("InvalidLaunchTemplateName.NotFound")) {
+            if !matches!(&e, AwsError::Api { code: Some(c), .. } if c.starts_with("InvalidLaunchTemplateName.NotFound"))
+            {
                 return Err(e);
             }
         }
@@ -216,7 +226,9 @@ pub async fn ensure(ec2: &aws_sdk_ec2::Client, name: &str, content: &TemplateCon
         Err(e) => {
             let e = api_error("CreateLaunchTemplate", e);
             match &e {
-                AwsError::Api { code: Some(c), .. } if c.starts_with("InvalidLaunchTemplateName.AlreadyExists") => Ok(()),
+                AwsError::Api { code: Some(c), .. } if c.starts_with("InvalidLaunchTemplateName.AlreadyExists") => {
+                    Ok(())
+                }
                 _ => Err(e),
             }
         }
@@ -254,7 +266,15 @@ mod tests {
         let c = content(&spec(serde_json::json!({})), "ami-1", "hello", &["sg-2".into(), "sg-1".into()]);
         assert_eq!(c.volumes.len(), 1);
         assert_eq!(c.volumes[0].size_gib, Some(20));
-        assert_eq!(c.metadata, Metadata { http_endpoint: "enabled".into(), http_protocol_ipv6: "disabled".into(), hop_limit: 1, http_tokens: "required".into() });
+        assert_eq!(
+            c.metadata,
+            Metadata {
+                http_endpoint: "enabled".into(),
+                http_protocol_ipv6: "disabled".into(),
+                hop_limit: 1,
+                http_tokens: "required".into()
+            }
+        );
         assert_eq!(c.security_groups, vec!["sg-1".to_string(), "sg-2".to_string()]);
         assert_eq!(c.instance_profile.as_deref(), Some("KarpenterNodeRole-prod"));
         assert_eq!(c.user_data, "aGVsbG8=");

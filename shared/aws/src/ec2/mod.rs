@@ -160,7 +160,13 @@ impl Ec2Cloud {
     /// The resolution of `class`, from the cache while its spec is unchanged and fresh.
     pub async fn resolution(&self, class: &NodeClass) -> AwsResult<Resolution> {
         let spec_json = class.spec.to_string();
-        let cached = self.resolutions.lock().await.get(&class.name).filter(|c| Instant::now() < c.until).map(|c| c.value.clone());
+        let cached = self
+            .resolutions
+            .lock()
+            .await
+            .get(&class.name)
+            .filter(|c| Instant::now() < c.until)
+            .map(|c| c.value.clone());
         if let Some((spec, r)) = cached {
             if spec == spec_json {
                 return Ok(r);
@@ -208,7 +214,11 @@ impl Ec2Cloud {
 
     /// Ensures the launch templates for `request` and says which template each offered type uses:
     /// types are grouped by (image for their architecture, maxPods), one template per group.
-    async fn templates_for(&self, request: &LaunchRequest, catalog: &Catalog) -> PortResult<HashMap<String, (String, String)>> {
+    async fn templates_for(
+        &self,
+        request: &LaunchRequest,
+        catalog: &Catalog,
+    ) -> PortResult<HashMap<String, (String, String)>> {
         let spec = resolve::spec(&request.class)?;
         let claim = &request.claim;
         // Only labels every instance of the pool carries whatever the fleet picks: not those of an
@@ -308,7 +318,11 @@ pub fn instance_of(i: &aws_sdk_ec2::types::Instance) -> Instance {
         zone: i.placement().and_then(|p| p.availability_zone()).unwrap_or_default().to_string(),
         state: i.state().and_then(|s| s.name()).map(|n| n.as_str().to_string()).unwrap_or_default(),
         launched_at: time_of(i.launch_time()),
-        tags: i.tags().iter().filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string()))).collect(),
+        tags: i
+            .tags()
+            .iter()
+            .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or_default().to_string())))
+            .collect(),
         image_id: i.image_id().unwrap_or_default().to_string(),
         subnet_id: i.subnet_id().unwrap_or_default().to_string(),
         security_groups: i.security_groups().iter().filter_map(|g| g.group_id()).map(str::to_string).collect(),
@@ -326,7 +340,8 @@ impl Cloud for Ec2Cloud {
             // Keep what we had; else the embedded catalog. Try again in a minute.
             _ => {
                 let fallback = slot.as_ref().map(|c| c.value.clone()).unwrap_or_else(|| Arc::new(embedded().clone()));
-                *slot = Some(Cached { value: fallback.clone(), until: Instant::now() + RETRY_AFTER.min(self.catalog_ttl) });
+                *slot =
+                    Some(Cached { value: fallback.clone(), until: Instant::now() + RETRY_AFTER.min(self.catalog_ttl) });
                 return Ok(fallback);
             }
         };
@@ -393,15 +408,22 @@ impl Cloud for Ec2Cloud {
             );
         call = match capacity {
             CapacityType::Spot => call.spot_options(
-                SpotOptionsRequest::builder().allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized).build(),
+                SpotOptionsRequest::builder()
+                    .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
+                    .build(),
             ),
             CapacityType::OnDemand => call.on_demand_options(
-                OnDemandOptionsRequest::builder().allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice).build(),
+                OnDemandOptionsRequest::builder()
+                    .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+                    .build(),
             ),
         };
         for (template, list) in &configs {
             let mut config = FleetLaunchTemplateConfigRequest::builder().launch_template_specification(
-                FleetLaunchTemplateSpecificationRequest::builder().launch_template_name(template).version("$Latest").build(),
+                FleetLaunchTemplateSpecificationRequest::builder()
+                    .launch_template_name(template)
+                    .version("$Latest")
+                    .build(),
             );
             for o in list {
                 config = config.overrides(
@@ -415,8 +437,9 @@ impl Cloud for Ec2Cloud {
             call = call.launch_template_configs(config.build());
         }
         for resource in [ResourceType::Instance, ResourceType::Volume] {
-            call = call
-                .tag_specifications(TagSpecification::builder().resource_type(resource).set_tags(Some(tags.clone())).build());
+            call = call.tag_specifications(
+                TagSpecification::builder().resource_type(resource).set_tags(Some(tags.clone())).build(),
+            );
         }
         let out = call.send().await.map_err(|e| api_error("CreateFleet", e))?;
 
@@ -471,7 +494,12 @@ impl Cloud for Ec2Cloud {
                     // Deleted behind our back: create it again next time.
                     self.templates.lock().await.clear();
                 }
-                let e = AwsError::Api { operation: "CreateFleet", code: errors.first().map(|e| e.code.clone()), message, kind };
+                let e = AwsError::Api {
+                    operation: "CreateFleet",
+                    code: errors.first().map(|e| e.code.clone()),
+                    message,
+                    kind,
+                };
                 Err(match kind {
                     ErrorKind::Conflict | ErrorKind::Retryable => PortError::Unavailable(e.to_string()),
                     ErrorKind::Refused => PortError::Rejected(e.to_string()),
@@ -485,7 +513,10 @@ impl Cloud for Ec2Cloud {
             .describe(vec![
                 Self::tag_filter(TAG_NODECLAIM, claim),
                 Self::tag_filter(TAG_CLUSTER, &self.cluster.name),
-                Filter::builder().name("instance-state-name").set_values(Some(LIVE_STATES.map(String::from).to_vec())).build(),
+                Filter::builder()
+                    .name("instance-state-name")
+                    .set_values(Some(LIVE_STATES.map(String::from).to_vec()))
+                    .build(),
             ])
             .await?;
         // The first launched, should EC2 ever hold two.

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use aws_sdk_ec2::types::{ArchitectureValues, Filter};
-use dovetail_api::crd::ec2nodeclass::{
+use dovetail_api::crd::{
     AmiAlias, AmiFamily, AmiSelectorTerm, EC2NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm,
 };
 use dovetail_core::disruption::drift::nodeclass_hash;

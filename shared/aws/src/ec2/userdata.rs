@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use dovetail_api::crd::ec2nodeclass::KubeletConfiguration;
+use dovetail_api::crd::KubeletConfiguration;
 use dovetail_core::labels::TAINT_UNREGISTERED;
 use dovetail_core::model::{Taint, TaintEffect};
 
@@ -56,7 +56,9 @@ pub fn kubelet_may_set(key: &str) -> bool {
         return true;
     }
     OWN.contains(&key)
-        || ["kubelet.kubernetes.io", "node.kubernetes.io"].iter().any(|ns| namespace == *ns || namespace.ends_with(&format!(".{ns}")))
+        || ["kubelet.kubernetes.io", "node.kubernetes.io"]
+            .iter()
+            .any(|ns| namespace == *ns || namespace.ends_with(&format!(".{ns}")))
 }
 
 fn effect(e: TaintEffect) -> &'static str {
@@ -153,11 +155,8 @@ fn mime_parts(text: &str) -> Option<Vec<Part>> {
     if !content_type.to_ascii_lowercase().contains("multipart/") {
         return None;
     }
-    let boundary = content_type
-        .split(';')
-        .find_map(|p| p.trim().strip_prefix("boundary="))?
-        .trim_matches('"')
-        .to_string();
+    let boundary =
+        content_type.split(';').find_map(|p| p.trim().strip_prefix("boundary="))?.trim_matches('"').to_string();
     let delimiter = format!("--{boundary}");
     let mut parts = Vec::new();
     for chunk in body.split(delimiter.as_str()).skip(1) {
@@ -240,7 +239,14 @@ mod tests {
         let c = cluster();
         let labels = BTreeMap::from([("dovetail.dev/nodeclaim".to_string(), "default-x".to_string())]);
         let kubelet = KubeletConfiguration { cluster_dns: vec!["10.100.0.10".into()], ..Default::default() };
-        let s = NodeSettings { cluster: &c, labels: &labels, taints: &[], max_pods: 29, kubelet: Some(&kubelet), user_data: None };
+        let s = NodeSettings {
+            cluster: &c,
+            labels: &labels,
+            taints: &[],
+            max_pods: 29,
+            kubelet: Some(&kubelet),
+            user_data: None,
+        };
         let doc: serde_json::Value = serde_yaml_ng::from_str(&node_config(&s)).unwrap();
         assert_eq!(doc["kind"], "NodeConfig");
         assert_eq!(doc["spec"]["cluster"]["name"], "prod");
@@ -264,7 +270,14 @@ mod tests {
                      --BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hi\n\
                      --BOUNDARY\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n\
                      --BOUNDARY--\n";
-        let s = NodeSettings { cluster: &c, labels: &labels, taints: &[], max_pods: 110, kubelet: None, user_data: Some(class) };
+        let s = NodeSettings {
+            cluster: &c,
+            labels: &labels,
+            taints: &[],
+            max_pods: 110,
+            kubelet: None,
+            user_data: Some(class),
+        };
         let out = user_data(&s);
         let parts = mime_parts(&out).unwrap();
         assert_eq!(parts.len(), 3);

@@ -77,8 +77,9 @@ impl Eks {
             .send()
             .await
             .map_err(|e| api_error("DescribeCluster", e))?;
-        let cluster =
-            out.cluster().ok_or_else(|| AwsError::Response { operation: "DescribeCluster", message: "no cluster".into() })?;
+        let cluster = out
+            .cluster()
+            .ok_or_else(|| AwsError::Response { operation: "DescribeCluster", message: "no cluster".into() })?;
         let facts = facts_from(&self.cluster, cluster)?;
         *cached = Some(facts.clone());
         Ok(facts)
@@ -112,9 +113,12 @@ impl Eks {
 
 /// The facts in a DescribeCluster answer; the CA arrives base64-encoded.
 pub fn facts_from(name: &str, cluster: &aws_sdk_eks::types::Cluster) -> AwsResult<ClusterFacts> {
-    let missing =
-        |what: &str| AwsError::Response { operation: "DescribeCluster", message: format!("cluster {name} has no {what}") };
-    let ca_b64 = cluster.certificate_authority().and_then(|c| c.data()).ok_or_else(|| missing("certificate authority"))?;
+    let missing = |what: &str| AwsError::Response {
+        operation: "DescribeCluster",
+        message: format!("cluster {name} has no {what}"),
+    };
+    let ca_b64 =
+        cluster.certificate_authority().and_then(|c| c.data()).ok_or_else(|| missing("certificate authority"))?;
     let ca = STANDARD.decode(ca_b64.trim()).map_err(|e| AwsError::Response {
         operation: "DescribeCluster",
         message: format!("certificate authority of {name} is not base64: {e}"),
@@ -139,8 +143,12 @@ mod tests {
             .name("prod")
             .endpoint("https://ABC.gr7.us-east-1.eks.amazonaws.com")
             .version("1.31")
-            .certificate_authority(Certificate::builder().data(STANDARD.encode("-----BEGIN CERTIFICATE-----\n")).build())
-            .kubernetes_network_config(KubernetesNetworkConfigResponse::builder().service_ipv4_cidr("10.100.0.0/16").build())
+            .certificate_authority(
+                Certificate::builder().data(STANDARD.encode("-----BEGIN CERTIFICATE-----\n")).build(),
+            )
+            .kubernetes_network_config(
+                KubernetesNetworkConfigResponse::builder().service_ipv4_cidr("10.100.0.0/16").build(),
+            )
             .build();
         let f = facts_from("prod", &cluster).unwrap();
         assert_eq!(f.ca_pem, "-----BEGIN CERTIFICATE-----\n");

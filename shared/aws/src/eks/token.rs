@@ -26,7 +26,12 @@ pub const PRESIGN_EXPIRES: Duration = Duration::from_secs(60);
 pub const TOKEN_REUSE: Duration = Duration::from_secs(14 * 60);
 
 /// The presigned STS URL for `cluster`, signed at `at`.
-pub fn presigned_url(cluster: &str, region: &str, credentials: &Credentials, at: SystemTime) -> Result<String, AwsError> {
+pub fn presigned_url(
+    cluster: &str,
+    region: &str,
+    credentials: &Credentials,
+    at: SystemTime,
+) -> Result<String, AwsError> {
     let base = format!("https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15");
     let identity: Identity = credentials.clone().into();
     let mut settings = SigningSettings::default();
@@ -81,8 +86,7 @@ mod tests {
 
     /// AWS's documentation example key pair, signed at 2024-01-02T03:04:05Z.
     fn fixture() -> (Credentials, SystemTime) {
-        let creds =
-            Credentials::new("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", None, None, "test");
+        let creds = Credentials::new("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", None, None, "test");
         (creds, UNIX_EPOCH + Duration::from_secs(1_704_164_645))
     }
 
@@ -138,8 +142,9 @@ mod tests {
     #[test]
     fn signature_follows_from_the_canonical_request_hash() {
         let (_, at) = fixture();
-        let string_to_sign =
-            format!("AWS4-HMAC-SHA256\n20240102T030405Z\n20240102/us-east-1/sts/aws4_request\n{CANONICAL_REQUEST_SHA256}");
+        let string_to_sign = format!(
+            "AWS4-HMAC-SHA256\n20240102T030405Z\n20240102/us-east-1/sts/aws4_request\n{CANONICAL_REQUEST_SHA256}"
+        );
         let key = v4::generate_signing_key("wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", at, "us-east-1", "sts");
         assert_eq!(v4::calculate_signature(key, string_to_sign.as_bytes()), SIGNATURE);
     }

@@ -513,7 +513,12 @@ mod tests {
         assert_eq!(t.name, "m5.large");
         let other = [Zone { name: "eu-west-1b".into(), id: "euw1-az1".into() }];
         t.set_offerings(
-            vec![Offering { zone: "eu-west-1b".into(), capacity_type: CapacityType::Spot, price: 0.03, available: true }],
+            vec![Offering {
+                zone: "eu-west-1b".into(),
+                capacity_type: CapacityType::Spot,
+                price: 0.03,
+                available: true,
+            }],
             &other,
         );
         assert_eq!(t.requirements.get(labels::ZONE).unwrap().single_value(), Some("eu-west-1b"));
