@@ -42,3 +42,17 @@ async fn catalog_maps_types_and_offerings_and_schedules() {
         assert_eq!(claim.capacity_type, CapacityType::OnDemand);
     }
 }
+
+#[tokio::test]
+async fn unreachable_ec2_falls_back_to_the_embedded_catalog() {
+    let world = World::new().await;
+    // Nothing listens on a port just released: every call fails after the SDK's retries.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut config = world.config.clone();
+    config.endpoint_url = Some(format!("http://127.0.0.1:{closed}"));
+    let sdk = world.sdk.to_builder().endpoint_url(config.endpoint_url.clone().unwrap()).build();
+    let clients = dovetail_aws::Clients::new(&sdk, &config);
+    let cloud = dovetail_aws::Ec2Cloud::new(&clients, &config, World::facts());
+    let catalog = cloud.catalog().await.unwrap();
+    assert_eq!(*catalog, *dovetail_core::catalog::embedded());
+}
