@@ -2,4 +2,5 @@
 //! stops them when dropped. A component that cannot be started fails the test loudly with what is
 //! missing and how CI installs it; nothing is silently skipped.
 
+pub mod controlplane;
 pub mod moto;

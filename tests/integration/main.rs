@@ -2,3 +2,5 @@
 //! harness in `tests/harness`.
 
 mod aws;
+mod controlplane;
+mod kube;

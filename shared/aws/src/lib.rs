@@ -5,8 +5,7 @@
 //!   templates with AL2023 user data, CreateFleet, instance lookups by tag, termination.
 //! - [`dynamo::DynamoStore`]: `Store` — NodeClaims with conditional writes, the unavailable
 //!   offerings, the provisioning lease; one table, documented in [`dynamo`].
-//! - [`sqs::SqsQueue`]: `Queue` — delayed resume messages; [`sqs::batch_response`] for Lambda's
-//!   partial batch failures.
+//! - [`sqs::SqsQueue`]: `Queue` — delayed resume messages.
 //! - [`eks::Eks`]: DescribeCluster and bearer tokens, as plain data for the Kubernetes adapter.
 //! - [`config::Config`]: the environment variables, read once at the binary edge.
 

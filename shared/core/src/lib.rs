@@ -14,6 +14,7 @@ pub mod lifecycle;
 pub mod model;
 pub mod nodeclaim;
 pub mod overhead;
+pub mod provisioning;
 pub mod reconcile;
 pub mod requirements;
 pub mod resources;

@@ -1,12 +1,15 @@
 //! Disruption budgets: activity windows, percent rounding, the most restrictive budget, reasons,
 //! nodes already disrupting, and the sentences.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dovetail_core::disruption::budgets::{activity, allowance, allowance_for, scaled, Activity};
 use dovetail_core::disruption::Cluster;
-use dovetail_core::model::{Budget, BudgetNodes, DisruptionReason, NodePool};
+use dovetail_core::model::{Budget, BudgetNodes, DisruptionReason, Node, NodePool};
 use dovetail_core::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
+use dovetail_core::resources::Resources;
+use dovetail_core::termination::DrainState;
 use dovetail_core::time::Time;
 use proptest::prelude::*;
 
@@ -170,6 +173,9 @@ fn unevaluable_budgets_fail_closed() {
 fn claim(name: &str, pool: &str, phase: Phase, disrupting: bool) -> NodeClaim {
     let mut c = NodeClaim::launching(name, pool, "default", at(0, 0, 0));
     c.phase = phase;
+    if phase >= Phase::Initialized {
+        c.initialized_at = Some(at(0, 0, 5));
+    }
     if disrupting {
         c.disruption = Some(Disruption {
             reason: Reason::Expired,
@@ -181,20 +187,84 @@ fn claim(name: &str, pool: &str, phase: Phase, disrupting: bool) -> NodeClaim {
     c
 }
 
+/// Adds `claim` to the cluster with a Node (Ready or not) named after it.
+fn add(cluster: &mut Cluster, mut claim: NodeClaim, ready: bool) {
+    let node = format!("node-{}", claim.name);
+    claim.node_name = Some(node.clone());
+    let mut n = Node::new(&node, BTreeMap::new(), Resources::default());
+    n.ready = ready;
+    cluster.nodes.push(n);
+    cluster.claims.push(claim);
+}
+
 #[test]
-fn cluster_counts_nodes_and_disruptions_of_the_pool_only() {
+fn cluster_counts_initialized_nodes_of_the_pool_only() {
     let mut cluster = Cluster { now: at(0, 12, 0), ..Default::default() };
     let p = pool(vec![budget(BudgetNodes::Percent(50))]);
     for i in 0..5 {
-        cluster.claims.push(claim(&format!("ok-{i}"), "default", Phase::Initialized, false));
+        add(&mut cluster, claim(&format!("ok-{i}"), "default", Phase::Initialized, false), true);
     }
-    cluster.claims.push(claim("expiring", "default", Phase::Initialized, true));
-    cluster.claims.push(claim("draining", "default", Phase::Draining, false));
-    cluster.claims.push(claim("terminating", "default", Phase::Terminating, false));
-    cluster.claims.push(claim("gone", "default", Phase::Terminated, true));
-    cluster.claims.push(claim("other-pool", "other", Phase::Draining, false));
+    add(&mut cluster, claim("expiring", "default", Phase::Initialized, true), true);
+    add(&mut cluster, claim("draining", "default", Phase::Draining, false), true);
+    add(&mut cluster, claim("terminating", "default", Phase::Terminating, false), true);
+    // Not the pool's nodes for budgets (Karpenter counts initialized Nodes whose instance is not
+    // already being terminated): …
+    let mut requested = claim("terminate-requested", "default", Phase::Terminating, false);
+    requested.drain = Some(DrainState { terminate_requested_at: Some(at(0, 11, 0)), ..DrainState::default() });
+    add(&mut cluster, requested, true);
+    add(&mut cluster, claim("gone", "default", Phase::Terminated, true), true);
+    add(&mut cluster, claim("registered", "default", Phase::Registered, false), true);
+    cluster.claims.push(claim("launching", "default", Phase::Launching, false));
+    let mut nodeless = claim("nodeless", "default", Phase::Initialized, false);
+    nodeless.node_name = Some("deleted-node".into());
+    cluster.claims.push(nodeless);
+    add(&mut cluster, claim("other-pool", "other", Phase::Draining, false), true);
+
     let a = allowance(&cluster, &p, Reason::Underutilized);
-    assert_eq!((a.total, a.disrupting, a.limit, a.allowed), (8, 3, Some(4), 1));
+    assert_eq!((a.total, a.disrupting, a.limit, a.allowed), (8, 3, Some(4), 1), "{}", a.why);
+}
+
+#[test]
+fn not_ready_nodes_use_up_budget_but_stay_in_the_total() {
+    let mut cluster = Cluster { now: at(0, 12, 0), ..Default::default() };
+    for i in 0..20 {
+        add(&mut cluster, claim(&format!("n-{i}"), "default", Phase::Initialized, false), i >= 2);
+    }
+    // 20% of 20 (NotReady nodes included) is 4; the 2 NotReady ones use 2 of them.
+    let a = allowance(&cluster, &pool(vec![budget(BudgetNodes::Percent(20))]), Reason::Drifted);
+    assert_eq!((a.total, a.disrupting, a.limit, a.allowed), (20, 2, Some(4), 2));
+    assert_eq!(
+        a.why,
+        "budget 20% of 20 nodes allows 4; 2 already disrupting (2 of them NotReady), so 2 more may start for Drifted"
+    );
+    // The default 10% (2 nodes) is used up by the nodes that are down already.
+    let a = allowance(&cluster, &pool(vec![]), Reason::Empty);
+    assert_eq!(a.allowed, 0, "{}", a.why);
+    // A node being disrupted that is also NotReady counts once.
+    cluster.claims[0].disruption = claim("x", "default", Phase::Initialized, true).disruption;
+    let a = allowance(&cluster, &pool(vec![budget(BudgetNodes::Percent(20))]), Reason::Drifted);
+    assert_eq!((a.total, a.disrupting), (20, 2));
+}
+
+#[test]
+fn replacements_still_booting_do_not_round_the_budget_up() {
+    // Ten nodes, one drifting with its replacement launched but not initialized: 10% of 10 is 1,
+    // used by the drifting node. Counting the replacement would make it 10% of 11 = 2 and let a
+    // second node go before the first one's replacement is up.
+    let mut cluster = Cluster { now: at(0, 12, 0), ..Default::default() };
+    for i in 0..10 {
+        add(&mut cluster, claim(&format!("n-{i}"), "default", Phase::Initialized, i == 0), true);
+    }
+    let mut repl = claim("n-0-r1", "default", Phase::Registered, false);
+    repl.node_name = Some("node-n-0-r1".into());
+    cluster.nodes.push(Node::new("node-n-0-r1", BTreeMap::new(), Resources::default()));
+    cluster.claims.push(repl);
+    let a = allowance(&cluster, &pool(vec![]), Reason::Drifted);
+    assert_eq!((a.total, a.disrupting, a.limit, a.allowed), (10, 1, Some(1), 0), "{}", a.why);
+    // Once initialized it is one of the pool's nodes.
+    cluster.claims[10].phase = Phase::Initialized;
+    let a = allowance(&cluster, &pool(vec![]), Reason::Drifted);
+    assert_eq!((a.total, a.allowed), (11, 1));
 }
 
 fn arb_budget() -> impl Strategy<Value = Budget> {

@@ -285,7 +285,18 @@ fn mark_drifted_records_replacements_on_the_claim() {
     let disruption = written.disruption.as_ref().unwrap();
     assert_eq!(disruption.reason, Reason::Drifted);
     assert_eq!(disruption.replacements, vec!["default-r1".to_string()]);
-    assert_eq!(written.version, c.claims[0].version, "written at the version read");
+    assert_eq!(written.version, c.claims[0].version + 1, "written as the next version (the store's conditional write)");
     assert!(out[0].why.ends_with("replacing with default-r1 before draining"));
     assert!(matches!(&out[1].action, Some(Action::Event { object, .. }) if object == "Node/node-0"));
+}
+
+#[test]
+fn only_initialized_claims_drift() {
+    let mut c = cluster(1);
+    c.resolved[0].hash = "class-v2".into();
+    assert_eq!(detect(&c).len(), 1);
+    for phase in [Phase::Launched, Phase::Registered] {
+        c.claims[0].phase = phase;
+        assert!(detect(&c).is_empty(), "a {phase} claim is still coming up: not replaced yet");
+    }
 }

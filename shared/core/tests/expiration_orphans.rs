@@ -90,6 +90,7 @@ fn an_expired_claim_is_disrupted_with_its_reason() {
     let Some(Action::WriteClaim(w)) = &d[0].action else { panic!("{d:?}") };
     let dis = w.disruption.as_ref().unwrap();
     assert_eq!((dis.reason, dis.since), (Reason::Expired, t(720 * 60)));
+    assert_eq!(w.version, c.claims[0].version + 1, "written as the next version (the store's conditional write)");
     assert!(
         matches!(&d[1].action, Some(Action::Event { object, reason, .. }) if object == "Node/node-a" && reason == "Expired")
     );

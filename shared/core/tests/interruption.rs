@@ -522,6 +522,58 @@ fn rebalance_under_replace_launches_first_then_disrupts_voluntarily() {
 }
 
 #[test]
+fn rebalance_replacement_waits_for_the_pool_budget() {
+    // A second node of the pool is NotReady: it uses up the default 10% of 2 nodes (1).
+    let mut cluster = with_policy(cluster(), RebalancePolicy::Replace);
+    let other = claim("default-00002", "i-0bbbbbbbbbbbbbbbb", "m5.large", "us-east-1b", CapacityType::OnDemand);
+    let mut down = node_for(&other, vec![]);
+    down.ready = false;
+    cluster.nodes.push(down);
+    cluster.claims.push(other);
+    let rebalance = Message::RebalanceRecommendation { instance_id: INSTANCE.into() };
+    let ds = decide(&rebalance, &cluster, catalog());
+    assert!(launches(&ds).is_empty() && written(&ds).is_empty(), "{ds:#?}");
+    let event = ds.iter().find(|d| matches!(&d.action, Some(Action::Event { .. }))).expect("an Event");
+    assert!(
+        event.why.ends_with(
+            "not replaced early: budget 10% of 2 nodes allows 1; 1 already disrupting (1 of them NotReady), so \
+             Rebalance is blocked until some of them finish"
+        ),
+        "{}",
+        event.why
+    );
+    // Once the node is Ready again the replacement goes ahead; a spot warning never waits.
+    let mut ready = cluster.clone();
+    ready.nodes[1].ready = true;
+    assert!(!written(&decide(&rebalance, &ready, catalog())).is_empty());
+    assert_eq!(the_disruption(&decide(&spot_message(), &cluster, catalog())).1.reason, Reason::SpotInterrupted);
+}
+
+#[test]
+fn a_replacement_launched_before_a_lost_claim_write_is_adopted_not_launched_again() {
+    let mut cluster = cluster();
+    let first = decide(&spot_message(), &cluster, catalog());
+    let (_, want) = the_disruption(&first);
+    let want = want.replacements.clone();
+    // The launches were carried out, then the invocation died before the claim write; the
+    // message is redelivered.
+    for p in launches(&first) {
+        cluster.claims.push(NodeClaim::launching(&p.name, &p.nodepool, "default", NOW));
+    }
+    let again = decide(&spot_message(), &cluster, catalog());
+    assert!(launches(&again).is_empty(), "{again:#?}");
+    for name in &want {
+        assert!(
+            again
+                .iter()
+                .any(|d| d.action.is_none() && d.why.starts_with(&format!("{name} already exists (Launching)"))),
+            "{again:#?}"
+        );
+    }
+    assert_eq!(the_disruption(&again).1.replacements, want, "the write names the adopted replacements");
+}
+
+#[test]
 fn rebalance_is_not_acted_on_when_pods_would_have_nowhere_to_go() {
     let mut cluster = with_policy(cluster(), RebalancePolicy::Replace);
     // A pod bigger than any type the pool allows.

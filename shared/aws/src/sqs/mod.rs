@@ -1,4 +1,4 @@
-//! [`Queue`] on SQS, and the shape of a partial batch response.
+//! [`Queue`] on SQS. (Lambda's partial batch response is built by `functions/runtime`'s `sqs`.)
 //!
 //! `requeue(claim, after)` sends `{"resume": "<claim>"}` to the resume queue with
 //! `DelaySeconds = min(after, 900)` (SQS's maximum): a drain longer than that is resumed in
@@ -55,34 +55,6 @@ impl Queue for SqsQueue {
     }
 }
 
-/// What a Lambda behind an SQS event source with `ReportBatchItemFailures` returns: the ids of
-/// the messages to redeliver (an empty list acknowledges the whole batch).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BatchResponse {
-    pub batch_item_failures: Vec<BatchItemFailure>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BatchItemFailure {
-    pub item_identifier: String,
-}
-
-/// The partial batch response for the messages that failed.
-pub fn batch_response<I, S>(failed_message_ids: I) -> BatchResponse
-where
-    I: IntoIterator<Item = S>,
-    S: Into<String>,
-{
-    BatchResponse {
-        batch_item_failures: failed_message_ids
-            .into_iter()
-            .map(|id| BatchItemFailure { item_identifier: id.into() })
-            .collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,17 +65,6 @@ mod tests {
         assert_eq!(delay_seconds(Duration::from_millis(1500)), 2);
         assert_eq!(delay_seconds(Duration::from_secs(60)), 60);
         assert_eq!(delay_seconds(Duration::from_secs(3600)), 900);
-    }
-
-    #[test]
-    fn batch_response_has_lambdas_shape() {
-        let json = serde_json::to_value(batch_response(["m-1", "m-2"])).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({"batchItemFailures": [{"itemIdentifier": "m-1"}, {"itemIdentifier": "m-2"}]})
-        );
-        let none = serde_json::to_value(batch_response(Vec::<String>::new())).unwrap();
-        assert_eq!(none, serde_json::json!({"batchItemFailures": []}));
     }
 
     #[test]

@@ -380,6 +380,26 @@ pub fn types_from_tsv(tsv: &str, zones: &[Zone]) -> Result<Vec<InstanceType>, Ca
     Ok(parse(tsv)?.iter().map(|r| instance_type(r, zones)).collect())
 }
 
+/// The Spot Instance Advisor's frequency-of-interruption band of a type in the embedded data
+/// (0 `<5%`, 1 `5-10%`, 2 `10-15%`, 3 `15-20%`, 4 `>20%` of instances interrupted per month);
+/// `None` when the type has no spot data. The simulator interrupts spot instances at this rate.
+pub fn spot_interruption_band(instance_type: &str) -> Option<u8> {
+    let row = rows().iter().find(|r| r.name() == instance_type)?;
+    row.get(col::SPOT_BAND).parse().ok()
+}
+
+/// Monthly interruption probability at the middle of a Spot Advisor band (the open-ended top band
+/// `>20%` is taken as 25%).
+pub fn spot_band_monthly_rate(band: u8) -> f64 {
+    match band {
+        0 => 0.025,
+        1 => 0.075,
+        2 => 0.125,
+        3 => 0.175,
+        _ => 0.25,
+    }
+}
+
 /// The embedded catalog offered in `zones`: every type on demand in every zone, and on spot
 /// where the Spot Instance Advisor has data for it.
 pub fn embedded_with_zones(zones: &[Zone]) -> Catalog {
@@ -458,6 +478,15 @@ mod tests {
     fn embedded_data_parses() {
         let rows = parse(TSV).unwrap();
         assert!(rows.len() > 1000);
+    }
+
+    #[test]
+    fn spot_bands_come_from_the_data() {
+        // m5.large: band 3 (15-20%) in the Spot Advisor snapshot the data was generated from.
+        let band = spot_interruption_band("m5.large").expect("m5.large has spot data");
+        assert!(band <= 4);
+        assert!(spot_interruption_band("no-such.type").is_none());
+        assert!(spot_band_monthly_rate(0) < spot_band_monthly_rate(4));
     }
 
     #[test]

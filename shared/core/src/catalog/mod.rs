@@ -5,7 +5,10 @@
 
 mod embedded;
 
-pub use embedded::{embedded, embedded_with_zones, types_from_tsv, CatalogDataError, Zone, COLUMNS, DEFAULT_ZONES};
+pub use embedded::{
+    embedded, embedded_with_zones, spot_band_monthly_rate, spot_interruption_band, types_from_tsv, CatalogDataError,
+    Zone, COLUMNS, DEFAULT_ZONES,
+};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -13,8 +13,15 @@
 //!   for that reason is unbounded (Karpenter's behaviour); a pool with no budgets at all gets the
 //!   default `nodes: 10%`;
 //! - a budget that cannot be evaluated (bad cron, schedule without duration) fails closed: 0;
-//! - nodes already disrupting (a claim with `disruption` set, or Draining / Terminating) count
-//!   against the budget whatever their reason, so the allowance is `limit - disrupting`.
+//! - the pool's nodes the percentage is taken of are its **initialized** claims that still have a
+//!   Node and whose instance termination has not been requested yet (Karpenter's
+//!   `BuildDisruptionBudgetMapping`): a replacement still launching or registering does not count,
+//!   or a 10% budget of 10 nodes would let a second node go while the first one's replacement
+//!   boots (11 nodes round up to 2); a node whose instance is already being terminated has left;
+//! - of those, the ones that are not healthy capacity count as disrupting whatever their reason —
+//!   being disrupted (`disruption` set, Draining, Terminating) or **NotReady** — so the allowance
+//!   is `limit - disrupting`. A NotReady node stays in the total (as in Karpenter) but uses up
+//!   budget, so nodes that are down already are not joined by voluntary disruptions.
 //!
 //! Forceful reasons (expiration, interruptions, timeouts) are not subject to budgets; asking for
 //! them returns an unbounded allowance that says so.
@@ -24,6 +31,7 @@ use std::time::Duration;
 use super::Cluster;
 use crate::model::{Budget, BudgetNodes, DisruptionReason, NodePool};
 use crate::nodeclaim::{NodeClaim, Phase, Reason};
+use crate::termination::node_of;
 use crate::time::cron::CronSchedule;
 use crate::time::{format_duration, Time};
 
@@ -146,9 +154,9 @@ fn describe_nodes(nodes: BudgetNodes) -> String {
 pub struct Allowance {
     pub pool: String,
     pub reason: Reason,
-    /// The pool's nodes (claims not yet Terminated) the percentages are taken of.
+    /// The pool's nodes the percentages are taken of (see [`standing`]).
     pub total: usize,
-    /// Of those, already being disrupted (for any reason).
+    /// Of those, already being disrupted (for any reason) or NotReady.
     pub disrupting: usize,
     /// The most restrictive active budget in nodes; `None` = unbounded.
     pub limit: Option<usize>,
@@ -165,32 +173,71 @@ impl Allowance {
     }
 }
 
-/// Whether a claim counts as one of the pool's nodes for budgets (anything not yet gone).
-pub fn counts_as_node(claim: &NodeClaim) -> bool {
-    claim.phase != Phase::Terminated
+/// How a claim stands toward its pool's budgets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    /// Not one of the pool's nodes for budgets: Terminated, never initialized, without a Node, or
+    /// its instance termination already requested.
+    Uncounted,
+    /// Healthy capacity: counts toward the total only.
+    Healthy,
+    /// Counts toward the total and uses up budget: being disrupted (for any reason), or its Node is
+    /// NotReady.
+    Disrupting { not_ready: bool },
 }
 
-/// Whether a claim is already on its way out and so uses up budget.
-pub fn is_disrupting(claim: &NodeClaim) -> bool {
-    claim.phase != Phase::Terminated
-        && (claim.disruption.is_some() || matches!(claim.phase, Phase::Draining | Phase::Terminating))
+/// How `claim` counts for its pool's budgets in `cluster` (Karpenter's accounting, see the module
+/// documentation).
+pub fn standing(claim: &NodeClaim, cluster: &Cluster) -> Standing {
+    // Initialized once: the phase, or (for claims being taken away) the recorded time.
+    let initialized = claim.phase == Phase::Initialized || claim.initialized_at.is_some();
+    let terminate_requested =
+        claim.phase == Phase::Terminating && claim.drain.as_ref().is_some_and(|d| d.terminate_requested_at.is_some());
+    if claim.phase == Phase::Terminated || !initialized || terminate_requested {
+        return Standing::Uncounted;
+    }
+    let Some(node) = node_of(claim, cluster) else { return Standing::Uncounted };
+    let leaving = claim.disruption.is_some() || matches!(claim.phase, Phase::Draining | Phase::Terminating);
+    if leaving || !node.ready {
+        Standing::Disrupting { not_ready: !node.ready }
+    } else {
+        Standing::Healthy
+    }
 }
 
 /// The allowance for `pool` and `reason` in `cluster` (nodes and disrupting counted from its
-/// claims).
+/// claims and their Nodes, see [`standing`]).
 pub fn allowance(cluster: &Cluster, pool: &NodePool, reason: Reason) -> Allowance {
-    let mine = cluster.claims.iter().filter(|c| c.nodepool == pool.name && counts_as_node(c));
-    let (mut total, mut disrupting) = (0, 0);
-    for c in mine {
-        total += 1;
-        disrupting += usize::from(is_disrupting(c));
+    let (mut total, mut disrupting, mut not_ready) = (0, 0, 0);
+    for c in cluster.claims.iter().filter(|c| c.nodepool == pool.name) {
+        match standing(c, cluster) {
+            Standing::Uncounted => {}
+            Standing::Healthy => total += 1,
+            Standing::Disrupting { not_ready: n } => {
+                total += 1;
+                disrupting += 1;
+                not_ready += usize::from(n);
+            }
+        }
     }
-    allowance_for(pool, reason, cluster.now, total, disrupting)
+    allowance_counted(pool, reason, cluster.now, total, disrupting, not_ready)
 }
 
 /// The allowance from explicit counts (what [`allowance`] uses; handy for simulations and
 /// properties).
 pub fn allowance_for(pool: &NodePool, reason: Reason, now: Time, total: usize, disrupting: usize) -> Allowance {
+    allowance_counted(pool, reason, now, total, disrupting, 0)
+}
+
+/// [`allowance_for`], with how many of the disrupting nodes are NotReady (for the sentence).
+fn allowance_counted(
+    pool: &NodePool,
+    reason: Reason,
+    now: Time,
+    total: usize,
+    disrupting: usize,
+    not_ready: usize,
+) -> Allowance {
     let base = |limit: Option<usize>, allowed: usize, why: String| Allowance {
         pool: pool.name.clone(),
         reason,
@@ -250,6 +297,9 @@ pub fn allowance_for(pool: &NodePool, reason: Reason, now: Time, total: usize, d
         ),
     };
     why.push_str(&format!("; {disrupting} already disrupting"));
+    if not_ready > 0 {
+        why.push_str(&format!(" ({not_ready} of them NotReady)"));
+    }
     if allowed == 0 {
         match (&act, &budget.schedule) {
             (Activity::Window(w), Some(s)) => {

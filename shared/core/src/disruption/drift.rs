@@ -38,7 +38,7 @@ use crate::time::{format_duration, Time};
 
 /// FNV-1a, 64 bits: tiny, dependency-free and stable across runs and platforms (unlike std's
 /// randomly seeded `DefaultHasher`), which is what a hash persisted on a claim needs.
-fn fnv1a64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in bytes {
         h ^= u64::from(*b);
@@ -264,8 +264,10 @@ pub fn causes(cluster: &Cluster, claim: &NodeClaim) -> Vec<DriftCause> {
 
 /// Claims that can be considered for drift replacement: launched, still live, not already being
 /// disrupted.
+/// Only initialized claims drift (as in Karpenter): one still coming up is not yet counted by
+/// budgets, and replacing it before it runs anything would only churn.
 fn eligible(claim: &NodeClaim) -> bool {
-    matches!(claim.phase, Phase::Launched | Phase::Registered | Phase::Initialized) && claim.disruption.is_none()
+    claim.phase == Phase::Initialized && claim.disruption.is_none()
 }
 
 /// Every drifted claim in the cluster, oldest launch first (replace what has run longest first).
@@ -358,9 +360,10 @@ pub fn plan(cluster: &Cluster) -> DriftPlan {
 }
 
 /// The write that starts a drift replacement once the caller has launched `replacements` for the
-/// claim's pods: the claim (at the version read) with its disruption recorded, and an Event.
+/// claim's pods: the claim (as the next version of the one read) with its disruption recorded,
+/// and an Event.
 pub fn mark_drifted(claim: &NodeClaim, drifted: &Drifted, replacements: Vec<String>, now: Time) -> Vec<Decision> {
-    let mut next = claim.clone();
+    let mut next = claim.next_version();
     let message = if replacements.is_empty() {
         format!("{}; no replacement needed, draining", drifted.why)
     } else {

@@ -30,10 +30,10 @@ pub fn explain(claim: &NodeClaim) -> String {
     format!("expired: {verb} {}, expireAfter {after}", born(claim))
 }
 
-/// Decisions for every expired claim: the claim written (at the version read) with an `Expired`
-/// disruption, and an Event on its node. Claims still launching (the launch timeout owns them),
-/// already disrupting, or past Initialized are left alone. Unexpired claims are not news and get
-/// no note.
+/// Decisions for every expired claim: the claim written (as the next version of the one read, see
+/// [`Action::WriteClaim`]) with an `Expired` disruption, and an Event on its node. Claims still
+/// launching (the launch timeout owns them), already disrupting, or past Initialized are left
+/// alone. Unexpired claims are not news and get no note.
 pub fn expirations(cluster: &Cluster) -> Vec<Decision> {
     let mut out = vec![];
     for claim in &cluster.claims {
@@ -47,7 +47,7 @@ pub fn expirations(cluster: &Cluster) -> Vec<Decision> {
             continue;
         }
         let message = explain(claim);
-        let mut next = claim.clone();
+        let mut next = claim.next_version();
         next.disruption = Some(Disruption {
             reason: Reason::Expired,
             since: cluster.now,

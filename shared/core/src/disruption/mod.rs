@@ -74,12 +74,24 @@ pub struct Cluster {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+impl Cluster {
+    /// Puts a claim's new state into this working copy, for the decisions that follow to read.
+    pub fn record(&mut self, claim: &NodeClaim) {
+        match self.claims.iter_mut().find(|c| c.name == claim.name) {
+            Some(c) => *c = claim.clone(),
+            None => self.claims.push(claim.clone()),
+        }
+    }
+}
+
 /// Something to do, for an adapter to carry out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Action {
     /// Launch replacement capacity.
     Launch(Box<PlannedClaim>),
-    /// Persist a claim (conditional on its previous version).
+    /// Persist a claim, conditional on its previous version: the claim carries the version it is
+    /// written as, one more than the version read (the store's `put_claim` contract), so a write
+    /// decided from a stale read is refused instead of overwriting a newer one.
     WriteClaim(Box<NodeClaim>),
     DeleteClaim {
         name: String,
@@ -136,6 +148,48 @@ pub struct Decision {
     pub claim: Option<String>,
     pub action: Option<Action>,
     pub why: String,
+}
+
+/// The `Launch` of a replacement, unless a claim of that name already exists. Replacement names
+/// are deterministic per decision (`<claim>-r<N>`, `<claim>-consolidation`), so an existing one was
+/// launched for this same decision by a pass that stopped before it recorded the disruption (a
+/// crash, a lost write): it is adopted with a note, never launched a second time. (The store would
+/// refuse the second intent anyway; not emitting it keeps every `Launch` a new claim, which is what
+/// the plan, the simulator and the property tests count on.)
+pub(crate) fn launch_once(cluster: &Cluster, claim: Option<&str>, planned: PlannedClaim, why: String) -> Decision {
+    match cluster.claims.iter().find(|c| c.name == planned.name) {
+        Some(existing) => Decision::note(
+            claim,
+            format!(
+                "{} already exists ({}): launched for this decision by an earlier pass, adopted instead of \
+                 launching again",
+                existing.name, existing.phase
+            ),
+        ),
+        None => Decision::act(claim, Action::Launch(Box::new(planned)), why),
+    }
+}
+
+/// Capacity already on its way out: marks the nodes of claims being taken away (disruption set,
+/// or Draining and later) unschedulable, as they are once tainted, and takes their movable pods
+/// off them, returned unbound — they need room elsewhere just like pending pods, and a plan made
+/// now must leave it to them. DaemonSet and mirror pods stay: they go with the node.
+pub(crate) fn vacate_leaving(cluster: &Cluster, nodes: &mut [Node]) -> Vec<Pod> {
+    let leaving = crate::provisioning::leaving(cluster);
+    let mut moving = Vec::new();
+    for n in nodes.iter_mut() {
+        if !crate::provisioning::is_leaving(n, &leaving) {
+            continue;
+        }
+        n.unschedulable = true;
+        let (go, stay): (Vec<Pod>, Vec<Pod>) = n.pods.drain(..).partition(|p| !p.is_daemon() && !p.is_mirror());
+        n.pods = stay;
+        moving.extend(go.into_iter().map(|mut p| {
+            p.node_name = None;
+            p
+        }));
+    }
+    moving
 }
 
 impl Decision {

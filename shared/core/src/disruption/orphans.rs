@@ -120,7 +120,7 @@ fn vanished_instances(cluster: &Cluster, grace: Duration) -> Vec<Decision> {
             n => format!("; releasing {n} pods ({}, …)", pods[..5].join(", ")),
         };
         let message = format!("instance {} of nodeclaim {} {state}{released}", launch.instance_id, claim.name);
-        let mut next = claim.clone();
+        let mut next = claim.next_version();
         next.phase = Phase::Terminated;
         out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone()));
         if let Some(node) = node {

@@ -11,7 +11,7 @@
 use crate::catalog::Catalog;
 use crate::interruption::{launch_replacements, node_of, plan_replacement};
 use crate::lifecycle;
-use crate::nodeclaim::{NodeClaim, Reason};
+use crate::nodeclaim::Reason;
 
 use super::{budgets, consolidation, drift, expiration, orphans, Action, Cluster, Decision};
 
@@ -23,7 +23,7 @@ pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
     for step in lifecycle::advance_all(cluster) {
         out.extend(step.decisions);
         if let Some(next) = step.claim {
-            record(&mut state, &next);
+            state.record(&next);
             let (name, why) = (next.name.clone(), format!("claim {} is now {}", next.name, next.phase));
             out.push(Decision::act(Some(&name), Action::WriteClaim(Box::new(next)), why));
         }
@@ -33,7 +33,7 @@ pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
 
     for d in expiration::expirations(&state) {
         if let Some(Action::WriteClaim(c)) = &d.action {
-            record(&mut state, c);
+            state.record(c);
         }
         out.push(d);
     }
@@ -52,11 +52,11 @@ pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
             ));
             continue;
         }
-        let (names, launches) = launch_replacements(&claim, &plan);
+        let (names, launches) = launch_replacements(&claim, &plan, &state);
         out.extend(launches);
         for m in drift::mark_drifted(&claim, &d, names, state.now) {
             if let Some(Action::WriteClaim(c)) = &m.action {
-                record(&mut state, c);
+                state.record(c);
             }
             out.push(m);
         }
@@ -67,12 +67,4 @@ pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
     };
     out.extend(consolidation::consolidate(&state, catalog, &allowed));
     out
-}
-
-/// Puts a claim's new state into the working copy the later stages read.
-fn record(state: &mut Cluster, claim: &NodeClaim) {
-    match state.claims.iter_mut().find(|c| c.name == claim.name) {
-        Some(c) => *c = claim.clone(),
-        None => state.claims.push(claim.clone()),
-    }
 }

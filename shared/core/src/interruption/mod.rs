@@ -17,13 +17,13 @@ pub use parse::{
     REBALANCE_RECOMMENDATION, SOURCE_EC2, SOURCE_HEALTH, SPOT_INTERRUPTION, STATE_CHANGE,
 };
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use crate::catalog::{CapacityType, Catalog, OfferingKey};
-use crate::disruption::{Action, Cluster, Decision};
+use crate::disruption::{budgets, launch_once, vacate_leaving, Action, Cluster, Decision};
 use crate::labels;
-use crate::model::{Node, RebalancePolicy};
+use crate::model::{Node, Pod, RebalancePolicy};
 use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
 use crate::scheduler::{schedule, Plan, PlannedClaim};
 use crate::snapshot::Snapshot;
@@ -121,8 +121,7 @@ fn decide_instance(
         // (rebalance, drift, consolidation) must stop it waiting on budgets and PDBs: escalate the
         // reason, keep the replacements already launched.
         if existing.reason.is_voluntary() && !reason.is_voluntary() {
-            let mut next = claim.clone();
-            next.version += 1;
+            let mut next = claim.next_version();
             next.phase = next.phase.max(Phase::Draining);
             let message = format!(
                 "{what}: already draining for {} with {}; now {reason}, so the drain no longer waits on budgets or PDBs",
@@ -154,8 +153,8 @@ fn decide_instance(
     let object = node.map_or_else(|| format!("NodeClaim/{}", claim.name), |n| format!("Node/{}", n.name));
 
     if reason == Reason::Rebalance {
-        let policy =
-            cluster.nodepools.iter().find(|p| p.name == claim.nodepool).map(|p| p.rebalance).unwrap_or_default();
+        let pool = cluster.nodepools.iter().find(|p| p.name == claim.nodepool);
+        let policy = pool.map(|p| p.rebalance).unwrap_or_default();
         if policy == RebalancePolicy::Ignore {
             let why = format!(
                 "{what}: NodePool {} has rebalance policy Ignore, so the node keeps running until an \
@@ -168,6 +167,14 @@ fn decide_instance(
                 Action::Event { object, reason: "RebalanceRecommendation".into(), message: why.clone() },
                 why,
             ));
+            return;
+        }
+        // Replacing early is a voluntary disruption, so the pool's budgets apply (README: "within
+        // the pool's budgets"). The recommendation is advice: with no budget left the node keeps
+        // running, and a spot interruption warning, should one follow, replaces it forcefully.
+        if let Some(a) = pool.map(|p| budgets::allowance(cluster, p, reason)).filter(|a| a.allowed == 0) {
+            let why = format!("{what}: not replaced early: {}", a.why);
+            out.push(Decision::event(Some(&claim.name), object, "RebalanceRecommendation", why));
             return;
         }
     }
@@ -186,7 +193,7 @@ fn decide_instance(
         return;
     }
 
-    let (replacements, launches) = launch_replacements(claim, &plan);
+    let (replacements, launches) = launch_replacements(claim, &plan, cluster);
     out.extend(launches);
 
     let moved: usize = plan.existing.iter().map(|e| e.pods.len()).sum();
@@ -210,8 +217,7 @@ fn decide_instance(
         _ => "draining now",
     });
 
-    let mut next = claim.clone();
-    next.version += 1;
+    let mut next = claim.next_version();
     next.phase = Phase::Draining;
     next.disruption =
         Some(Disruption { reason, since: cluster.now, replacements: replacements.clone(), message: sentence.clone() });
@@ -274,27 +280,15 @@ pub(crate) fn plan_replacement(
         }
     }
 
-    // Capacity that is itself leaving cannot take pods: nodes of claims being disrupted are
-    // unschedulable in the simulation, as they are in the cluster once tainted.
-    let leaving: BTreeSet<&str> = cluster
-        .claims
-        .iter()
-        .filter(|c| !c.is_live())
-        .flat_map(|c| c.node_name.iter().map(String::as_str).chain(std::iter::once(c.name.as_str())))
-        .collect();
-    let nodes: Vec<Node> = cluster
-        .nodes
-        .iter()
-        .filter(|n| node.is_none_or(|own| own.name != n.name))
-        .map(|n| {
-            let mut n = n.clone();
-            let claim_name = n.labels.get(labels::NODECLAIM).map(String::as_str);
-            if leaving.contains(n.name.as_str()) || claim_name.is_some_and(|c| leaving.contains(c)) {
-                n.unschedulable = true;
-            }
-            n
-        })
-        .collect();
+    // Capacity that is itself leaving cannot take pods, and its pods, like the pending ones, are
+    // on their way to new homes too: they are placed first and keep the room they take.
+    // Otherwise two drifted nodes planned one after the other could both count on the same empty
+    // node (say the first one's replacement, just up), the second drain would find no room, and
+    // "launch first, then drain" would not hold.
+    let mut nodes: Vec<Node> =
+        cluster.nodes.iter().filter(|n| node.is_none_or(|own| own.name != n.name)).cloned().collect();
+    let mut waiting: Vec<Pod> = cluster.pending.iter().filter(|p| !seen.contains(&p.key())).cloned().collect();
+    waiting.extend(vacate_leaving(cluster, &mut nodes));
 
     // The node being replaced stops counting against its pool's limits: the swap must not be
     // refused because the capacity it gives back is still on the books.
@@ -308,8 +302,8 @@ pub(crate) fn plan_replacement(
 
     let mut unavailable = cluster.unavailable.clone();
     unavailable.extend(excluded.cloned());
-    let snapshot = Snapshot {
-        pods,
+    let mut snapshot = Snapshot {
+        pods: waiting,
         nodes,
         daemonsets: cluster.daemonsets.clone(),
         nodepools,
@@ -317,13 +311,28 @@ pub(crate) fn plan_replacement(
         unavailable,
         namespaces: cluster.namespaces.clone(),
     };
+    if !snapshot.pods.is_empty() {
+        // Pods the scheduler would put on new capacity are left out: that capacity is theirs
+        // (a replacement already launched, or the provisioner's next pass), not this claim's.
+        let first = schedule(&snapshot, catalog);
+        let mut by_key: BTreeMap<String, Pod> = snapshot.pods.drain(..).map(|p| (p.key(), p)).collect();
+        for e in &first.existing {
+            let Some(n) = snapshot.nodes.iter_mut().find(|n| n.name == e.node) else { continue };
+            for mut p in e.pods.iter().filter_map(|k| by_key.remove(k)) {
+                p.node_name = Some(n.name.clone());
+                n.pods.push(p);
+            }
+        }
+    }
+    snapshot.pods = pods;
     schedule(&snapshot, catalog)
 }
 
 /// Launches for a claim's replacement plan, named `<claim>-r<N>` so a redelivered message or a
-/// repeated sweep plans the same names (and CreateFleet tokens), with a note for every pod left
-/// without capacity. Returns the replacement names and the decisions.
-pub(crate) fn launch_replacements(claim: &NodeClaim, plan: &Plan) -> (Vec<String>, Vec<Decision>) {
+/// repeated sweep plans the same names (and CreateFleet tokens) — and names that already exist in
+/// `cluster` are adopted rather than launched again (see `launch_once`) — with a note for every pod
+/// left without capacity. Returns the replacement names and the decisions.
+pub(crate) fn launch_replacements(claim: &NodeClaim, plan: &Plan, cluster: &Cluster) -> (Vec<String>, Vec<Decision>) {
     let mut out = Vec::new();
     let mut replacements = Vec::with_capacity(plan.nodeclaims.len());
     for (i, planned) in plan.nodeclaims.iter().enumerate() {
@@ -340,7 +349,7 @@ pub(crate) fn launch_replacements(claim: &NodeClaim, plan: &Plan) -> (Vec<String
             claim.name
         );
         let name = planned.name.clone();
-        out.push(Decision::act(Some(&name), Action::Launch(Box::new(planned)), why));
+        out.push(launch_once(cluster, Some(&name), planned, why));
     }
     for u in &plan.unschedulable {
         out.push(Decision::note(

@@ -133,6 +133,13 @@ pub struct NodeClaim {
     /// Pods the claim was launched for (`namespace/name`).
     pub pods: Vec<String>,
     pub launch: Option<Launch>,
+    /// CreateFleet calls made for this claim, and when the last one was: whoever bumps the count
+    /// (a conditional write) owns the next call; a claim still without an instance some time
+    /// after its last attempt (a crash mid-launch) is looked up by tag, then launched again.
+    #[serde(default)]
+    pub launch_attempts: u32,
+    #[serde(default)]
+    pub launch_attempted_at: Option<Time>,
     pub node_name: Option<String>,
     pub registered_at: Option<Time>,
     pub initialized_at: Option<Time>,
@@ -168,6 +175,8 @@ impl NodeClaim {
             startup_taints: vec![],
             pods: vec![],
             launch: None,
+            launch_attempts: 0,
+            launch_attempted_at: None,
             node_name: None,
             registered_at: None,
             initialized_at: None,
@@ -182,6 +191,12 @@ impl NodeClaim {
 
     pub fn provider_id(&self) -> Option<String> {
         self.launch.as_ref().map(Launch::provider_id)
+    }
+
+    /// A copy to modify and write back: `version` is already the next one, as
+    /// [`crate::disruption::Action::WriteClaim`] and the store's conditional write expect.
+    pub fn next_version(&self) -> NodeClaim {
+        NodeClaim { version: self.version + 1, ..self.clone() }
     }
 
     /// Still counts as capacity (not on its way out).

@@ -1,4 +1,345 @@
 //! The reconcilers the Lambdas (and the simulator) run: read the truth through [`ports`], decide
 //! with the pure core, carry the decisions out through the same ports.
+//!
+//! - [`Reconciler::provision`] — the provisioner: under the per-cluster lease, registers claims
+//!   whose Nodes joined, finishes launches a crash interrupted, and launches capacity for pending
+//!   pods ([`crate::provisioning::plan`]), looping once more whenever the lease was marked dirty.
+//! - [`Reconciler::interrupt`] — a batch of interruption-queue messages: EventBridge events
+//!   ([`crate::interruption`]) and `{"resume": "<claim>"}` messages that advance one drain.
+//! - [`Reconciler::sweep`] — the scheduled safety net: a provisioning pass, then lifecycle,
+//!   orphans, expiration, drift and consolidation ([`crate::disruption::sweep::sweep`]) and the
+//!   NodePools' status.
+//!
+//! Exactly-once launches (see [`launch`]): the claim intent is written (create-only) before
+//! CreateFleet; whoever bumps the claim's attempt counter (a conditional write) owns the call;
+//! the instance is recorded after. A crash between CreateFleet and the record is repaired by the
+//! `dovetail.dev/nodeclaim` tag lookup before any second call, and CreateFleet's client token is
+//! the claim name besides.
 
+mod apply;
+mod launch;
 pub mod ports;
+mod read;
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::catalog::Catalog;
+use crate::disruption::{sweep, Action, Cluster, Decision};
+use crate::interruption;
+use crate::lifecycle;
+use crate::nodeclaim::Phase;
+use crate::provisioning;
+
+pub use launch::ATTEMPT_TIMEOUT;
+use ports::{Clock, Cloud, Invalid, Kube, Lease, PoolStatus, PortError, PortResult, Queue, Store};
+
+/// The adapters one reconciler works through.
+pub struct Ports<K, C, S, Q, T> {
+    pub kube: K,
+    pub cloud: C,
+    pub store: S,
+    pub queue: Q,
+    pub clock: T,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub cluster: String,
+    /// Who holds the provisioning lease (the Lambda request id, a simulator name).
+    pub holder: String,
+    /// Longer than one provisioning invocation may run (the function timeout), so a crashed
+    /// holder frees the cluster by itself.
+    pub lease_ttl: Duration,
+}
+
+impl Settings {
+    pub fn new(cluster: &str, holder: &str) -> Settings {
+        Settings { cluster: cluster.into(), holder: holder.into(), lease_ttl: Duration::from_secs(120) }
+    }
+}
+
+/// One message from a queue: its id (for partial batch failures) and body.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueMessage {
+    pub id: String,
+    pub body: String,
+}
+
+/// What a reconciler did, each with its sentence, and what went wrong (logged; the work that
+/// could go on went on).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub decisions: Vec<Decision>,
+    pub errors: Vec<String>,
+    /// From the last read: pods waiting for capacity, and what the live claims cost per hour.
+    pub pending_pods: usize,
+    pub fleet_cost_per_hour: f64,
+}
+
+impl Report {
+    fn note(&mut self, claim: Option<&str>, why: impl Into<String>) {
+        self.decisions.push(Decision::note(claim, why));
+    }
+
+    /// Instances terminated (TerminateInstance carried out).
+    pub fn terminations(&self) -> usize {
+        self.decisions.iter().filter(|d| matches!(d.action, Some(Action::TerminateInstance { .. }))).count()
+    }
+
+    /// Launch actions carried out (intents written), for summaries and tests.
+    pub fn launches(&self) -> impl Iterator<Item = &crate::scheduler::PlannedClaim> {
+        self.decisions.iter().filter_map(|d| match &d.action {
+            Some(Action::Launch(p)) => Some(p.as_ref()),
+            _ => None,
+        })
+    }
+}
+
+/// The outcome of a batch of queue messages.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    /// Ids of messages to report as failed (`ReportBatchItemFailures`): they are delivered again,
+    /// and after the queue's `maxReceiveCount` land in its DLQ.
+    pub failed: Vec<String>,
+    pub report: Report,
+}
+
+/// Everything one pass decides from: the live cluster, the catalog it was planned against, and
+/// the objects that were skipped as invalid.
+#[derive(Debug, Clone)]
+pub struct View {
+    pub cluster: Cluster,
+    pub catalog: Arc<Catalog>,
+    pub invalid: Vec<Invalid>,
+    /// A claim was given up (no offering left): its pods need planning again in this invocation.
+    pub replan: bool,
+}
+
+/// Passes a provisioner makes before it leaves remaining work to the next doorbell or sweep.
+pub const MAX_PASSES: usize = 5;
+
+/// The body of a message that resumes one claim's drain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Resume {
+    pub resume: String,
+}
+
+pub struct Reconciler<K, C, S, Q, T> {
+    pub ports: Ports<K, C, S, Q, T>,
+    pub settings: Settings,
+}
+
+impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
+    pub fn new(ports: Ports<K, C, S, Q, T>, settings: Settings) -> Self {
+        Reconciler { ports, settings }
+    }
+
+    /// The provisioner's invocation (a batch of doorbells: their content does not matter, the
+    /// cluster is re-read).
+    pub async fn provision(&self) -> PortResult<Report> {
+        let mut report = Report::default();
+        let (holder, ttl) = (self.settings.holder.as_str(), self.settings.lease_ttl);
+        if self.ports.store.lease(holder, self.ports.clock.now(), ttl).await? == Lease::Busy {
+            report.note(None, "another invocation is provisioning; it was asked to look once more");
+            return Ok(report);
+        }
+        for pass in 1..=MAX_PASSES {
+            let replan = match self.provision_pass(&mut report).await {
+                Ok(replan) => replan,
+                Err(e) => {
+                    // Free the cluster for the retry; whether it was dirty no longer matters.
+                    let _ = self.ports.store.release(holder, self.ports.clock.now(), ttl).await;
+                    return Err(e);
+                }
+            };
+            if replan && pass < MAX_PASSES {
+                continue;
+            }
+            if !self.ports.store.release(holder, self.ports.clock.now(), ttl).await? {
+                return Ok(report);
+            }
+            if pass == MAX_PASSES {
+                report.note(
+                    None,
+                    format!("still more to do after {MAX_PASSES} passes; the lease expires and the next doorbell or sweep goes on"),
+                );
+            }
+        }
+        Ok(report)
+    }
+
+    /// One pass; `true` when a launch was given up and its pods need planning again.
+    async fn provision_pass(&self, report: &mut Report) -> PortResult<bool> {
+        let mut view = self.read(report).await?;
+        self.register(&mut view, report).await;
+        self.repair_launches(&mut view, report).await;
+        let decisions = provisioning::plan(&view.cluster, &view.catalog);
+        self.apply(decisions, &mut view, report).await;
+        Ok(view.replan)
+    }
+
+    /// Steps claims whose instance is up but whose Node is not yet matched or Ready, so pods can
+    /// land as soon as the `dovetail.dev/unregistered` taint goes (a node doorbell brings us here).
+    async fn register(&self, view: &mut View, report: &mut Report) {
+        let waiting: Vec<String> = view
+            .cluster
+            .claims
+            .iter()
+            .filter(|c| c.is_live() && (Phase::Launched..Phase::Initialized).contains(&c.phase))
+            .map(|c| c.name.clone())
+            .collect();
+        for name in waiting {
+            self.step_claim(&name, false, view, report).await;
+        }
+    }
+
+    /// Launches a crash (or a lost race) left half done: claims still Launching with no instance
+    /// recorded and no attempt in progress.
+    async fn repair_launches(&self, view: &mut View, report: &mut Report) {
+        let now = self.ports.clock.now();
+        let stale: Vec<_> = view
+            .cluster
+            .claims
+            .iter()
+            .filter(|c| c.phase == Phase::Launching && c.launch.is_none())
+            .filter(|c| now.since(c.created_at) < lifecycle::LAUNCH_TIMEOUT)
+            .filter(|c| c.launch_attempted_at.is_none_or(|t| now.since(t) >= ATTEMPT_TIMEOUT))
+            .cloned()
+            .collect();
+        for claim in stale {
+            report.note(Some(&claim.name), format!("resuming the launch of {}: no instance recorded yet", claim.name));
+            if let Err(e) = self.complete_launch(claim.clone(), view, report).await {
+                report.errors.push(format!("launch of {}: {e}", claim.name));
+            }
+        }
+    }
+
+    /// A batch from the interruption queue. Each message stands alone: a malformed one fails
+    /// (and reaches the DLQ after its retries) without holding back the others.
+    pub async fn interrupt(&self, messages: &[QueueMessage]) -> Batch {
+        let mut batch = Batch::default();
+        let mut view = match self.read(&mut batch.report).await {
+            Ok(v) => v,
+            Err(e) => {
+                batch.report.errors.push(format!("reading the cluster: {e}"));
+                batch.failed = messages.iter().map(|m| m.id.clone()).collect();
+                return batch;
+            }
+        };
+        for m in messages {
+            let retry;
+            if let Ok(Resume { resume }) = serde_json::from_str::<Resume>(&m.body) {
+                retry = self.step_claim(&resume, true, &mut view, &mut batch.report).await;
+            } else {
+                match interruption::parse(&m.body) {
+                    Ok(message) => {
+                        let decisions = interruption::decide(&message, &view.cluster, &view.catalog);
+                        retry = self.apply(decisions, &mut view, &mut batch.report).await;
+                    }
+                    Err(e) => {
+                        batch.report.errors.push(format!("message {}: {e}", m.id));
+                        retry = true;
+                    }
+                }
+            }
+            if retry {
+                batch.failed.push(m.id.clone());
+            }
+        }
+        batch
+    }
+
+    /// Advances one claim's drain (a `{"resume": …}` message).
+    pub async fn resume(&self, claim: &str) -> PortResult<Report> {
+        let mut report = Report::default();
+        let mut view = self.read(&mut report).await?;
+        self.step_claim(claim, true, &mut view, &mut report).await;
+        Ok(report)
+    }
+
+    /// The scheduled sweep: the provisioning safety net, then every disruption decision, then the
+    /// NodePools' status.
+    pub async fn sweep(&self) -> PortResult<Report> {
+        let mut report = match self.provision().await {
+            Ok(r) => r,
+            Err(e) => Report { errors: vec![format!("provisioning pass: {e}")], ..Report::default() },
+        };
+        let mut view = self.read(&mut report).await?;
+        self.repair_launches(&mut view, &mut report).await;
+        let decisions = sweep::sweep(&view.cluster, &view.catalog);
+        self.apply(decisions, &mut view, &mut report).await;
+        self.publish_status(&view, &mut report).await;
+        Ok(report)
+    }
+
+    /// One lifecycle / termination step for a claim, carried out; with `requeue`, the step's
+    /// "come back in N s" becomes a delayed message. Returns whether a retry is needed.
+    async fn step_claim(&self, name: &str, requeue: bool, view: &mut View, report: &mut Report) -> bool {
+        let Some(claim) = view.cluster.claims.iter().find(|c| c.name == name).cloned() else {
+            report.note(Some(name), format!("claim {name} no longer exists; nothing to resume"));
+            return false;
+        };
+        let step = lifecycle::advance(&claim, &view.cluster);
+        let mut decisions = step.decisions;
+        if let Some(next) = step.claim {
+            let why = format!("claim {name} is now {}", next.phase);
+            decisions.push(Decision::act(Some(name), Action::WriteClaim(Box::new(next)), why));
+        }
+        let mut retry = self.apply(decisions, view, report).await;
+        if let (true, Some(after)) = (requeue, step.requeue) {
+            if let Err(e) = self.ports.queue.requeue(name, after).await {
+                report.errors.push(format!("requeue of {name}: {e}"));
+                retry = true;
+            }
+        }
+        retry
+    }
+
+    async fn publish_status(&self, view: &View, report: &mut Report) {
+        let usage = provisioning::pool_usage(&view.cluster, &view.catalog);
+        let mut statuses: Vec<PoolStatus> = view
+            .cluster
+            .nodepools
+            .iter()
+            .map(|p| PoolStatus {
+                name: p.name.clone(),
+                nodes: view
+                    .cluster
+                    .claims
+                    .iter()
+                    .filter(|c| c.nodepool == p.name && c.phase != Phase::Terminated)
+                    .count(),
+                resources: usage.get(&p.name).cloned().unwrap_or_default(),
+                invalid: None,
+            })
+            .collect();
+        for inv in view.invalid.iter().filter(|i| i.object.starts_with("NodePool/")) {
+            let name = inv.object.trim_start_matches("NodePool/");
+            let message = format!("{}: {}", inv.field, inv.message);
+            match statuses.iter_mut().find(|s| s.name == name) {
+                Some(s) => {
+                    let joined = s.invalid.take().map_or(message.clone(), |m| format!("{m}; {message}"));
+                    s.invalid = Some(joined);
+                }
+                None => statuses.push(PoolStatus {
+                    name: name.to_string(),
+                    nodes: 0,
+                    resources: Default::default(),
+                    invalid: Some(message),
+                }),
+            }
+        }
+        for s in &statuses {
+            if let Err(e) = self.ports.kube.pool_status(s).await {
+                report.errors.push(format!("NodePool/{} status: {e}", s.name));
+            }
+        }
+    }
+}
+
+/// Whether an error is worth retrying the whole message for.
+fn retryable(e: &PortError) -> bool {
+    matches!(e, PortError::Unavailable(_) | PortError::Conflict(_))
+}

@@ -89,6 +89,19 @@ pub trait Kube: Send + Sync {
     fn delete_node(&self, node: &str) -> impl Future<Output = PortResult<()>> + Send;
     /// A Kubernetes Event on `object` (`Node/x`, `Pod/ns/x`, `NodePool/x`).
     fn event(&self, object: &str, reason: &str, message: &str) -> impl Future<Output = PortResult<()>> + Send;
+    /// Publishes a NodePool's status subresource (the sweeper does, every pass).
+    fn pool_status(&self, status: &PoolStatus) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// What a NodePool's `status` shows: its nodes, the resources they provide (counted against
+/// `limits`), and whether its spec is valid (`ValidationSucceeded`, with the reason if not).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PoolStatus {
+    pub name: String,
+    pub nodes: usize,
+    pub resources: crate::resources::Resources,
+    /// `None` when valid; else the readable message for the `ValidationSucceeded=False` condition.
+    pub invalid: Option<String>,
 }
 
 /// One offering CreateFleet may pick, with the price the plan assumed.

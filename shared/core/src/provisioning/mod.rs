@@ -1,0 +1,323 @@
+//! Provisioning: the live cluster in, launches for its pending pods out.
+//!
+//! The provisioner Lambda (and the sweeper's safety net) call [`plan`] on what they just read.
+//! Capacity already on its way counts: claims that have not registered a Node yet are in-flight
+//! nodes the scheduler fills first, so a redelivered doorbell or a second pass over the same
+//! pending pods plans nothing new for them. Pool usage for `limits` counts every claim that is not
+//! Terminated. Every function here is pure; [`crate::reconcile`] carries the launches out.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::{CapacityType, Catalog, OfferingKey};
+use crate::disruption::drift::{fnv1a64, nodepool_hash};
+use crate::disruption::{Action, Cluster, Decision};
+use crate::labels;
+use crate::model::{DaemonSet, Node, NodeKind, NodePool, Taint};
+use crate::nodeclaim::{Hashes, NodeClaim, Phase};
+use crate::reconcile::ports::Offer;
+use crate::resources::Resources;
+use crate::scheduler::{schedule, PlannedClaim};
+use crate::snapshot::Snapshot;
+use crate::termination::node_of;
+use crate::time::Time;
+
+/// CreateFleet takes at most this many overrides; the cheapest offers go first.
+pub const MAX_OFFERS: usize = 60;
+
+/// The instance type a claim stands for: what it launched as, else its cheapest candidate.
+pub fn claim_type<'a>(claim: &NodeClaim, catalog: &'a Catalog) -> Option<&'a crate::catalog::InstanceType> {
+    let name =
+        claim.launch.as_ref().map(|l| l.instance_type.as_str()).or(claim.instance_types.first().map(String::as_str));
+    name.and_then(|n| catalog.get(n))
+}
+
+/// Node and claim names of capacity that is leaving (claims being disrupted or drained): it takes
+/// no new pods, in the scheduler's eyes as in the cluster once tainted.
+pub fn leaving(cluster: &Cluster) -> BTreeSet<&str> {
+    cluster
+        .claims
+        .iter()
+        .filter(|c| !c.is_live())
+        .flat_map(|c| c.node_name.iter().map(String::as_str).chain(std::iter::once(c.name.as_str())))
+        .collect()
+}
+
+/// Whether `node` belongs to leaving capacity (by its name or its claim label).
+pub fn is_leaving(node: &Node, leaving: &BTreeSet<&str>) -> bool {
+    let claim = node.labels.get(labels::NODECLAIM).map(String::as_str);
+    leaving.contains(node.name.as_str()) || claim.is_some_and(|c| leaving.contains(c))
+}
+
+/// Capacity that is coming but has no Node yet, as the scheduler sees it: the pool's taints
+/// (startup taints go away once it is up), the DaemonSet pods that will land on it, nothing else.
+pub fn inflight_node(
+    name: &str,
+    labels_of: &BTreeMap<String, String>,
+    allocatable: Resources,
+    price: Option<f64>,
+    pool: Option<&NodePool>,
+    daemonsets: &[DaemonSet],
+) -> Node {
+    let mut labels = labels_of.clone();
+    labels.insert(labels::HOSTNAME.into(), name.to_string());
+    let mut node = Node::new(name, labels, allocatable);
+    node.kind = NodeKind::InFlight;
+    node.price = price;
+    node.taints = pool.map(|p| p.taints.clone()).unwrap_or_default();
+    for ds in daemonsets {
+        if crate::model::tolerates_all(&ds.pod.tolerations, &node.taints).is_ok()
+            && ds.pod.node_affinity.iter().any(|a| a.matches_labels(&node.labels))
+        {
+            let mut p = ds.pod.clone();
+            p.name = format!("{}-{}", ds.name, name);
+            p.node_name = Some(name.to_string());
+            node.pods.push(p);
+        }
+    }
+    node
+}
+
+/// The labels a claim's node will carry: the planned ones, corrected by what EC2 actually gave.
+fn claim_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
+    let mut labels = claim.labels.clone();
+    if let Some(l) = &claim.launch {
+        labels.insert(labels::INSTANCE_TYPE.into(), l.instance_type.clone());
+        labels.insert(labels::ZONE.into(), l.zone.clone());
+        labels.insert(labels::CAPACITY_TYPE.into(), l.capacity_type.as_str().into());
+    }
+    labels.insert(labels::NODECLAIM.into(), claim.name.clone());
+    labels.insert(labels::NODEPOOL.into(), claim.nodepool.clone());
+    labels
+}
+
+fn kubelet_of(cluster: &Cluster, class: &str) -> crate::model::KubeletConfig {
+    cluster.nodeclasses.iter().find(|c| c.name == class).map(|c| c.kubelet.clone()).unwrap_or_default()
+}
+
+/// Each pool's usage for its `limits`: the capacity of every claim of the pool that is not
+/// Terminated (Karpenter counts nodes being deleted until they are gone), plus registered nodes
+/// of the pool that no claim owns (adopted or hand-made).
+pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Resources> {
+    let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
+    let mut counted: BTreeSet<&str> = BTreeSet::new();
+    for c in cluster.claims.iter().filter(|c| c.phase != Phase::Terminated) {
+        if let Some(t) = claim_type(c, catalog) {
+            usage.entry(c.nodepool.clone()).or_default().add(&t.capacity(&kubelet_of(cluster, &c.nodeclass)));
+        }
+        counted.insert(c.name.as_str());
+        counted.extend(c.node_name.as_deref());
+    }
+    for n in &cluster.nodes {
+        let claim = n.labels.get(labels::NODECLAIM).map(String::as_str);
+        if counted.contains(n.name.as_str()) || claim.is_some_and(|c| counted.contains(c)) {
+            continue;
+        }
+        if let Some(pool) = n.labels.get(labels::NODEPOOL) {
+            usage.entry(pool.clone()).or_default().add(&n.allocatable);
+        }
+    }
+    usage
+}
+
+/// What the scheduler plans from: pending pods; registered nodes (leaving ones unschedulable);
+/// live claims without a Node as in-flight nodes; pools with their usage.
+pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
+    let leaving = leaving(cluster);
+    // A claim's node that is still coming up sheds `dovetail.dev/unregistered` and its startup
+    // taints within seconds: planning around them would launch a second node for pods that are
+    // about to land on this one.
+    let coming_up: BTreeMap<&str, &NodeClaim> = cluster
+        .claims
+        .iter()
+        .filter(|c| c.phase < Phase::Initialized)
+        .filter_map(|c| node_of(c, cluster).map(|n| (n.name.as_str(), c)))
+        .collect();
+    let mut nodes: Vec<Node> = cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut n = n.clone();
+            n.unschedulable |= is_leaving(&n, &leaving);
+            if let Some(c) = coming_up.get(n.name.as_str()) {
+                n.taints.retain(|t| {
+                    t.key != labels::TAINT_UNREGISTERED
+                        && !c.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)
+                });
+            }
+            n
+        })
+        .collect();
+    for c in cluster.claims.iter().filter(|c| c.is_live() && node_of(c, cluster).is_none()) {
+        let Some(t) = claim_type(c, catalog) else { continue };
+        let pool = cluster.nodepools.iter().find(|p| p.name == c.nodepool);
+        let price = c.launch.as_ref().map(|l| l.price);
+        let allocatable = t.allocatable(&kubelet_of(cluster, &c.nodeclass));
+        nodes.push(inflight_node(&c.name, &claim_labels(c), allocatable, price, pool, &cluster.daemonsets));
+    }
+    let usage = pool_usage(cluster, catalog);
+    let nodepools = cluster
+        .nodepools
+        .iter()
+        .map(|p| NodePool { usage: usage.get(&p.name).cloned().unwrap_or_default(), ..p.clone() })
+        .collect();
+    Snapshot {
+        pods: cluster.pending.clone(),
+        nodes,
+        daemonsets: cluster.daemonsets.clone(),
+        nodepools,
+        nodeclasses: cluster.nodeclasses.clone(),
+        unavailable: cluster.unavailable.clone(),
+        namespaces: cluster.namespaces.clone(),
+    }
+}
+
+/// A claim name no earlier decision used: the pool's name and a short hash of the moment and the
+/// pods it is for (Karpenter uses `<pool>-<random>`; a hash keeps the simulator reproducible).
+pub fn claim_name(pool: &str, now: Time, pods: &[String], index: usize, taken: &BTreeSet<String>) -> String {
+    let mut salt = 0u64;
+    loop {
+        let text = format!("{}|{}|{}|{}", now.millis(), index, salt, pods.join(","));
+        let h = fnv1a64(text.as_bytes());
+        let name = format!("{pool}-{}", base36(h, 6));
+        if !taken.contains(&name) {
+            return name;
+        }
+        salt += 1;
+    }
+}
+
+fn base36(mut v: u64, len: usize) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::with_capacity(len);
+    for _ in 0..len {
+        out.push(DIGITS[(v % 36) as usize]);
+        v /= 36;
+    }
+    String::from_utf8(out).expect("ascii")
+}
+
+/// Launches for the pending pods, with an Event for each pod they are for and for each pod no
+/// pool can run.
+pub fn plan(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
+    let snap = snapshot(cluster, catalog);
+    if snap.pods.is_empty() {
+        return vec![];
+    }
+    let plan = schedule(&snap, catalog);
+    let mut taken: BTreeSet<String> = cluster.claims.iter().map(|c| c.name.clone()).collect();
+    let mut out = Vec::new();
+    for (i, planned) in plan.nodeclaims.iter().enumerate() {
+        let mut p = planned.clone();
+        p.name = claim_name(&planned.nodepool, cluster.now, &planned.pods, i, &taken);
+        taken.insert(p.name.clone());
+        p.labels.insert(labels::NODECLAIM.into(), p.name.clone());
+        let why = format!(
+            "launch {} ({} {} in {}, ${:.4}/h, {} candidate types) for {} pending pod{}",
+            p.name,
+            p.instance_type,
+            p.capacity_type,
+            p.zone,
+            p.price_per_hour,
+            p.instance_types.len(),
+            p.pods.len(),
+            if p.pods.len() == 1 { "" } else { "s" }
+        );
+        let nominated: Vec<Decision> = p
+            .pods
+            .iter()
+            .map(|pod| {
+                Decision::event(
+                    Some(&p.name),
+                    format!("Pod/{pod}"),
+                    "Nominated",
+                    format!(
+                        "Pod should schedule on: nodeclaim/{} ({} {} in {})",
+                        p.name, p.instance_type, p.capacity_type, p.zone
+                    ),
+                )
+            })
+            .collect();
+        out.push(Decision::act(Some(&p.name.clone()), Action::Launch(Box::new(p)), why));
+        out.extend(nominated);
+    }
+    for u in &plan.unschedulable {
+        out.push(Decision::event(
+            None,
+            format!("Pod/{}", u.pod),
+            "FailedScheduling",
+            format!("Dovetail cannot launch capacity for it: {}", u.reason),
+        ));
+    }
+    out
+}
+
+/// The claim intent written before CreateFleet: everything the launch and later drift checks need,
+/// copied from the plan, the pool and the class as they are now.
+pub fn intent(planned: &PlannedClaim, cluster: &Cluster, now: Time) -> NodeClaim {
+    let pool = cluster.nodepools.iter().find(|p| p.name == planned.nodepool);
+    let class = pool.map(|p| p.node_class.clone()).unwrap_or_default();
+    let mut c = NodeClaim::launching(&planned.name, &planned.nodepool, &class, now);
+    c.requirements = planned.requirements.clone();
+    c.instance_types = planned.instance_types.clone();
+    c.labels = planned.labels.clone();
+    c.taints = pool.map(|p| p.taints.clone()).unwrap_or_else(|| planned.taints.clone());
+    c.startup_taints = pool.map(|p| p.startup_taints.clone()).unwrap_or_default();
+    c.pods = planned.pods.clone();
+    c.hashes = Hashes {
+        nodepool: pool
+            .map(|p| cluster.nodepool_hashes.get(&p.name).cloned().unwrap_or_else(|| nodepool_hash(p)))
+            .unwrap_or_default(),
+        nodeclass: cluster.resolved.iter().find(|r| r.name == class).map(|r| r.hash.clone()).unwrap_or_default(),
+    };
+    c.expire_after = pool.and_then(|p| p.expire_after);
+    c.termination_grace_period = pool.and_then(|p| p.termination_grace_period);
+    c
+}
+
+/// What CreateFleet may choose from for a claim, in the order to try: one group per capacity type
+/// the claim allows (spot first), each cheapest first and at most [`MAX_OFFERS`] long. Offerings
+/// marked unavailable are left out.
+pub fn offers(claim: &NodeClaim, catalog: &Catalog, unavailable: &BTreeSet<OfferingKey>) -> Vec<Vec<Offer>> {
+    let zones = claim.requirements.get(labels::ZONE);
+    let capacity = claim.requirements.get(labels::CAPACITY_TYPE);
+    let mut groups = Vec::new();
+    for ct in [CapacityType::Spot, CapacityType::OnDemand] {
+        if capacity.is_some_and(|r| !r.has(ct.as_str())) {
+            continue;
+        }
+        let mut group: Vec<Offer> = claim
+            .instance_types
+            .iter()
+            .filter_map(|n| catalog.get(n))
+            .flat_map(|t| t.offerings.iter().map(move |o| (t, o)))
+            .filter(|(_, o)| o.available && o.capacity_type == ct && zones.is_none_or(|z| z.has(&o.zone)))
+            .map(|(t, o)| Offer {
+                instance_type: t.name.clone(),
+                zone: o.zone.clone(),
+                capacity_type: ct,
+                price: o.price,
+            })
+            .filter(|o| !unavailable.contains(&o.key()))
+            .collect();
+        group.sort_by(|a, b| {
+            a.price
+                .total_cmp(&b.price)
+                .then_with(|| a.instance_type.cmp(&b.instance_type))
+                .then_with(|| a.zone.cmp(&b.zone))
+        });
+        group.truncate(MAX_OFFERS);
+        if !group.is_empty() {
+            groups.push(group);
+        }
+    }
+    groups
+}
+
+/// The taints a claim's node registers with: the pool's, its startup taints, and
+/// `dovetail.dev/unregistered:NoExecute` until Dovetail matches the Node to the claim.
+pub fn registration_taints(claim: &NodeClaim) -> Vec<Taint> {
+    let mut taints = claim.taints.clone();
+    taints.extend(claim.startup_taints.iter().cloned());
+    taints.push(Taint::new(labels::TAINT_UNREGISTERED, "", crate::model::TaintEffect::NoExecute));
+    taints
+}

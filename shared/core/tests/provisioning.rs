@@ -1,0 +1,223 @@
+//! Provisioning decisions over the live cluster: in-flight claims absorb their pods, names never
+//! repeat, pool limits count claims, and CreateFleet offers come spot first, cheapest first.
+
+mod lifecycle_support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use dovetail_core::catalog::{self, CapacityType, OfferingKey};
+use dovetail_core::disruption::{Action, Cluster, Decision};
+use dovetail_core::labels;
+use dovetail_core::model::{NodeClass, NodePool, Pod, Taint, TaintEffect};
+use dovetail_core::nodeclaim::{NodeClaim, Phase, Reason};
+use dovetail_core::provisioning::{self, claim_name, intent, offers, plan, pool_usage};
+use dovetail_core::requirements::{Operator, Requirement};
+use dovetail_core::resources::Resources;
+use dovetail_core::scheduler::PlannedClaim;
+use lifecycle_support::*;
+
+fn pending(name: &str, cpu: i64, mem_mib: i64) -> Pod {
+    let mut p = Pod::new("shop", name, Resources::new(cpu, mem_mib << 20));
+    p.owner = dovetail_core::model::OwnerKind::ReplicaSet;
+    p
+}
+
+fn base(now_s: u64) -> Cluster {
+    let mut pool = NodePool::new("default", "default");
+    pool.startup_taints = vec![Taint::new("example.com/cni-not-ready", "", TaintEffect::NoSchedule)];
+    pool.expire_after = Some(Duration::from_secs(3600));
+    Cluster {
+        now: T0.plus(secs(now_s)),
+        nodepools: vec![pool],
+        nodeclasses: vec![NodeClass { name: "default".into(), ..Default::default() }],
+        ..Cluster::default()
+    }
+}
+
+fn planned(ds: &[Decision]) -> Vec<PlannedClaim> {
+    ds.iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::Launch(p)) => Some((**p).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn events(ds: &[Decision], reason: &str) -> Vec<String> {
+    ds.iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::Event { object, reason: r, .. }) if r == reason => Some(object.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn pending_pods_get_uniquely_named_claims_and_nominated_events() {
+    let mut c = base(0);
+    c.pending = (0..3).map(|i| pending(&format!("web-{i}"), 3500, 4096)).collect();
+    let ds = plan(&c, catalog::embedded());
+    let p = planned(&ds);
+    assert!(!p.is_empty());
+    let names: BTreeSet<&str> = p.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names.len(), p.len(), "names are unique: {names:?}");
+    for x in &p {
+        assert!(x.name.starts_with("default-") && x.name.len() == "default-".len() + 6, "{}", x.name);
+        assert_eq!(x.labels.get(labels::NODECLAIM), Some(&x.name));
+    }
+    let mut nominated = events(&ds, "Nominated");
+    nominated.sort();
+    assert_eq!(nominated, vec!["Pod/shop/web-0", "Pod/shop/web-1", "Pod/shop/web-2"]);
+    // Same input, same decisions: the simulator is reproducible.
+    assert_eq!(plan(&c, catalog::embedded()), ds);
+}
+
+#[test]
+fn a_second_pass_over_the_same_pods_launches_nothing_while_their_claims_are_in_flight() {
+    let mut c = base(0);
+    c.pending = (0..5).map(|i| pending(&format!("web-{i}"), 1000, 1024)).collect();
+    let first = planned(&plan(&c, catalog::embedded()));
+    assert!(!first.is_empty());
+    for p in &first {
+        c.claims.push(intent(p, &c, c.now));
+    }
+    c.now = c.now.plus(secs(5));
+    let again = plan(&c, catalog::embedded());
+    assert!(planned(&again).is_empty(), "{again:?}");
+
+    // Launched (not yet registered) with the type EC2 chose: still in flight.
+    for claim in &mut c.claims {
+        let mut l = launch(&claim.name, c.now);
+        l.instance_type = claim.instance_types[0].clone();
+        claim.launch = Some(l);
+        claim.phase = Phase::Launched;
+    }
+    assert!(planned(&plan(&c, catalog::embedded())).is_empty());
+}
+
+#[test]
+fn a_registering_node_still_carrying_its_unregistered_and_startup_taints_takes_its_pods() {
+    let mut c = base(0);
+    c.pending = vec![pending("web-0", 1000, 1024)];
+    let p = planned(&plan(&c, catalog::embedded())).remove(0);
+    let mut claim = intent(&p, &c, c.now);
+    let mut l = launch(&claim.name, c.now);
+    l.instance_type = p.instance_type.clone();
+    claim.launch = Some(l);
+    claim.phase = Phase::Launched;
+    let mut n = node(&claim.name);
+    n.labels = p.labels.clone();
+    n.labels.insert(labels::HOSTNAME.into(), n.name.clone());
+    n.allocatable = Resources::from_quantities(p.allocatable.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+    n.taints = provisioning::registration_taints(&claim);
+    n.ready = false;
+    c.claims.push(claim);
+    c.nodes.push(n);
+    let ds = plan(&c, catalog::embedded());
+    assert!(planned(&ds).is_empty(), "no second node for a pod about to land: {ds:?}");
+}
+
+#[test]
+fn leaving_capacity_takes_no_pods() {
+    let mut c = base(0);
+    let mut old = disrupted("old", Reason::Drifted, c.now);
+    old.phase = Phase::Draining;
+    let mut n = node("old");
+    n.allocatable = Resources::new(8000, 32 << 30);
+    n.labels.insert(labels::NODEPOOL.into(), "default".into());
+    c.claims.push(old);
+    c.nodes.push(n);
+    c.instances.push(instance("old", "running"));
+    c.pending = vec![pending("web-0", 1000, 1024)];
+    assert_eq!(planned(&plan(&c, catalog::embedded())).len(), 1);
+}
+
+#[test]
+fn pool_limits_count_claims_in_flight() {
+    let mut c = base(0);
+    c.nodepools[0].limits.insert("cpu".into(), 4000);
+    c.pending = vec![pending("web-0", 3000, 1024)];
+    let first = planned(&plan(&c, catalog::embedded())).remove(0);
+    let claim = intent(&first, &c, c.now);
+    c.claims.push(claim.clone());
+    let usage = pool_usage(&c, catalog::embedded());
+    assert!(usage["default"].cpu >= 2000, "{usage:?}");
+    // More pods than the limit leaves room for: they are reported, not launched.
+    c.pending.push(pending("web-1", 3000, 1024));
+    c.pending.push(pending("web-2", 3000, 1024));
+    let ds = plan(&c, catalog::embedded());
+    assert!(planned(&ds).is_empty(), "{:?}", planned(&ds));
+    let failed = events(&ds, "FailedScheduling");
+    assert!(!failed.is_empty(), "{ds:?}");
+    // Terminated claims no longer count.
+    c.claims[0].phase = Phase::Terminated;
+    assert!(pool_usage(&c, catalog::embedded()).get("default").is_none_or(|r| r.cpu == 0));
+}
+
+#[test]
+fn an_intent_carries_what_launch_and_drift_need() {
+    let mut c = base(0);
+    c.pending = vec![pending("web-0", 1000, 1024)];
+    c.resolved = vec![dovetail_core::disruption::ResolvedClass {
+        name: "default".into(),
+        hash: "class-hash".into(),
+        ..Default::default()
+    }];
+    let p = planned(&plan(&c, catalog::embedded())).remove(0);
+    let claim: NodeClaim = intent(&p, &c, c.now);
+    assert_eq!((claim.phase, claim.version, claim.launch_attempts), (Phase::Launching, 0, 0));
+    assert_eq!(claim.nodeclass, "default");
+    assert_eq!(claim.hashes.nodeclass, "class-hash");
+    assert_eq!(claim.hashes.nodepool, dovetail_core::disruption::drift::nodepool_hash(&c.nodepools[0]));
+    assert_eq!(claim.startup_taints, c.nodepools[0].startup_taints);
+    assert_eq!(claim.expire_after, Some(Duration::from_secs(3600)));
+    assert_eq!(claim.pods, vec!["shop/web-0".to_string()]);
+    let taints = provisioning::registration_taints(&claim);
+    assert!(taints.iter().any(|t| t.key == labels::TAINT_UNREGISTERED && t.effect == TaintEffect::NoExecute));
+}
+
+#[test]
+fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
+    let mut claim = NodeClaim::launching("x", "default", "default", T0);
+    claim.instance_types = vec!["m7i.large".into(), "m6i.large".into(), "c7i.xlarge".into()];
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new());
+    assert_eq!(groups.len(), 2);
+    assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::Spot));
+    assert!(groups[1].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
+    for g in &groups {
+        assert!(g.windows(2).all(|w| w[0].price <= w[1].price));
+    }
+    // Only on-demand, only one zone, and one offering ruled out.
+    claim.requirements.add(Requirement::single(labels::CAPACITY_TYPE, "on-demand"));
+    claim.requirements.add(Requirement::new(labels::ZONE, Operator::In, &["us-east-1b"]).unwrap());
+    let gone = OfferingKey {
+        instance_type: "m6i.large".into(),
+        zone: "us-east-1b".into(),
+        capacity_type: CapacityType::OnDemand,
+    };
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]));
+    assert_eq!(groups.len(), 1);
+    assert!(groups[0].iter().all(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::OnDemand));
+    assert!(!groups[0].iter().any(|o| o.key() == gone));
+    assert_eq!(groups[0].len(), 2);
+}
+
+#[test]
+fn offers_are_capped_at_sixty() {
+    let mut claim = NodeClaim::launching("x", "default", "default", T0);
+    claim.instance_types = catalog::embedded().types.iter().map(|t| t.name.clone()).take(200).collect();
+    for g in offers(&claim, catalog::embedded(), &BTreeSet::new()) {
+        assert_eq!(g.len(), provisioning::MAX_OFFERS);
+    }
+}
+
+#[test]
+fn claim_names_skip_taken_ones() {
+    let pods = vec!["shop/a".to_string()];
+    let first = claim_name("default", T0, &pods, 0, &BTreeSet::new());
+    let second = claim_name("default", T0, &pods, 0, &BTreeSet::from([first.clone()]));
+    assert_ne!(first, second);
+    assert_ne!(first, claim_name("default", T0, &pods, 1, &BTreeSet::new()));
+    assert_eq!(first, claim_name("default", T0, &pods, 0, &BTreeSet::new()));
+}

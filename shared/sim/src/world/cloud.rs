@@ -1,0 +1,532 @@
+//! EC2 in memory: CreateFleet (one instance, the cheapest offer with capacity, idempotent on the
+//! client token), instances that boot, get reclaimed when they are spot, and terminate; and the
+//! EventBridge events EC2 sends about them.
+
+use rand::Rng;
+use std::collections::BTreeMap;
+use std::future::{ready, Future};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dovetail_core::catalog::{spot_band_monthly_rate, spot_interruption_band, CapacityType, Catalog, OfferingKey};
+use dovetail_core::disruption::drift::{nodeclass_hash, resolved_image};
+use dovetail_core::disruption::{Instance, ResolvedClass};
+use dovetail_core::interruption::{REBALANCE_RECOMMENDATION, SOURCE_EC2, SPOT_INTERRUPTION, STATE_CHANGE};
+use dovetail_core::labels;
+use dovetail_core::model::{KubeletConfig, NodeClass, Taint, TaintEffect};
+use dovetail_core::nodeclaim::Launch;
+use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortError, PortResult};
+use dovetail_core::resources::Resources;
+use dovetail_core::time::Time;
+
+use super::{Happening, State, World};
+
+/// Spot instances get this much warning before EC2 takes them back.
+pub const SPOT_NOTICE: Duration = Duration::from_secs(120);
+/// How long an instance stays `shutting-down` before it is `terminated`.
+pub const SHUTDOWN: Duration = Duration::from_secs(30);
+/// How long after its instance is gone the cloud node lifecycle controller deletes a Node: the
+/// kubelet's lease must lapse (40 s) before the Node is seen NotReady and checked against EC2.
+pub const NODE_MONITOR_GRACE: Duration = Duration::from_secs(40);
+/// EC2 keeps listing terminated instances for about an hour.
+pub const TERMINATED_VISIBLE: Duration = Duration::from_secs(3600);
+/// Hours in a Spot Advisor month.
+const HOURS_PER_MONTH: f64 = 720.0;
+/// The tag that names the autoscaling group (or NodePool) an instance belongs to, for reports.
+pub const GROUP_TAG: &str = "sim.dovetail.dev/group";
+
+/// Offerings without capacity during a window (`None` fields match anything).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CapacityWindow {
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub capacity_type: Option<CapacityType>,
+    pub from: Time,
+    pub until: Time,
+}
+
+impl CapacityWindow {
+    pub fn blocks(&self, key: &OfferingKey, now: Time) -> bool {
+        now >= self.from
+            && now < self.until
+            && self.instance_type.as_ref().is_none_or(|t| *t == key.instance_type)
+            && self.zone.as_ref().is_none_or(|z| *z == key.zone)
+            && self.capacity_type.is_none_or(|c| c == key.capacity_type)
+    }
+}
+
+/// What the instance's kubelet registers as once it has booted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registration {
+    pub node_name: String,
+    pub labels: BTreeMap<String, String>,
+    /// Registered with these (the pool's taints, and `dovetail.dev/unregistered` for Dovetail's).
+    pub taints: Vec<Taint>,
+    /// Removed a little after registration by the agent that owns them.
+    pub startup_taints: Vec<Taint>,
+    pub allocatable: Resources,
+}
+
+/// One instance to launch, fully decided: by CreateFleet from a claim, or by an autoscaling group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchSpec {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub price: f64,
+    pub tags: BTreeMap<String, String>,
+    pub image_id: String,
+    pub subnet_id: String,
+    pub security_groups: Vec<String>,
+    /// Labels the node gets besides its instance type's and offering's (the kubelet's
+    /// `--node-labels`).
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub startup_taints: Vec<Taint>,
+    pub kubelet: KubeletConfig,
+    /// Register with `dovetail.dev/unregistered:NoExecute` until Dovetail matches the node.
+    pub unregistered_taint: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimInstance {
+    pub instance: Instance,
+    pub capacity_type: CapacityType,
+    pub price: f64,
+    /// NodePool or node group, for reports.
+    pub group: String,
+    pub registration: Registration,
+    /// When billing stopped (the instance started shutting down).
+    pub ended_at: Option<Time>,
+    /// EC2 reclaimed it (spot interruption).
+    pub reclaimed: bool,
+}
+
+impl SimInstance {
+    pub fn launch(&self) -> Launch {
+        let i = &self.instance;
+        Launch {
+            instance_id: i.id.clone(),
+            instance_type: i.instance_type.clone(),
+            zone: i.zone.clone(),
+            capacity_type: self.capacity_type,
+            image_id: i.image_id.clone(),
+            subnet_id: i.subnet_id.clone(),
+            security_groups: i.security_groups.clone(),
+            price: self.price,
+            launched_at: i.launched_at,
+        }
+    }
+
+    fn is_live(&self) -> bool {
+        matches!(self.instance.state.as_str(), "pending" | "running")
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct CloudState {
+    /// Every instance ever launched (the report bills them); `instances()` lists the recent ones.
+    pub instances: BTreeMap<String, SimInstance>,
+    launched: u64,
+    /// Bumped by an AMI release: classes resolve to new images (drift).
+    pub ami_release: u32,
+}
+
+impl CloudState {
+    /// The instance launched with this client token (claim name), if one is still around.
+    pub fn by_claim(&self, claim: &str) -> Option<&SimInstance> {
+        self.instances
+            .values()
+            .filter(|i| i.instance.tags.get(labels::NODECLAIM).map(String::as_str) == Some(claim))
+            .find(|i| i.instance.state != "terminated")
+    }
+
+    /// The images classes resolve to now, by architecture.
+    pub fn images(&self) -> BTreeMap<String, String> {
+        ["amd64", "arm64"]
+            .iter()
+            .enumerate()
+            .map(|(i, arch)| {
+                let id = 0x0a20_2300_0000_0000u64 | ((i as u64) << 32) | u64::from(self.ami_release);
+                (arch.to_string(), format!("ami-{id:017x}"))
+            })
+            .collect()
+    }
+}
+
+/// The subnet of a zone, as the simulated VPC names it.
+pub fn subnet_of(zone: &str) -> String {
+    format!("subnet-{zone}")
+}
+
+pub const SECURITY_GROUP: &str = "sg-0c1a55e5000000001";
+
+/// EC2-style ids from a counter: distinct and deterministic, but not sequential-looking
+/// (multiplying by an odd constant is a bijection on u64).
+fn instance_id(n: u64) -> String {
+    format!("i-0{:016x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+fn node_name(n: u64) -> String {
+    let n = n + 10;
+    format!("ip-10-{}-{}-{}.ec2.internal", (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+}
+
+impl State {
+    /// Starts an instance: billed from now, booted after a sampled boot time, and (spot) given an
+    /// interruption time drawn from its type's Spot Advisor band.
+    pub fn launch_instance(&mut self, spec: LaunchSpec, group: &str) -> String {
+        self.cloud.launched += 1;
+        let n = self.cloud.launched;
+        let id = instance_id(n);
+        let registration = registration(&self.catalog, &spec, &self.config.zones, node_name(n));
+        let instance = Instance {
+            id: id.clone(),
+            instance_type: spec.instance_type.clone(),
+            zone: spec.zone.clone(),
+            state: "pending".into(),
+            launched_at: self.now,
+            tags: spec.tags.clone(),
+            image_id: spec.image_id.clone(),
+            subnet_id: spec.subnet_id.clone(),
+            security_groups: spec.security_groups.clone(),
+        };
+        self.cloud.instances.insert(
+            id.clone(),
+            SimInstance {
+                instance,
+                capacity_type: spec.capacity_type,
+                price: spec.price,
+                group: group.to_string(),
+                registration,
+                ended_at: None,
+                reclaimed: false,
+            },
+        );
+        let (lo, hi) = (self.config.boot_min.as_millis() as u64, self.config.boot_max.as_millis() as u64);
+        let boot = Duration::from_millis(if hi > lo { self.rng.random_range(lo..=hi) } else { lo });
+        self.schedule(boot, Happening::Booted { instance: id.clone() });
+        if spec.capacity_type == CapacityType::Spot {
+            self.schedule_interruption(&id, &spec.instance_type, boot);
+        }
+        self.stats.launches += 1;
+        id
+    }
+
+    /// Draws when EC2 reclaims a spot instance: exponential with the monthly rate of the type's
+    /// band, times the scenario's multiplier. The warning comes two minutes before; sometimes a
+    /// rebalance recommendation earlier still.
+    fn schedule_interruption(&mut self, id: &str, instance_type: &str, boot: Duration) {
+        let m = self.config.interruption_multiplier;
+        if m <= 0.0 {
+            return;
+        }
+        let band = spot_interruption_band(instance_type).unwrap_or(4);
+        let per_hour = -(1.0 - spot_band_monthly_rate(band)).ln() / HOURS_PER_MONTH * m;
+        let u: f64 = self.rng.random::<f64>().max(f64::MIN_POSITIVE);
+        let hours = -u.ln() / per_hour;
+        // Warnings go to running instances: one drawn during boot comes right after it.
+        let earliest = boot + SPOT_NOTICE;
+        let after = Duration::from_secs_f64((hours * 3600.0).min(1e9)).max(earliest);
+        let reclaim = self.now.plus(after);
+        self.schedule_at(reclaim.minus(SPOT_NOTICE), Happening::SpotWarning { instance: id.to_string() });
+        if self.rng.random::<f64>() < self.config.rebalance_share {
+            let lead = Duration::from_secs(self.rng.random_range(120..=1800));
+            let at = reclaim.minus(SPOT_NOTICE).minus(lead).max(self.now.plus(boot));
+            self.schedule_at(at, Happening::RebalanceRecommendation { instance: id.to_string() });
+        }
+    }
+
+    /// TerminateInstances: billing stops now; the instance shuts down, its kubelet stops.
+    pub fn terminate_instance(&mut self, id: &str) {
+        let now = self.now;
+        let Some(i) = self.cloud.instances.get_mut(id) else { return };
+        if !i.is_live() {
+            return;
+        }
+        i.instance.state = "shutting-down".into();
+        i.ended_at = Some(now);
+        let node = i.registration.node_name.clone();
+        self.kube.kubelet_stopped(&node);
+        self.schedule(SHUTDOWN, Happening::InstanceGone { instance: id.to_string() });
+    }
+
+    pub(super) fn booted(&mut self, id: &str) {
+        let Some(i) = self.cloud.instances.get_mut(id) else { return };
+        if i.instance.state != "pending" {
+            return;
+        }
+        i.instance.state = "running".into();
+        let (reg, zone, price) = (i.registration.clone(), i.instance.zone.clone(), i.price);
+        let provider_id = format!("aws:///{zone}/{id}");
+        self.register_node(&reg, provider_id, id, price);
+        if !reg.startup_taints.is_empty() {
+            self.schedule(
+                self.config.startup_taint_delay,
+                Happening::StartupTaintsGone { node: reg.node_name.clone() },
+            );
+        }
+        self.node_registered(&reg);
+    }
+
+    pub(super) fn rebalance_recommendation(&mut self, id: &str) {
+        if self.cloud.instances.get(id).is_some_and(SimInstance::is_live) {
+            self.stats.rebalance_recommendations += 1;
+            let body = self.eventbridge(REBALANCE_RECOMMENDATION, id, serde_json::json!({"instance-id": id}));
+            self.send_interruption(body, Duration::ZERO);
+        }
+    }
+
+    pub(super) fn spot_warning(&mut self, id: &str) {
+        if !self.cloud.instances.get(id).is_some_and(SimInstance::is_live) {
+            return;
+        }
+        self.stats.spot_warnings += 1;
+        let detail = serde_json::json!({"instance-id": id, "instance-action": "terminate"});
+        let body = self.eventbridge(SPOT_INTERRUPTION, id, detail);
+        self.send_interruption(body, Duration::ZERO);
+        self.schedule(SPOT_NOTICE, Happening::SpotReclaim { instance: id.to_string() });
+    }
+
+    pub(super) fn spot_reclaim(&mut self, id: &str) {
+        if !self.cloud.instances.get(id).is_some_and(SimInstance::is_live) {
+            return;
+        }
+        self.terminate_instance(id);
+        if let Some(i) = self.cloud.instances.get_mut(id) {
+            i.reclaimed = true;
+        }
+        self.stats.spot_reclaimed += 1;
+        let detail = serde_json::json!({"instance-id": id, "state": "shutting-down"});
+        let body = self.eventbridge(STATE_CHANGE, id, detail);
+        self.send_interruption(body, Duration::ZERO);
+    }
+
+    pub(super) fn instance_gone(&mut self, id: &str) {
+        let Some(i) = self.cloud.instances.get_mut(id) else { return };
+        i.instance.state = "terminated".into();
+        let node = i.registration.node_name.clone();
+        if self.kube.nodes.contains_key(&node) {
+            self.schedule(NODE_MONITOR_GRACE, Happening::NodeLost { node });
+        }
+    }
+
+    pub(super) fn node_lost(&mut self, node: &str) {
+        let gone =
+            self.kube.nodes.get(node).is_some_and(|n| {
+                self.cloud.instances.get(&n.instance_id).is_none_or(|i| i.instance.state == "terminated")
+            });
+        if gone {
+            self.delete_node(node);
+        }
+    }
+
+    /// An EventBridge envelope as EC2 sends it to the interruption queue.
+    fn eventbridge(&mut self, detail_type: &str, id: &str, detail: serde_json::Value) -> String {
+        self.stats.eventbridge_sent += 1;
+        let n = self.stats.eventbridge_sent;
+        serde_json::json!({
+            "version": "0",
+            "id": format!("{:08x}-0000-4000-8000-{:012x}", n, self.now.millis()),
+            "detail-type": detail_type,
+            "source": SOURCE_EC2,
+            "account": self.config.account,
+            "time": self.now.to_string(),
+            "region": self.config.region,
+            "resources": [format!("arn:aws:ec2:{}:{}:instance/{id}", self.config.region, self.config.account)],
+            "detail": detail,
+        })
+        .to_string()
+    }
+
+    /// Whether EC2 would fail a launch of this offering now for capacity (a scenario window, or
+    /// the random capacity error rate).
+    pub fn capacity_error(&mut self, key: &OfferingKey) -> bool {
+        let now = self.now;
+        if self.config.capacity_windows.iter().any(|w| w.blocks(key, now)) {
+            return true;
+        }
+        self.config.capacity_error_rate > 0.0 && self.rng.random::<f64>() < self.config.capacity_error_rate
+    }
+
+    /// CreateFleet for one claim: the same client token returns the same instance; otherwise the
+    /// cheapest offer with capacity is launched.
+    pub fn create_fleet(&mut self, request: &LaunchRequest) -> PortResult<LaunchOutcome> {
+        let claim = &request.claim;
+        if let Some(i) = self.cloud.by_claim(&claim.name) {
+            return Ok(LaunchOutcome::Launched(i.launch()));
+        }
+        if request.offers.is_empty() {
+            return Err(PortError::Rejected(format!("CreateFleet for {}: no overrides", claim.name)));
+        }
+        let mut offers: Vec<_> = request.offers.iter().collect();
+        offers.sort_by(|a, b| a.price.total_cmp(&b.price));
+        let mut failed = Vec::new();
+        let mut chosen = None;
+        for o in offers {
+            if self.catalog.get(&o.instance_type).is_none() {
+                return Err(PortError::Rejected(format!(
+                    "CreateFleet for {}: unknown instance type {}",
+                    claim.name, o.instance_type
+                )));
+            }
+            let key = o.key();
+            if self.capacity_error(&key) {
+                failed.push(key);
+                continue;
+            }
+            chosen = Some(o.clone());
+            break;
+        }
+        let Some(offer) = chosen else {
+            self.stats.capacity_errors += 1;
+            let message =
+                format!("InsufficientInstanceCapacity: no capacity for {} override(s) of {}", failed.len(), claim.name);
+            return Ok(LaunchOutcome::NoCapacity { offerings: failed, message });
+        };
+        let arch = self
+            .catalog
+            .get(&offer.instance_type)
+            .and_then(|t| t.requirements.get(labels::ARCH))
+            .and_then(|r| r.single_value())
+            .map(str::to_string);
+        let image = resolved_image(&request.resolved, &offer.instance_type, arch.as_deref())
+            .map(str::to_string)
+            .ok_or_else(|| PortError::Rejected(format!("CreateFleet for {}: no image resolved", claim.name)))?;
+        let subnet =
+            request.resolved.subnets.iter().find(|s| **s == subnet_of(&offer.zone)).cloned().ok_or_else(|| {
+                PortError::Rejected(format!("CreateFleet for {}: no subnet in {}", claim.name, offer.zone))
+            })?;
+        let mut tags = request.class.tags.clone();
+        tags.insert(labels::NODECLAIM.into(), claim.name.clone());
+        tags.insert(labels::NODEPOOL.into(), claim.nodepool.clone());
+        tags.insert(GROUP_TAG.into(), claim.nodepool.clone());
+        tags.insert(format!("kubernetes.io/cluster/{}", self.config.cluster), "owned".into());
+        let spec = LaunchSpec {
+            instance_type: offer.instance_type.clone(),
+            zone: offer.zone.clone(),
+            capacity_type: offer.capacity_type,
+            price: offer.price,
+            tags,
+            image_id: image,
+            subnet_id: subnet,
+            security_groups: request.resolved.security_groups.clone(),
+            labels: claim.labels.clone(),
+            taints: claim.taints.clone(),
+            startup_taints: claim.startup_taints.clone(),
+            kubelet: request.class.kubelet.clone(),
+            unregistered_taint: true,
+        };
+        let id = self.launch_instance(spec, &claim.nodepool);
+        Ok(LaunchOutcome::Launched(self.cloud.instances[&id].launch()))
+    }
+
+    /// What an EC2NodeClass resolves to: its spec hash, today's images, one subnet per zone.
+    pub fn resolve_class(&self, class: &NodeClass) -> ResolvedClass {
+        ResolvedClass {
+            name: class.name.clone(),
+            hash: nodeclass_hash(&class.spec),
+            images: self.cloud.images(),
+            subnets: self.config.zones.iter().map(|z| subnet_of(&z.name)).collect(),
+            security_groups: vec![SECURITY_GROUP.to_string()],
+        }
+    }
+
+    /// Every instance's bill so far, in launch order of ids.
+    pub fn instance_records(&self) -> Vec<super::InstanceRecord> {
+        let now = self.now;
+        self.cloud
+            .instances
+            .values()
+            .map(|i| super::InstanceRecord {
+                id: i.instance.id.clone(),
+                instance_type: i.instance.instance_type.clone(),
+                group: i.group.clone(),
+                spot: i.capacity_type == CapacityType::Spot,
+                price: i.price,
+                hours: i.ended_at.unwrap_or(now).since(i.instance.launched_at).as_secs_f64() / 3600.0,
+                reclaimed: i.reclaimed,
+            })
+            .collect()
+    }
+
+    /// Instances EC2 lists now (terminated ones for an hour).
+    pub fn listed_instances(&self) -> Vec<Instance> {
+        let now = self.now;
+        self.cloud
+            .instances
+            .values()
+            .filter(|i| i.ended_at.is_none_or(|e| now.since(e) < TERMINATED_VISIBLE))
+            .map(|i| i.instance.clone())
+            .collect()
+    }
+}
+
+/// The node an instance registers as: the spec's labels with the launched type's and offering's
+/// labels on top (a claim's labels describe its cheapest candidate, which CreateFleet may not
+/// have picked), the spec's taints, and the type's allocatable under the class's kubelet settings.
+pub fn registration(
+    catalog: &Catalog,
+    spec: &LaunchSpec,
+    zones: &[dovetail_core::catalog::Zone],
+    node: String,
+) -> Registration {
+    let mut labels = spec.labels.clone();
+    let mut allocatable = Resources::default();
+    if let Some(t) = catalog.get(&spec.instance_type) {
+        for k in t.requirements.keys() {
+            labels.remove(k);
+        }
+        labels.extend(t.requirements.single_valued_labels());
+        allocatable = t.allocatable(&spec.kubelet);
+    }
+    labels.insert(labels::ZONE.into(), spec.zone.clone());
+    if let Some(z) = zones.iter().find(|z| z.name == spec.zone) {
+        labels.insert(labels::ZONE_ID.into(), z.id.clone());
+    }
+    labels.insert(labels::CAPACITY_TYPE.into(), spec.capacity_type.as_str().into());
+    labels.insert(labels::HOSTNAME.into(), node.clone());
+    let mut taints = spec.taints.clone();
+    if spec.unregistered_taint {
+        taints.push(Taint::new(labels::TAINT_UNREGISTERED, "", TaintEffect::NoExecute));
+    }
+    taints.extend(spec.startup_taints.iter().cloned());
+    Registration { node_name: node, labels, taints, startup_taints: spec.startup_taints.clone(), allocatable }
+}
+
+/// The `Cloud` port over the world.
+#[derive(Clone)]
+pub struct SimCloud(pub World);
+
+impl Cloud for SimCloud {
+    fn catalog(&self) -> impl Future<Output = PortResult<Arc<Catalog>>> + Send {
+        ready(Ok(self.0.lock().catalog.clone()))
+    }
+
+    fn instances(&self) -> impl Future<Output = PortResult<Vec<Instance>>> + Send {
+        ready(Ok(self.0.lock().listed_instances()))
+    }
+
+    fn resolve(&self, class: &NodeClass) -> impl Future<Output = PortResult<ResolvedClass>> + Send {
+        ready(Ok(self.0.lock().resolve_class(class)))
+    }
+
+    fn launch(&self, request: &LaunchRequest) -> impl Future<Output = PortResult<LaunchOutcome>> + Send {
+        ready(self.0.lock().create_fleet(request))
+    }
+
+    fn find_launched(&self, claim: &str) -> impl Future<Output = PortResult<Option<Launch>>> + Send {
+        ready(Ok(self.0.lock().cloud.by_claim(claim).map(SimInstance::launch)))
+    }
+
+    fn terminate(&self, instance_id: &str) -> impl Future<Output = PortResult<()>> + Send {
+        let mut s = self.0.lock();
+        let r = if s.cloud.instances.contains_key(instance_id) {
+            s.terminate_instance(instance_id);
+            Ok(())
+        } else {
+            Err(PortError::Rejected(format!("InvalidInstanceID.NotFound: {instance_id}")))
+        };
+        ready(r)
+    }
+}

@@ -1,0 +1,502 @@
+//! The Kubernetes API in memory: Nodes, Pods, DaemonSets, PodDisruptionBudgets, Events, the
+//! Eviction subresource (HTTP 429 when a budget has no disruption left), and what the kubelet,
+//! the DaemonSet controller and pod garbage collection do around them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::{ready, Future};
+use std::time::Duration;
+
+use dovetail_core::labels::{NODECLAIM, TAINT_UNREGISTERED};
+use dovetail_core::model::{
+    tolerates_all, DaemonSet, LabelSelector, Node, NodeClass, NodeKind, NodePool, Pdb, Pod, Taint,
+};
+use dovetail_core::reconcile::ports::{Invalid, Kube, KubeState, PoolStatus, PortError, PortResult};
+use dovetail_core::termination::EvictionResult;
+use dovetail_core::time::Time;
+
+use super::cloud::Registration;
+use super::{Happening, State, World};
+
+/// How many Events are kept word for word (all are counted by reason).
+const EVENTS_KEPT: usize = 2_000;
+
+/// `minAvailable` / `maxUnavailable`: a count or a percentage of the expected pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntOrPercent {
+    Int(i32),
+    Percent(i32),
+}
+
+impl IntOrPercent {
+    /// The absolute number for `total` pods, rounding up as the disruption controller does.
+    pub fn of(self, total: i32) -> i32 {
+        match self {
+            IntOrPercent::Int(n) => n,
+            IntOrPercent::Percent(p) => {
+                (i64::from(p) * i64::from(total)).div_euclid(100) as i32
+                    + i32::from((i64::from(p) * i64::from(total)).rem_euclid(100) != 0)
+            }
+        }
+    }
+}
+
+/// A PodDisruptionBudget as written; its allowance is computed from the pods at each read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PdbSpec {
+    pub namespace: String,
+    pub name: String,
+    pub selector: LabelSelector,
+    pub min_available: Option<IntOrPercent>,
+    pub max_unavailable: Option<IntOrPercent>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimNode {
+    /// The Node object; its `pods` stay empty here (see `SimNode::pods`).
+    pub node: Node,
+    /// Keys of the pods bound to it.
+    pub pods: BTreeSet<String>,
+    pub instance_id: String,
+    pub registered_at: Time,
+    /// Taints it registered with that its agents remove once they are running.
+    pub startup_taints: Vec<Taint>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimPod {
+    /// `node_name` set once bound, `started_at` when it started.
+    pub pod: Pod,
+    /// Tells this pod from a later one of the same name.
+    pub uid: u64,
+    pub created_at: Time,
+    pub bound_at: Option<Time>,
+    /// Has a deletion timestamp: stopping, still on its node.
+    pub terminating: bool,
+    /// kube-scheduler found no node for it (`PodScheduled=False`, reason `Unschedulable`).
+    pub unschedulable: bool,
+    /// The controller (workload key) that owns it.
+    pub workload: Option<String>,
+    /// Runs to completion this long after starting (Job pods).
+    pub runs_for: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KubeEvent {
+    pub time: Time,
+    pub object: String,
+    pub reason: String,
+    pub message: String,
+}
+
+#[derive(Debug, Default)]
+pub struct KubeSim {
+    pub nodes: BTreeMap<String, SimNode>,
+    pub pods: BTreeMap<String, SimPod>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub nodepools: Vec<NodePool>,
+    pub nodeclasses: Vec<NodeClass>,
+    pub pdbs: Vec<PdbSpec>,
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    pub invalid: Vec<Invalid>,
+    pub workloads: BTreeMap<String, super::Workload>,
+    /// The first Events, word for word.
+    pub events: Vec<KubeEvent>,
+    pub event_counts: BTreeMap<String, u64>,
+    /// NodePool status subresources, as last published.
+    pub pool_status: BTreeMap<String, PoolStatus>,
+    next_uid: u64,
+    /// Something changed that may let a pending pod be bound.
+    pub(super) bind_needed: bool,
+}
+
+impl KubeSim {
+    /// A Node as the API shows it, with its pods.
+    pub fn node_view(&self, name: &str) -> Option<Node> {
+        let n = self.nodes.get(name)?;
+        let mut node = n.node.clone();
+        node.pods = n.pods.iter().filter_map(|k| self.pods.get(k)).map(|p| p.pod.clone()).collect();
+        Some(node)
+    }
+
+    /// Pending pods the forwarder would report: unschedulable, not daemon, not mirror.
+    pub fn provisionable(&self) -> impl Iterator<Item = &SimPod> {
+        self.pods.values().filter(|p| {
+            p.pod.node_name.is_none() && !p.terminating && p.unschedulable && !p.pod.is_daemon() && !p.pod.is_mirror()
+        })
+    }
+
+    /// Unbound pods that are not going away, scheduled or not yet.
+    pub fn unbound(&self) -> impl Iterator<Item = &SimPod> {
+        self.pods.values().filter(|p| p.pod.node_name.is_none() && !p.terminating)
+    }
+
+    /// `status.disruptionsAllowed` now: healthy pods beyond what the budget must keep.
+    pub fn disruptions_allowed(&self, spec: &PdbSpec) -> i32 {
+        let mut expected = 0;
+        let mut healthy = 0;
+        for p in self.pods.values() {
+            if p.terminating || p.pod.namespace != spec.namespace || !spec.selector.matches(&p.pod.labels) {
+                continue;
+            }
+            expected += 1;
+            let ready = p.pod.node_name.as_ref().and_then(|n| self.nodes.get(n)).is_some_and(|n| n.node.ready);
+            if ready {
+                healthy += 1;
+            }
+        }
+        let desired = match (spec.min_available, spec.max_unavailable) {
+            (Some(m), _) => m.of(expected),
+            (None, Some(u)) => expected - u.of(expected),
+            (None, None) => expected,
+        };
+        (healthy - desired).max(0)
+    }
+
+    /// The budgets with their `status.disruptionsAllowed` now.
+    pub fn pdbs_now(&self) -> Vec<Pdb> {
+        self.pdbs
+            .iter()
+            .map(|s| Pdb {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+                selector: s.selector.clone(),
+                disruptions_allowed: self.disruptions_allowed(s),
+            })
+            .collect()
+    }
+
+    pub fn read(&self) -> KubeState {
+        let nodes = self.nodes.keys().filter_map(|n| self.node_view(n)).collect();
+        let pending = self.provisionable().map(|p| p.pod.clone()).collect();
+        let pdbs = self.pdbs_now();
+        KubeState {
+            nodes,
+            pending,
+            daemonsets: self.daemonsets.clone(),
+            nodepools: self.nodepools.clone(),
+            nodeclasses: self.nodeclasses.clone(),
+            pdbs,
+            volume_attachments: BTreeMap::new(),
+            namespaces: self.namespaces.clone(),
+            invalid: self.invalid.clone(),
+        }
+    }
+
+    pub fn record_event(&mut self, time: Time, object: &str, reason: &str, message: &str) {
+        *self.event_counts.entry(reason.to_string()).or_default() += 1;
+        if self.events.len() < EVENTS_KEPT {
+            self.events.push(KubeEvent {
+                time,
+                object: object.to_string(),
+                reason: reason.to_string(),
+                message: message.to_string(),
+            });
+        }
+    }
+
+    pub(super) fn next_uid(&mut self) -> u64 {
+        self.next_uid += 1;
+        self.next_uid
+    }
+
+    pub(super) fn kubelet_stopped(&mut self, node: &str) {
+        if let Some(n) = self.nodes.get_mut(node) {
+            n.node.ready = false;
+        }
+    }
+
+    pub(super) fn remove_startup_taints(&mut self, node: &str) {
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        let before = n.node.taints.len();
+        let startup = &n.startup_taints;
+        n.node.taints.retain(|t| !startup.contains(t));
+        self.bind_needed |= n.node.taints.len() != before;
+    }
+
+    /// Taints a node; `Ok(false)` when there is no such node.
+    pub fn taint(&mut self, node: &str, taint: &Taint) -> bool {
+        let Some(n) = self.nodes.get_mut(node) else { return false };
+        if !n.node.taints.iter().any(|t| t.key == taint.key && t.effect == taint.effect) {
+            n.node.taints.push(taint.clone());
+        }
+        true
+    }
+
+    pub fn remove_taint(&mut self, node: &str, key: &str) {
+        if let Some(n) = self.nodes.get_mut(node) {
+            let before = n.node.taints.len();
+            n.node.taints.retain(|t| t.key != key);
+            self.bind_needed |= n.node.taints.len() != before;
+        }
+    }
+}
+
+/// The pods the DaemonSet controller puts on a node that registers as `reg`, bound to it.
+/// DaemonSet pods tolerate the node's own startup and registration taints (their agents are what
+/// removes them), so only the pool's taints and the pod's node affinity decide.
+pub fn daemon_pods(daemonsets: &[DaemonSet], reg: &Registration) -> Vec<Pod> {
+    let lasting: Vec<Taint> =
+        reg.taints.iter().filter(|t| t.key != TAINT_UNREGISTERED && !reg.startup_taints.contains(t)).cloned().collect();
+    daemonsets
+        .iter()
+        .filter(|ds| {
+            ds.pod.node_affinity.iter().any(|r| r.matches_labels(&reg.labels))
+                && tolerates_all(&ds.pod.tolerations, &lasting).is_ok()
+        })
+        .map(|ds| {
+            let mut pod = ds.pod.clone();
+            pod.name = format!("{}-{}", ds.name, reg.node_name.split('.').next().unwrap_or(&reg.node_name));
+            pod.node_name = Some(reg.node_name.clone());
+            pod
+        })
+        .collect()
+}
+
+impl State {
+    /// The kubelet registers a booted instance's Node, Ready, and the DaemonSet controller puts a
+    /// pod of every DaemonSet that can run there on it.
+    pub(super) fn register_node(&mut self, reg: &Registration, provider_id: String, instance_id: &str, price: f64) {
+        let now = self.now;
+        let mut node = Node::new(&reg.node_name, reg.labels.clone(), reg.allocatable.clone());
+        node.kind = NodeKind::Existing;
+        node.taints = reg.taints.clone();
+        node.provider_id = Some(provider_id);
+        node.price = Some(price);
+        let sim = SimNode {
+            node,
+            pods: BTreeSet::new(),
+            instance_id: instance_id.to_string(),
+            registered_at: now,
+            startup_taints: reg.startup_taints.clone(),
+        };
+        self.kube.nodes.insert(reg.node_name.clone(), sim);
+        for mut pod in daemon_pods(&self.kube.daemonsets, reg) {
+            let key = pod.key();
+            let uid = self.kube.next_uid();
+            pod.started_at = Some(now);
+            let sim = SimPod {
+                pod,
+                uid,
+                created_at: now,
+                bound_at: Some(now),
+                terminating: false,
+                unschedulable: false,
+                workload: None,
+                runs_for: None,
+            };
+            self.kube.pods.insert(key.clone(), sim);
+            if let Some(n) = self.kube.nodes.get_mut(&reg.node_name) {
+                n.pods.insert(key);
+            }
+        }
+        self.kube.bind_needed = true;
+        self.stats.nodes_registered += 1;
+    }
+
+    /// The forwarder's node doorbell, and a resume for the node's claim so registration is
+    /// recorded (and the unregistered taint removed) without waiting for the sweeper.
+    pub(super) fn node_registered(&mut self, reg: &Registration) {
+        let Some(claim) = reg.labels.get(NODECLAIM).cloned() else { return };
+        let body = serde_json::json!({"node": reg.node_name, "registeredAt": self.now.to_string()}).to_string();
+        self.send_doorbell(body);
+        self.send_interruption(serde_json::json!({ "resume": claim }).to_string(), Duration::ZERO);
+    }
+
+    /// Creates a pod (a controller's, or a bare one); kube-scheduler sees it at the next settle.
+    pub fn create_pod(&mut self, mut pod: Pod, workload: Option<String>, runs_for: Option<Duration>) -> String {
+        pod.node_name = None;
+        pod.started_at = None;
+        let key = pod.key();
+        let uid = self.kube.next_uid();
+        let sim = SimPod {
+            pod,
+            uid,
+            created_at: self.now,
+            bound_at: None,
+            terminating: false,
+            unschedulable: false,
+            workload: workload.clone(),
+            runs_for,
+        };
+        self.kube.pods.insert(key.clone(), sim);
+        if let Some(w) = workload.and_then(|w| self.kube.workloads.get_mut(&w)) {
+            w.pods.insert(key.clone());
+        }
+        self.kube.bind_needed = true;
+        self.stats.pods_created += 1;
+        key
+    }
+
+    /// Binds a pending pod to a node: it starts now; a Job pod's completion is scheduled.
+    pub(super) fn bind_pod(&mut self, key: &str, node: &str) {
+        let now = self.now;
+        let Some(p) = self.kube.pods.get_mut(key) else { return };
+        if p.pod.node_name.is_some() || p.terminating {
+            return;
+        }
+        p.pod.node_name = Some(node.to_string());
+        p.pod.started_at = Some(now);
+        p.bound_at = Some(now);
+        p.unschedulable = false;
+        let (uid, runs_for, waited) = (p.uid, p.runs_for, now.since(p.created_at));
+        if let Some(n) = self.kube.nodes.get_mut(node) {
+            n.pods.insert(key.to_string());
+        }
+        self.stats.record_wait(waited);
+        if let Some(d) = runs_for {
+            self.schedule(d, Happening::PodSucceeded { key: key.to_string(), uid });
+        }
+    }
+
+    /// Starts deleting a pod: it stops within its grace period (the world's `pod_stop`, capped by
+    /// the grace) and its controller replaces it meanwhile.
+    pub fn stop_pod(&mut self, key: &str, grace_seconds: i64) {
+        let stop = self.config.pod_stop.min(Duration::from_secs(grace_seconds.max(0) as u64));
+        let Some(p) = self.kube.pods.get_mut(key) else { return };
+        if p.terminating {
+            return;
+        }
+        p.terminating = true;
+        let uid = p.uid;
+        let workload = p.workload.clone();
+        if p.pod.node_name.is_none() || stop.is_zero() {
+            self.remove_pod(key);
+        } else {
+            self.schedule(stop, Happening::PodStopped { key: key.to_string(), uid });
+        }
+        if let Some(w) = workload {
+            self.reconcile_workload(&w);
+        }
+    }
+
+    /// The pod is gone from the API (and from its node).
+    fn remove_pod(&mut self, key: &str) -> Option<SimPod> {
+        let p = self.kube.pods.remove(key)?;
+        if let Some(n) = p.pod.node_name.as_ref().and_then(|n| self.kube.nodes.get_mut(n)) {
+            n.pods.remove(key);
+        }
+        if let Some(w) = p.workload.as_ref().and_then(|w| self.kube.workloads.get_mut(w)) {
+            w.pods.remove(key);
+        }
+        self.kube.bind_needed = true;
+        Some(p)
+    }
+
+    pub(super) fn pod_stopped(&mut self, key: &str, uid: u64) {
+        if self.kube.pods.get(key).is_none_or(|p| p.uid != uid) {
+            return;
+        }
+        if let Some(w) = self.remove_pod(key).and_then(|p| p.workload) {
+            self.reconcile_workload(&w);
+        }
+    }
+
+    pub(super) fn pod_succeeded(&mut self, key: &str, uid: u64) {
+        if self.kube.pods.get(key).is_none_or(|p| p.uid != uid || p.terminating) {
+            return;
+        }
+        let Some(p) = self.remove_pod(key) else { return };
+        self.stats.pods_succeeded += 1;
+        if let Some(w) = p.workload {
+            if let Some(super::workloads::WorkloadKind::Job(j)) = self.kube.workloads.get_mut(&w).map(|w| &mut w.kind) {
+                j.succeeded += 1;
+            }
+            self.reconcile_workload(&w);
+        }
+    }
+
+    /// The Eviction subresource: 429 (`Refused`) when a covering budget allows no disruption.
+    pub fn evict(&mut self, namespace: &str, name: &str) -> EvictionResult {
+        let key = format!("{namespace}/{name}");
+        let Some(p) = self.kube.pods.get(&key) else { return EvictionResult::NotFound };
+        if p.terminating {
+            return EvictionResult::Accepted;
+        }
+        let blocked = self
+            .kube
+            .pdbs
+            .iter()
+            .filter(|s| s.namespace == p.pod.namespace && s.selector.matches(&p.pod.labels))
+            .any(|s| self.kube.disruptions_allowed(s) <= 0);
+        if blocked {
+            self.stats.evictions_refused += 1;
+            return EvictionResult::Refused;
+        }
+        let grace = p.pod.termination_grace_seconds;
+        self.stats.evictions += 1;
+        self.stop_pod(&key, grace);
+        EvictionResult::Accepted
+    }
+
+    /// A Node object deleted: its pods are gone with it (pod garbage collection) and their
+    /// controllers recreate them as pending pods. Pods that were not already stopping were lost
+    /// without a graceful eviction.
+    pub fn delete_node(&mut self, node: &str) {
+        let Some(n) = self.kube.nodes.remove(node) else { return };
+        let mut owners = BTreeSet::new();
+        for key in &n.pods {
+            let Some(p) = self.kube.pods.get(key) else { continue };
+            if !p.terminating && !p.pod.is_daemon() && !p.pod.is_mirror() {
+                self.stats.pods_lost += 1;
+            }
+            if let Some(p) = self.remove_pod(key) {
+                owners.extend(p.workload);
+            }
+        }
+        for w in owners {
+            self.reconcile_workload(&w);
+        }
+        self.stats.nodes_deleted += 1;
+    }
+}
+
+/// The `Kube` port over the world.
+#[derive(Clone)]
+pub struct SimKube(pub World);
+
+impl Kube for SimKube {
+    fn read(&self) -> impl Future<Output = PortResult<KubeState>> + Send {
+        ready(Ok(self.0.lock().kube.read()))
+    }
+
+    fn taint(&self, node: &str, taint: &Taint) -> impl Future<Output = PortResult<()>> + Send {
+        let found = self.0.lock().kube.taint(node, taint);
+        ready(if found { Ok(()) } else { Err(PortError::Rejected(format!("nodes \"{node}\" not found"))) })
+    }
+
+    fn remove_taint(&self, node: &str, key: &str) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().kube.remove_taint(node, key);
+        ready(Ok(()))
+    }
+
+    fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = PortResult<EvictionResult>> + Send {
+        ready(Ok(self.0.lock().evict(namespace, name)))
+    }
+
+    fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_seconds: i64,
+    ) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().stop_pod(&format!("{namespace}/{name}"), grace_seconds);
+        ready(Ok(()))
+    }
+
+    fn delete_node(&self, node: &str) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().delete_node(node);
+        ready(Ok(()))
+    }
+
+    fn event(&self, object: &str, reason: &str, message: &str) -> impl Future<Output = PortResult<()>> + Send {
+        let mut s = self.0.lock();
+        let now = s.now;
+        s.kube.record_event(now, object, reason, message);
+        ready(Ok(()))
+    }
+
+    fn pool_status(&self, status: &PoolStatus) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().kube.pool_status.insert(status.name.clone(), status.clone());
+        ready(Ok(()))
+    }
+}

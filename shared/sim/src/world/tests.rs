@@ -1,0 +1,271 @@
+use std::time::Duration;
+
+use dovetail_core::catalog::CapacityType;
+use dovetail_core::labels;
+use dovetail_core::model::{LabelSelector, NodeClass, Pod};
+use dovetail_core::nodeclaim::NodeClaim;
+use dovetail_core::reconcile::ports::{Cloud, Kube, LaunchOutcome, LaunchRequest, Offer, Queue};
+use dovetail_core::resources::Resources;
+use dovetail_core::termination::EvictionResult;
+
+use super::*;
+use crate::block_on;
+
+const GIB: i64 = 1 << 30;
+
+fn world(config: WorldConfig) -> World {
+    World::new(config)
+}
+
+/// No spot interruptions: tests that are about something else stay about it.
+fn quiet() -> WorldConfig {
+    WorldConfig { interruption_multiplier: 0.0, ..WorldConfig::default() }
+}
+
+fn request(w: &World, claim: &str, offers: &[(&str, &str, CapacityType, f64)]) -> LaunchRequest {
+    let class = NodeClass { name: "default".into(), ..NodeClass::default() };
+    let resolved = block_on(w.ports().cloud.resolve(&class)).unwrap();
+    let mut c = NodeClaim::launching(claim, "default", "default", w.now());
+    c.labels.insert(labels::NODEPOOL.into(), "default".into());
+    c.labels.insert(labels::NODECLAIM.into(), claim.into());
+    LaunchRequest {
+        claim: c,
+        class,
+        resolved,
+        offers: offers
+            .iter()
+            .map(|(t, z, ct, p)| Offer {
+                instance_type: t.to_string(),
+                zone: z.to_string(),
+                capacity_type: *ct,
+                price: *p,
+            })
+            .collect(),
+    }
+}
+
+fn launched(outcome: LaunchOutcome) -> dovetail_core::nodeclaim::Launch {
+    match outcome {
+        LaunchOutcome::Launched(l) => l,
+        other => panic!("expected a launch, got {other:?}"),
+    }
+}
+
+#[test]
+fn launch_is_idempotent_and_picks_the_cheapest_offer() {
+    let w = world(WorldConfig::default());
+    let cloud = w.ports().cloud;
+    let req = request(
+        &w,
+        "default-00001",
+        &[
+            ("m5.large", "us-east-1a", CapacityType::OnDemand, 0.096),
+            ("m5.large", "us-east-1b", CapacityType::Spot, 0.03),
+        ],
+    );
+    let a = launched(block_on(cloud.launch(&req)).unwrap());
+    assert_eq!((a.zone.as_str(), a.capacity_type), ("us-east-1b", CapacityType::Spot));
+    let b = launched(block_on(cloud.launch(&req)).unwrap());
+    assert_eq!(a.instance_id, b.instance_id, "the client token makes CreateFleet idempotent");
+    assert_eq!(block_on(cloud.find_launched("default-00001")).unwrap().unwrap().instance_id, a.instance_id);
+    assert_eq!(w.lock().cloud.instances.len(), 1);
+}
+
+#[test]
+fn capacity_windows_fail_the_launch_with_the_offerings() {
+    let mut config = WorldConfig::default();
+    config.capacity_windows.push(CapacityWindow {
+        instance_type: Some("m5.large".into()),
+        zone: None,
+        capacity_type: Some(CapacityType::Spot),
+        from: config.start,
+        until: config.start.plus(Duration::from_secs(600)),
+    });
+    let w = world(config);
+    let req = request(&w, "c1", &[("m5.large", "us-east-1a", CapacityType::Spot, 0.03)]);
+    match block_on(w.ports().cloud.launch(&req)).unwrap() {
+        LaunchOutcome::NoCapacity { offerings, message } => {
+            assert_eq!(offerings.len(), 1);
+            assert!(message.contains("InsufficientInstanceCapacity"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    w.advance(w.now().plus(Duration::from_secs(601)));
+    launched(block_on(w.ports().cloud.launch(&req)).unwrap());
+}
+
+#[test]
+fn booted_instances_register_tainted_and_pods_bind_once_untainted() {
+    let w = world(quiet());
+    let ports = w.ports();
+    {
+        let mut s = w.lock();
+        for i in 0..3 {
+            s.create_pod(Pod::new("default", &format!("p{i}"), Resources::new(500, GIB)), None, None);
+        }
+        s.settle();
+        assert_eq!(s.queues.doorbells.len(), 3, "one doorbell per newly unschedulable pod");
+        assert_eq!(s.kube.provisionable().count(), 3);
+    }
+    let req = request(&w, "c1", &[("m5.xlarge", "us-east-1a", CapacityType::OnDemand, 0.192)]);
+    let l = launched(block_on(ports.cloud.launch(&req)).unwrap());
+    w.advance(w.now().plus(Duration::from_secs(61)));
+    let state = block_on(ports.kube.read()).unwrap();
+    assert_eq!(state.nodes.len(), 1);
+    let node = &state.nodes[0];
+    assert_eq!(node.provider_id.as_deref(), Some(l.provider_id().as_str()));
+    assert_eq!(node.labels[labels::INSTANCE_TYPE], "m5.xlarge");
+    assert_eq!(node.labels[labels::CAPACITY_TYPE], "on-demand");
+    assert_eq!(node.labels[labels::NODECLAIM], "c1");
+    assert!(node.taints.iter().any(|t| t.key == labels::TAINT_UNREGISTERED));
+    assert_eq!(state.pending.len(), 3, "the unregistered taint keeps pods off");
+    {
+        let s = w.lock();
+        // A node doorbell for the provisioner, and a resume for its claim.
+        assert_eq!(s.queues.doorbells.len(), 4);
+        assert_eq!(s.queues.interruptions.len(), 1);
+    }
+    block_on(ports.kube.remove_taint(&node.name, labels::TAINT_UNREGISTERED)).unwrap();
+    w.lock().settle();
+    let state = block_on(ports.kube.read()).unwrap();
+    assert!(state.pending.is_empty());
+    assert_eq!(state.nodes[0].pods.len(), 3);
+    let s = w.lock();
+    assert_eq!(s.stats.waits_ms.len(), 3);
+    assert!(s.stats.waits_ms.iter().all(|w| (30_000..=61_000).contains(w)), "{:?}", s.stats.waits_ms);
+}
+
+#[test]
+fn evictions_honour_budgets_and_controllers_replace_pods() {
+    let w = world(quiet());
+    let ports = w.ports();
+    let req = request(&w, "c1", &[("m5.2xlarge", "us-east-1a", CapacityType::OnDemand, 0.384)]);
+    launched(block_on(ports.cloud.launch(&req)).unwrap());
+    w.advance(w.now().plus(Duration::from_secs(61)));
+    let node = w.lock().kube.nodes.keys().next().cloned().unwrap();
+    block_on(ports.kube.remove_taint(&node, labels::TAINT_UNREGISTERED)).unwrap();
+    {
+        let mut s = w.lock();
+        let template = Pod::new("shop", "web-abc", Resources::new(500, GIB)).with_labels(&[("app", "web")]);
+        s.add_workload("Deployment/shop/web", Workload::replicas(ReplicaKind::Deployment, template, 3));
+        s.kube.pdbs.push(PdbSpec {
+            namespace: "shop".into(),
+            name: "web".into(),
+            selector: LabelSelector::from_labels(&[("app", "web")]),
+            min_available: Some(IntOrPercent::Int(2)),
+            max_unavailable: None,
+        });
+        s.settle();
+        assert_eq!(s.kube.nodes[&node].pods.len(), 3);
+    }
+    assert_eq!(block_on(ports.kube.evict("shop", "web-abc-0")).unwrap(), EvictionResult::Accepted);
+    // One of three gone, its replacement pending: two healthy is the minimum.
+    assert_eq!(block_on(ports.kube.evict("shop", "web-abc-1")).unwrap(), EvictionResult::Refused);
+    assert_eq!(block_on(ports.kube.evict("shop", "nope")).unwrap(), EvictionResult::NotFound);
+    {
+        let mut s = w.lock();
+        s.settle();
+        assert!(s.kube.pods.contains_key("shop/web-abc-3"), "the ReplicaSet replaced the evicted pod");
+    }
+    w.advance(w.now().plus(Duration::from_secs(10)));
+    let s = w.lock();
+    assert!(!s.kube.pods.contains_key("shop/web-abc-0"), "the evicted pod stopped");
+    assert_eq!(s.kube.workloads["Deployment/shop/web"].pods.len(), 3);
+    assert_eq!((s.stats.evictions, s.stats.evictions_refused), (1, 1));
+}
+
+#[test]
+fn spot_instances_get_a_warning_then_go_and_their_pods_come_back_pending() {
+    let w = world(WorldConfig { interruption_multiplier: 5_000.0, rebalance_share: 1.0, ..WorldConfig::default() });
+    let ports = w.ports();
+    let req = request(&w, "c1", &[("m5.xlarge", "us-east-1a", CapacityType::Spot, 0.07)]);
+    launched(block_on(ports.cloud.launch(&req)).unwrap());
+    w.advance(w.now().plus(Duration::from_secs(61)));
+    let node = w.lock().kube.nodes.keys().next().cloned().unwrap();
+    block_on(ports.kube.remove_taint(&node, labels::TAINT_UNREGISTERED)).unwrap();
+    {
+        let mut s = w.lock();
+        let template = Pod::new("batch", "sim", Resources::new(1000, GIB));
+        s.add_workload("Deployment/batch/sim", Workload::replicas(ReplicaKind::Deployment, template, 2));
+        s.settle();
+    }
+    w.advance(w.now().plus(Duration::from_secs(6 * 3600)));
+    let mut s = w.lock();
+    assert_eq!(s.stats.spot_warnings, 1);
+    assert_eq!(s.stats.spot_reclaimed, 1);
+    assert_eq!(s.stats.pods_lost, 2, "nobody drained the node");
+    assert!(s.kube.nodes.is_empty(), "the node lifecycle controller deleted the Node");
+    assert_eq!(s.kube.provisionable().count(), 2);
+    let now = s.now;
+    let bodies: Vec<String> = s.queues.interruptions.receive(now, 100).into_iter().map(|m| m.body).collect();
+    let kinds: Vec<String> = bodies
+        .iter()
+        .filter_map(|b| serde_json::from_str::<serde_json::Value>(b).ok())
+        .filter_map(|v| v.get("detail-type").and_then(|d| d.as_str()).map(str::to_string))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            dovetail_core::interruption::REBALANCE_RECOMMENDATION,
+            dovetail_core::interruption::SPOT_INTERRUPTION,
+            dovetail_core::interruption::STATE_CHANGE
+        ]
+    );
+    for b in bodies.iter().filter(|b| b.contains("detail-type")) {
+        dovetail_core::interruption::parse(b).expect("EventBridge bodies parse");
+    }
+}
+
+#[test]
+fn jobs_run_to_completion_and_requeue_sends_a_delayed_resume() {
+    let w = world(quiet());
+    let ports = w.ports();
+    let req = request(&w, "c1", &[("c5.xlarge", "us-east-1a", CapacityType::OnDemand, 0.17)]);
+    launched(block_on(ports.cloud.launch(&req)).unwrap());
+    w.advance(w.now().plus(Duration::from_secs(61)));
+    let node = w.lock().kube.nodes.keys().next().cloned().unwrap();
+    block_on(ports.kube.remove_taint(&node, labels::TAINT_UNREGISTERED)).unwrap();
+    {
+        let mut s = w.lock();
+        let now = s.now;
+        let spec = JobSpec {
+            parallelism: 2,
+            completions: 4,
+            duration: Duration::from_secs(600),
+            duration_max: None,
+            succeeded: 0,
+            submitted_at: now,
+            finished_at: None,
+        };
+        s.add_workload("Job/batch/sim-1", Workload::job(Pod::new("batch", "sim-1", Resources::new(1000, GIB)), spec));
+        s.settle();
+    }
+    w.advance(w.now().plus(Duration::from_secs(1201)));
+    {
+        let s = w.lock();
+        assert_eq!(s.stats.pods_succeeded, 4);
+        assert_eq!(s.stats.jobs_finished, [Duration::from_secs(1200)]);
+    }
+    block_on(ports.queue.requeue("c1", Duration::from_secs(10))).unwrap();
+    let mut s = w.lock();
+    let now = s.now;
+    s.queues.interruptions.receive(now, 100); // the registration resume
+    assert!(s.queues.interruptions.receive(now, 10).is_empty());
+    let later = s.queues.interruptions.receive(now.plus(Duration::from_secs(10)), 10);
+    assert_eq!(later[0].body, r#"{"resume":"c1"}"#);
+}
+
+#[test]
+fn same_seed_same_world() {
+    let run = || {
+        let w = world(WorldConfig { interruption_multiplier: 500.0, ..WorldConfig::default() });
+        for i in 0..5 {
+            let req = request(&w, &format!("c{i}"), &[("m5.large", "us-east-1a", CapacityType::Spot, 0.03)]);
+            launched(block_on(w.ports().cloud.launch(&req)).unwrap());
+        }
+        w.advance(w.now().plus(Duration::from_secs(24 * 3600)));
+        let s = w.lock();
+        (s.instance_records(), s.stats.clone())
+    };
+    assert_eq!(run(), run());
+}

