@@ -1,5 +1,6 @@
 //! Integration and end-to-end tests (one binary). Each module starts what it needs through the
 //! harness in `tests/harness`.
 
+mod aws;
 mod controlplane;
 mod kube;

@@ -27,8 +27,9 @@ pub const DEFAULT_ZONES: [(&str, &str); 3] =
 const TSV: &str = include_str!("instance_types.tsv");
 
 /// Must equal `COLUMNS` in generate.py: the header check turns a generator/parser mismatch into a
-/// test failure instead of silently shifted fields.
-const COLUMNS: [&str; 30] = [
+/// test failure instead of silently shifted fields. Public so the AWS adapter can write rows for
+/// types newer than the embedded data and read them with [`types_from_tsv`].
+pub const COLUMNS: [&str; 30] = [
     "name",
     "category",
     "family",
@@ -350,7 +351,7 @@ fn instance_type(row: &Row<'_>, zones: &[Zone]) -> InstanceType {
 
 /// Zone, zone id and capacity type `In` whatever the offerings cover; with no offering at all
 /// the keys allow no value, so no pod can select the type by them.
-fn offering_requirements(offerings: &[Offering], zones: &[Zone]) -> [Requirement; 3] {
+pub(super) fn offering_requirements(offerings: &[Offering], zones: &[Zone]) -> [Requirement; 3] {
     let mut names: Vec<&str> = Vec::new();
     let mut ids: Vec<&str> = Vec::new();
     let mut capacity: Vec<&str> = Vec::new();
@@ -370,6 +371,13 @@ fn offering_requirements(offerings: &[Offering], zones: &[Zone]) -> [Requirement
         Requirement::new(key, op, values).expect("In with values / DoesNotExist without is well-formed")
     };
     [set(labels::ZONE, &names), set(labels::ZONE_ID, &ids), set(labels::CAPACITY_TYPE, &capacity)]
+}
+
+/// Instance types from text in `instance_types.tsv`'s format (a header line of [`COLUMNS`], then one
+/// row per type), offered in `zones` like the embedded ones. The AWS adapter describes types the
+/// embedded data does not know yet this way, so their labels come from the same code.
+pub fn types_from_tsv(tsv: &str, zones: &[Zone]) -> Result<Vec<InstanceType>, CatalogDataError> {
+    Ok(parse(tsv)?.iter().map(|r| instance_type(r, zones)).collect())
 }
 
 /// The Spot Instance Advisor's frequency-of-interruption band of a type in the embedded data
@@ -524,5 +532,27 @@ mod tests {
         for key in [labels::ZONE, labels::ZONE_ID, labels::CAPACITY_TYPE] {
             assert!(none.requirements.get(key).unwrap().is_empty(), "{key}");
         }
+    }
+
+    #[test]
+    fn rows_from_text_and_new_offerings() {
+        let tsv = format!("{}\n{}\n", header(), m5_large());
+        let zones = [Zone { name: "eu-west-1a".into(), id: "euw1-az3".into() }];
+        let mut t = types_from_tsv(&tsv, &zones).unwrap().remove(0);
+        assert_eq!(t.name, "m5.large");
+        let other = [Zone { name: "eu-west-1b".into(), id: "euw1-az1".into() }];
+        t.set_offerings(
+            vec![Offering {
+                zone: "eu-west-1b".into(),
+                capacity_type: CapacityType::Spot,
+                price: 0.03,
+                available: true,
+            }],
+            &other,
+        );
+        assert_eq!(t.requirements.get(labels::ZONE).unwrap().single_value(), Some("eu-west-1b"));
+        assert_eq!(t.requirements.get(labels::ZONE_ID).unwrap().single_value(), Some("euw1-az1"));
+        assert_eq!(t.requirements.get(labels::CAPACITY_TYPE).unwrap().single_value(), Some("spot"));
+        assert!(types_from_tsv("name\n", &zones).is_err());
     }
 }

@@ -6,7 +6,8 @@
 mod embedded;
 
 pub use embedded::{
-    embedded, embedded_with_zones, spot_band_monthly_rate, spot_interruption_band, Zone, DEFAULT_ZONES,
+    embedded, embedded_with_zones, spot_band_monthly_rate, spot_interruption_band, types_from_tsv, CatalogDataError,
+    Zone, COLUMNS, DEFAULT_ZONES,
 };
 
 use serde::{Deserialize, Serialize};
@@ -116,6 +117,16 @@ impl InstanceType {
             InstanceResources::Ec2(f) => overhead::allocatable(f, kubelet),
             InstanceResources::Fixed { allocatable, .. } => allocatable.clone(),
         }
+    }
+
+    /// Replaces the offerings, and with them the zone, zone-id and capacity-type requirements
+    /// (what the AWS adapter learns from DescribeInstanceTypeOfferings and the price APIs).
+    pub fn set_offerings(&mut self, offerings: Vec<Offering>, zones: &[Zone]) {
+        for r in embedded::offering_requirements(&offerings, zones) {
+            self.requirements.remove(&r.key);
+            self.requirements.add(r);
+        }
+        self.offerings = offerings;
     }
 
     /// The cheapest available offering.

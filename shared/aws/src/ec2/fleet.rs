@@ -1,0 +1,262 @@
+//! CreateFleet: the overrides a launch offers EC2, the client token, and what the fleet's errors
+//! mean. The choice and the error reading are pure functions tested on data (a local EC2 always
+//! takes the first override and never reports capacity errors).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use dovetail_core::catalog::{CapacityType, OfferingKey};
+use dovetail_core::disruption::drift::json_hash;
+use dovetail_core::reconcile::ports::Offer;
+
+use crate::error::{classify, ErrorKind};
+
+/// CreateFleet error codes that mean "no capacity here now": the offerings they name are
+/// unavailable for a while and the claim tries what remains.
+pub const CAPACITY_ERRORS: [&str; 4] =
+    ["InsufficientInstanceCapacity", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "UnfulfillableCapacity"];
+
+/// EC2's limit on overrides per request.
+pub const MAX_OVERRIDES: usize = 60;
+
+/// One (instance type, zone) EC2 may launch, with its subnet and launch template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Override {
+    pub instance_type: String,
+    pub zone: String,
+    pub subnet_id: String,
+    /// Launch template name.
+    pub template: String,
+    pub price: f64,
+}
+
+/// The overrides for `offers`: each offer in a zone the class has a subnet in and of a type a
+/// template exists for, once per (type, zone), cheapest first (ties keep the offers' order), at
+/// most [`MAX_OVERRIDES`].
+pub fn overrides(
+    offers: &[Offer],
+    subnet_by_zone: &BTreeMap<String, String>,
+    template_of: impl Fn(&str) -> Option<String>,
+) -> Vec<Override> {
+    let mut seen = BTreeSet::new();
+    let mut out: Vec<Override> = offers
+        .iter()
+        .filter_map(|o| {
+            let subnet = subnet_by_zone.get(&o.zone)?;
+            let template = template_of(&o.instance_type)?;
+            seen.insert((o.instance_type.clone(), o.zone.clone())).then(|| Override {
+                instance_type: o.instance_type.clone(),
+                zone: o.zone.clone(),
+                subnet_id: subnet.clone(),
+                template,
+                price: o.price,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.price.total_cmp(&b.price));
+    out.truncate(MAX_OVERRIDES);
+    out
+}
+
+/// The client token of one CreateFleet request: the claim name and a digest of what is asked
+/// (`<claim>-<8 hex>`, at most 64 characters). A redelivered identical request reuses the token
+/// and EC2 answers with the same fleet; a retry with other offerings (after capacity errors, or
+/// on-demand after spot) is a different request, which under the claim name alone EC2 would
+/// refuse as `IdempotentParameterMismatch`. Across differing requests, a launch is kept to one
+/// instance by looking the claim's instance up by tag first.
+pub fn client_token(claim: &str, capacity: CapacityType, overrides: &[Override]) -> String {
+    let asked = serde_json::json!({
+        "capacity": capacity.as_str(),
+        "overrides": overrides.iter().map(|o| [&o.instance_type, &o.subnet_id, &o.template]).collect::<Vec<_>>(),
+    });
+    let digest = &json_hash(&asked)[..8];
+    let head: String = claim.chars().take(64 - 9).collect();
+    format!("{head}-{digest}")
+}
+
+/// One error of a CreateFleet answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetError {
+    pub code: String,
+    pub message: String,
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub subnet_id: Option<String>,
+}
+
+/// What a CreateFleet answer without an instance means.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Capacity errors: these offerings are unavailable for now.
+    NoCapacity { offerings: Vec<OfferingKey>, message: String },
+    /// Anything else.
+    Failed { kind: ErrorKind, message: String },
+}
+
+/// Reads the errors of a fleet that launched nothing. Any capacity error makes the answer
+/// NoCapacity for the offerings the capacity errors name (every override when they name none),
+/// so the claim moves on to what remains; otherwise the first error's code decides.
+pub fn judge(errors: &[FleetError], capacity: CapacityType, overrides: &[Override]) -> Verdict {
+    let message = if errors.is_empty() {
+        "CreateFleet launched no instance and reported no error".to_string()
+    } else {
+        errors.iter().map(|e| format!("{}: {}", e.code, e.message)).collect::<Vec<_>>().join("; ")
+    };
+    let capacity_errors: Vec<&FleetError> =
+        errors.iter().filter(|e| CAPACITY_ERRORS.contains(&e.code.as_str())).collect();
+    if capacity_errors.is_empty() {
+        let kind = errors.first().map_or(ErrorKind::Retryable, |e| classify(Some(&e.code), None));
+        return Verdict::Failed { kind, message };
+    }
+    let key = |instance_type: &str, zone: &str| OfferingKey {
+        instance_type: instance_type.to_string(),
+        zone: zone.to_string(),
+        capacity_type: capacity,
+    };
+    let mut named = BTreeSet::new();
+    for e in &capacity_errors {
+        let zone = e.zone.clone().or_else(|| {
+            let subnet = e.subnet_id.as_deref()?;
+            overrides.iter().find(|o| o.subnet_id == subnet).map(|o| o.zone.clone())
+        });
+        match (&e.instance_type, zone) {
+            (Some(t), Some(z)) => {
+                named.insert(key(t, &z));
+            }
+            // A type without a zone: every zone it was offered in.
+            (Some(t), None) => {
+                named.extend(overrides.iter().filter(|o| &o.instance_type == t).map(|o| key(t, &o.zone)))
+            }
+            (None, _) => {}
+        }
+    }
+    if named.is_empty() {
+        named.extend(overrides.iter().map(|o| key(&o.instance_type, &o.zone)));
+    }
+    Verdict::NoCapacity { offerings: named.into_iter().collect(), message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(t: &str, zone: &str, price: f64) -> Offer {
+        Offer { instance_type: t.into(), zone: zone.into(), capacity_type: CapacityType::Spot, price }
+    }
+
+    fn subnets() -> BTreeMap<String, String> {
+        BTreeMap::from([("us-east-1a".into(), "subnet-a".into()), ("us-east-1b".into(), "subnet-b".into())])
+    }
+
+    fn error(code: &str, t: Option<&str>, zone: Option<&str>, subnet: Option<&str>) -> FleetError {
+        FleetError {
+            code: code.into(),
+            message: format!("{code} message"),
+            instance_type: t.map(Into::into),
+            zone: zone.map(Into::into),
+            subnet_id: subnet.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn overrides_are_cheapest_first_with_the_zone_subnet() {
+        let offers = [
+            offer("m5.xlarge", "us-east-1a", 0.08),
+            offer("m5.large", "us-east-1b", 0.04),
+            offer("m5.large", "us-east-1c", 0.01), // no subnet there
+            offer("m5.large", "us-east-1a", 0.05),
+            offer("m5.large", "us-east-1b", 0.03), // same type and zone again
+            offer("x9.large", "us-east-1a", 0.01), // no template
+        ];
+        let template = |t: &str| (t != "x9.large").then(|| format!("lt-{}", t.split('.').next().unwrap()));
+        let o = overrides(&offers, &subnets(), template);
+        let got: Vec<(&str, &str, &str)> =
+            o.iter().map(|o| (o.instance_type.as_str(), o.zone.as_str(), o.subnet_id.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("m5.large", "us-east-1b", "subnet-b"),
+                ("m5.large", "us-east-1a", "subnet-a"),
+                ("m5.xlarge", "us-east-1a", "subnet-a"),
+            ]
+        );
+        assert_eq!(o[0].template, "lt-m5");
+    }
+
+    #[test]
+    fn at_most_sixty_overrides() {
+        let offers: Vec<Offer> =
+            (0..100).map(|i| offer(&format!("t{i}.large"), "us-east-1a", f64::from(100 - i))).collect();
+        let o = overrides(&offers, &subnets(), |_| Some("lt".into()));
+        assert_eq!(o.len(), MAX_OVERRIDES);
+        assert_eq!(o[0].instance_type, "t99.large");
+    }
+
+    #[test]
+    fn tokens_are_stable_per_request_and_differ_across_requests() {
+        let o = overrides(&[offer("m5.large", "us-east-1a", 0.05)], &subnets(), |_| Some("lt".into()));
+        let spot = client_token("default-abc", CapacityType::Spot, &o);
+        assert!(spot.starts_with("default-abc-") && spot.len() == "default-abc-".len() + 8);
+        assert_eq!(spot, client_token("default-abc", CapacityType::Spot, &o));
+        assert_ne!(spot, client_token("default-abc", CapacityType::OnDemand, &o));
+        assert_ne!(spot, client_token("default-abc", CapacityType::Spot, &o[..0]));
+        assert_eq!(client_token(&"x".repeat(100), CapacityType::Spot, &o).len(), 64);
+    }
+
+    #[test]
+    fn capacity_errors_name_offerings() {
+        let offers = [
+            offer("m5.large", "us-east-1a", 0.05),
+            offer("m5.large", "us-east-1b", 0.05),
+            offer("c5.large", "us-east-1a", 0.06),
+        ];
+        let o = overrides(&offers, &subnets(), |_| Some("lt".into()));
+        let key = |t: &str, z: &str| OfferingKey {
+            instance_type: t.into(),
+            zone: z.into(),
+            capacity_type: CapacityType::Spot,
+        };
+        for code in CAPACITY_ERRORS {
+            let v = judge(&[error(code, Some("c5.large"), Some("us-east-1a"), None)], CapacityType::Spot, &o);
+            assert_eq!(
+                v,
+                Verdict::NoCapacity {
+                    offerings: vec![key("c5.large", "us-east-1a")],
+                    message: format!("{code}: {code} message")
+                }
+            );
+        }
+        // The zone from the subnet; a type without zone or subnet: every zone it was offered in.
+        let v = judge(
+            &[
+                error("InsufficientInstanceCapacity", Some("c5.large"), None, Some("subnet-a")),
+                error("InsufficientInstanceCapacity", Some("m5.large"), None, None),
+                error("InvalidParameterValue", Some("x.large"), None, None),
+            ],
+            CapacityType::Spot,
+            &o,
+        );
+        let Verdict::NoCapacity { offerings, message } = v else { panic!("{v:?}") };
+        assert_eq!(
+            offerings,
+            vec![key("c5.large", "us-east-1a"), key("m5.large", "us-east-1a"), key("m5.large", "us-east-1b")]
+        );
+        assert!(message.contains("InvalidParameterValue"));
+        // Naming nothing: every override.
+        let Verdict::NoCapacity { offerings, .. } =
+            judge(&[error("UnfulfillableCapacity", None, None, None)], CapacityType::Spot, &o)
+        else {
+            panic!()
+        };
+        assert_eq!(offerings.len(), 3);
+    }
+
+    #[test]
+    fn other_errors_are_failures_by_code() {
+        let o = overrides(&[offer("m5.large", "us-east-1a", 0.05)], &subnets(), |_| Some("lt".into()));
+        let v = judge(&[error("InvalidLaunchTemplateId.NotFound", None, None, None)], CapacityType::OnDemand, &o);
+        assert!(matches!(v, Verdict::Failed { kind: ErrorKind::Refused, .. }), "{v:?}");
+        let v = judge(&[error("RequestLimitExceeded", None, None, None)], CapacityType::OnDemand, &o);
+        assert!(matches!(v, Verdict::Failed { kind: ErrorKind::Retryable, .. }), "{v:?}");
+        assert!(matches!(judge(&[], CapacityType::OnDemand, &o), Verdict::Failed { kind: ErrorKind::Retryable, .. }));
+    }
+}

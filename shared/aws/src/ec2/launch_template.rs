@@ -1,0 +1,309 @@
+//! Launch templates, created once per distinct content and reused: the name carries the content
+//! hash (`dovetail/<cluster>/<hash>`), so equal content finds the existing template and changed
+//! content (a new AMI, new user data) gets a new one. Instance type, subnet and zone are CreateFleet
+//! overrides, not template content.
+
+use aws_sdk_ec2::types::{
+    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
+    LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState,
+    LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
+};
+use dovetail_api::crd::EC2NodeClassSpec;
+use dovetail_core::disruption::drift::json_hash;
+use serde::Serialize;
+
+use crate::error::{api_error, AwsError, AwsResult};
+
+/// One EBS volume of the template.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Volume {
+    pub device_name: String,
+    pub size_gib: Option<i32>,
+    pub volume_type: Option<String>,
+    pub iops: Option<i32>,
+    pub throughput: Option<i32>,
+    pub encrypted: Option<bool>,
+    pub kms_key_id: Option<String>,
+    pub snapshot_id: Option<String>,
+    pub delete_on_termination: Option<bool>,
+}
+
+/// Instance metadata service options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Metadata {
+    pub http_endpoint: String,
+    pub http_protocol_ipv6: String,
+    pub hop_limit: i32,
+    pub http_tokens: String,
+}
+
+/// Everything a template holds; its hash names the template.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TemplateContent {
+    pub image_id: String,
+    /// Base64, as EC2 takes it.
+    pub user_data: String,
+    pub security_groups: Vec<String>,
+    pub instance_profile: Option<String>,
+    pub volumes: Vec<Volume>,
+    pub metadata: Metadata,
+    pub detailed_monitoring: bool,
+    /// Set: the groups go on an explicit primary interface with this public-IP setting.
+    pub associate_public_ip: Option<bool>,
+}
+
+impl TemplateContent {
+    pub fn hash(&self) -> String {
+        json_hash(&serde_json::to_value(self).expect("plain data serializes"))
+    }
+
+    /// `dovetail/<cluster>/<hash>`.
+    pub fn name(&self, cluster: &str) -> String {
+        format!("dovetail/{cluster}/{}", self.hash())
+    }
+}
+
+/// A Kubernetes-style size (`100Gi`, `20G`, `1Ti`) in GiB, rounded up.
+pub fn size_gib(quantity: &str) -> Option<i32> {
+    let q = quantity.trim();
+    let digits: String = q.chars().take_while(char::is_ascii_digit).collect();
+    let n: u64 = digits.parse().ok()?;
+    let gib = match &q[digits.len()..] {
+        "Gi" => n,
+        "Ti" => n.checked_mul(1024)?,
+        "G" => n.checked_mul(1_000_000_000)?.div_ceil(1 << 30),
+        "T" => n.checked_mul(1_000_000_000_000)?.div_ceil(1 << 30),
+        _ => return None,
+    };
+    i32::try_from(gib).ok()
+}
+
+fn as_text<T: Serialize>(v: &T) -> Option<String> {
+    serde_json::to_value(v).ok()?.as_str().map(str::to_string)
+}
+
+/// The template content for a class: its disks (default: a 20 GiB encrypted gp3 root volume, as
+/// for AL2023), IMDS settings, monitoring, instance profile and public-IP setting, with the given
+/// image, user data (plain text, encoded here) and security groups.
+pub fn content(
+    spec: &EC2NodeClassSpec,
+    image_id: &str,
+    user_data: &str,
+    security_groups: &[String],
+) -> TemplateContent {
+    use base64::Engine;
+    let mut volumes: Vec<Volume> = spec
+        .block_device_mappings
+        .iter()
+        .map(|m| {
+            let ebs = m.ebs.clone().unwrap_or_default();
+            Volume {
+                device_name: m.device_name.clone().unwrap_or_else(|| "/dev/xvda".to_string()),
+                size_gib: ebs.volume_size.as_ref().and_then(|q| size_gib(&q.0)),
+                volume_type: ebs.volume_type.as_ref().and_then(as_text),
+                iops: ebs.iops.and_then(|v| i32::try_from(v).ok()),
+                throughput: ebs.throughput.and_then(|v| i32::try_from(v).ok()),
+                encrypted: ebs.encrypted,
+                kms_key_id: ebs.kms_key_id.clone(),
+                snapshot_id: ebs.snapshot_id.clone(),
+                delete_on_termination: ebs.delete_on_termination,
+            }
+        })
+        .collect();
+    if volumes.is_empty() {
+        volumes.push(Volume {
+            device_name: "/dev/xvda".into(),
+            size_gib: Some(20),
+            volume_type: Some("gp3".into()),
+            iops: None,
+            throughput: None,
+            encrypted: Some(true),
+            kms_key_id: None,
+            snapshot_id: None,
+            delete_on_termination: Some(true),
+        });
+    }
+    let md = &spec.metadata_options;
+    let mut security_groups = security_groups.to_vec();
+    security_groups.sort();
+    TemplateContent {
+        image_id: image_id.to_string(),
+        user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
+        security_groups,
+        instance_profile: spec.instance_profile.clone().or_else(|| spec.role.clone()),
+        volumes,
+        metadata: Metadata {
+            http_endpoint: as_text(&md.http_endpoint).unwrap_or_else(|| "enabled".into()),
+            http_protocol_ipv6: as_text(&md.http_protocol_ipv6).unwrap_or_else(|| "disabled".into()),
+            hop_limit: i32::try_from(md.http_put_response_hop_limit).unwrap_or(1),
+            http_tokens: as_text(&md.http_tokens).unwrap_or_else(|| "required".into()),
+        },
+        detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
+        associate_public_ip: spec.associate_public_ip_address,
+    }
+}
+
+fn request_data(c: &TemplateContent) -> RequestLaunchTemplateData {
+    let mut data = RequestLaunchTemplateData::builder()
+        .image_id(&c.image_id)
+        .user_data(&c.user_data)
+        .monitoring(LaunchTemplatesMonitoringRequest::builder().enabled(c.detailed_monitoring).build())
+        .metadata_options(
+            LaunchTemplateInstanceMetadataOptionsRequest::builder()
+                .http_endpoint(LaunchTemplateInstanceMetadataEndpointState::from(c.metadata.http_endpoint.as_str()))
+                .http_protocol_ipv6(LaunchTemplateInstanceMetadataProtocolIpv6::from(
+                    c.metadata.http_protocol_ipv6.as_str(),
+                ))
+                .http_put_response_hop_limit(c.metadata.hop_limit)
+                .http_tokens(LaunchTemplateHttpTokensState::from(c.metadata.http_tokens.as_str()))
+                .build(),
+        );
+    if let Some(profile) = &c.instance_profile {
+        data = data.iam_instance_profile(
+            LaunchTemplateIamInstanceProfileSpecificationRequest::builder().name(profile).build(),
+        );
+    }
+    for v in &c.volumes {
+        let ebs = LaunchTemplateEbsBlockDeviceRequest::builder()
+            .set_volume_size(v.size_gib)
+            .set_volume_type(v.volume_type.as_deref().map(VolumeType::from))
+            .set_iops(v.iops)
+            .set_throughput(v.throughput)
+            .set_encrypted(v.encrypted)
+            .set_kms_key_id(v.kms_key_id.clone())
+            .set_snapshot_id(v.snapshot_id.clone())
+            .set_delete_on_termination(v.delete_on_termination)
+            .build();
+        data = data.block_device_mappings(
+            LaunchTemplateBlockDeviceMappingRequest::builder().device_name(&v.device_name).ebs(ebs).build(),
+        );
+    }
+    match c.associate_public_ip {
+        Some(public) => {
+            let nic = LaunchTemplateInstanceNetworkInterfaceSpecificationRequest::builder()
+                .device_index(0)
+                .associate_public_ip_address(public)
+                .set_groups(Some(c.security_groups.clone()))
+                .build();
+            data = data.network_interfaces(nic);
+        }
+        None => data = data.set_security_group_ids(Some(c.security_groups.clone())),
+    }
+    data.build()
+}
+
+/// Makes sure the template named `name` exists with `content`: looked up first, created if
+/// absent; losing a creation race to another invocation is success.
+pub async fn ensure(ec2: &aws_sdk_ec2::Client, name: &str, content: &TemplateContent, cluster: &str) -> AwsResult<()> {
+    let found = ec2.describe_launch_templates().launch_template_names(name).send().await;
+    match found {
+        Ok(out) if !out.launch_templates().is_empty() => return Ok(()),
+        Ok(_) => {}
+        Err(e) => {
+            let e = api_error("DescribeLaunchTemplates", e);
+            if !matches!(&e, AwsError::Api { code: Some(c), .. } if c.starts_with("InvalidLaunchTemplateName.NotFound"))
+            {
+                return Err(e);
+            }
+        }
+    }
+    let created = ec2
+        .create_launch_template()
+        .launch_template_name(name)
+        .launch_template_data(request_data(content))
+        .tag_specifications(
+            TagSpecification::builder()
+                .resource_type(ResourceType::LaunchTemplate)
+                .tags(Tag::builder().key(super::TAG_CLUSTER).value(cluster).build())
+                .build(),
+        )
+        .send()
+        .await;
+    match created {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let e = api_error("CreateLaunchTemplate", e);
+            match &e {
+                AwsError::Api { code: Some(c), .. } if c.starts_with("InvalidLaunchTemplateName.AlreadyExists") => {
+                    Ok(())
+                }
+                _ => Err(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(extra: serde_json::Value) -> EC2NodeClassSpec {
+        let mut v = serde_json::json!({
+            "subnetSelectorTerms": [{"tags": {"k": "v"}}],
+            "securityGroupSelectorTerms": [{"tags": {"k": "v"}}],
+            "amiSelectorTerms": [{"alias": "al2023@latest"}],
+            "role": "KarpenterNodeRole-prod",
+        });
+        if let (Some(m), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+            m.extend(e.clone());
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn sizes_in_gib() {
+        assert_eq!(size_gib("100Gi"), Some(100));
+        assert_eq!(size_gib("1Ti"), Some(1024));
+        assert_eq!(size_gib("20G"), Some(19));
+        assert_eq!(size_gib("21G"), Some(20));
+        assert_eq!(size_gib("10Mi"), None);
+    }
+
+    #[test]
+    fn defaults_and_class_settings() {
+        let c = content(&spec(serde_json::json!({})), "ami-1", "hello", &["sg-2".into(), "sg-1".into()]);
+        assert_eq!(c.volumes.len(), 1);
+        assert_eq!(c.volumes[0].size_gib, Some(20));
+        assert_eq!(
+            c.metadata,
+            Metadata {
+                http_endpoint: "enabled".into(),
+                http_protocol_ipv6: "disabled".into(),
+                hop_limit: 1,
+                http_tokens: "required".into()
+            }
+        );
+        assert_eq!(c.security_groups, vec!["sg-1".to_string(), "sg-2".to_string()]);
+        assert_eq!(c.instance_profile.as_deref(), Some("KarpenterNodeRole-prod"));
+        assert_eq!(c.user_data, "aGVsbG8=");
+
+        let custom = content(
+            &spec(serde_json::json!({
+                "blockDeviceMappings": [{"deviceName": "/dev/xvdb", "ebs": {"volumeSize": "100Gi", "volumeType": "io2", "iops": 3000}}],
+                "metadataOptions": {"httpTokens": "optional", "httpPutResponseHopLimit": 2},
+                "detailedMonitoring": true,
+            })),
+            "ami-1",
+            "hello",
+            &[],
+        );
+        assert_eq!(custom.volumes[0].device_name, "/dev/xvdb");
+        assert_eq!(custom.volumes[0].size_gib, Some(100));
+        assert_eq!(custom.volumes[0].volume_type.as_deref(), Some("io2"));
+        assert_eq!(custom.metadata.http_tokens, "optional");
+        assert_eq!(custom.metadata.hop_limit, 2);
+        assert!(custom.detailed_monitoring);
+    }
+
+    #[test]
+    fn names_follow_content() {
+        let s = spec(serde_json::json!({}));
+        let a = content(&s, "ami-1", "x", &["sg-1".into()]);
+        assert_eq!(a.name("prod"), content(&s, "ami-1", "x", &["sg-1".into()]).name("prod"));
+        assert_ne!(a.name("prod"), content(&s, "ami-2", "x", &["sg-1".into()]).name("prod"));
+        assert_ne!(a.name("prod"), content(&s, "ami-1", "y", &["sg-1".into()]).name("prod"));
+        assert!(a.name("prod").starts_with("dovetail/prod/"));
+    }
+}

@@ -1,0 +1,319 @@
+//! What an EC2NodeClass resolves to: subnets (per zone, the one with the most free IPs),
+//! security groups and images (per architecture), from its selector terms.
+//!
+//! Terms are ORed, the fields of one term ANDed; a tag value `*` matches any value. Lookups use
+//! filters rather than id lists, so a term naming something that does not exist selects nothing
+//! instead of failing the call.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use aws_sdk_ec2::types::{ArchitectureValues, Filter};
+use dovetail_api::crd::{
+    AmiAlias, AmiFamily, AmiSelectorTerm, EC2NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm,
+};
+use dovetail_core::disruption::drift::nodeclass_hash;
+use dovetail_core::disruption::ResolvedClass;
+use dovetail_core::model::NodeClass;
+
+use crate::error::{api_error, AwsError, AwsResult};
+
+/// Architectures Dovetail launches, as Kubernetes and as EC2/SSM spell them.
+pub const ARCHES: [(&str, &str); 2] = [("amd64", "x86_64"), ("arm64", "arm64")];
+
+/// A subnet as selection needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubnetInfo {
+    pub id: String,
+    pub zone: String,
+    pub free_ips: i64,
+}
+
+/// A class resolved, with the subnet zones launches need.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolution {
+    pub resolved: ResolvedClass,
+    /// The chosen subnets (one per zone), zone order.
+    pub subnets: Vec<SubnetInfo>,
+}
+
+/// The class spec as written, in dovetail-api's types.
+pub fn spec(class: &NodeClass) -> AwsResult<EC2NodeClassSpec> {
+    serde_json::from_value(class.spec.clone())
+        .map_err(|e| AwsError::Class { class: class.name.clone(), message: format!("spec does not parse: {e}") })
+}
+
+/// Per zone, the subnet with the most free IPs (ties: the smaller id), in zone order.
+pub fn pick_subnets(candidates: &[SubnetInfo]) -> Vec<SubnetInfo> {
+    let mut best: BTreeMap<&str, &SubnetInfo> = BTreeMap::new();
+    for s in candidates {
+        match best.get(s.zone.as_str()) {
+            Some(b) if (b.free_ips, std::cmp::Reverse(&b.id)) >= (s.free_ips, std::cmp::Reverse(&s.id)) => {}
+            _ => {
+                best.insert(&s.zone, s);
+            }
+        }
+    }
+    best.into_values().cloned().collect()
+}
+
+/// EC2 filters for a tag map: `tag:<key>` = value, or `tag-key` = key for `*`.
+pub fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
+    tags.iter()
+        .map(|(k, v)| {
+            if v == "*" {
+                Filter::builder().name("tag-key").values(k).build()
+            } else {
+                Filter::builder().name(format!("tag:{k}")).values(v).build()
+            }
+        })
+        .collect()
+}
+
+fn filter(name: &str, value: &str) -> Filter {
+    Filter::builder().name(name).values(value).build()
+}
+
+fn subnet_filters(term: &SubnetSelectorTerm) -> Vec<Filter> {
+    let mut f = tag_filters(&term.tags);
+    if let Some(id) = &term.id {
+        f.push(filter("subnet-id", id));
+    }
+    f
+}
+
+fn security_group_filters(term: &SecurityGroupSelectorTerm) -> Vec<Filter> {
+    let mut f = tag_filters(&term.tags);
+    if let Some(id) = &term.id {
+        f.push(filter("group-id", id));
+    }
+    if let Some(name) = &term.name {
+        f.push(filter("group-name", name));
+    }
+    f
+}
+
+/// The SSM parameter holding the EKS-optimized AL2023 image for `arch` (`x86_64` / `arm64`):
+/// `<prefix>/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/standard/recommended/image_id`
+/// for `latest`, the release's own parameter for a pinned version (`v20240625`).
+pub fn alias_parameter(prefix: &str, alias: &AmiAlias, k8s_version: &str, arch: &str) -> AwsResult<String> {
+    if alias.ami_family() != AmiFamily::Al2023 {
+        return Err(AwsError::Class {
+            class: String::new(),
+            message: format!("AMI alias family {:?} is not supported yet (use al2023)", alias.family),
+        });
+    }
+    let base = format!("{prefix}/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard");
+    Ok(if alias.version == "latest" {
+        format!("{base}/recommended/image_id")
+    } else {
+        format!("{base}/amazon-eks-node-al2023-{arch}-standard-{k8s_version}-{}/image_id", alias.version)
+    })
+}
+
+/// Kubernetes architecture of an EC2 image architecture.
+fn arch_of(a: Option<&ArchitectureValues>) -> Option<&'static str> {
+    match a? {
+        ArchitectureValues::X8664 => Some("amd64"),
+        ArchitectureValues::Arm64 => Some("arm64"),
+        _ => None,
+    }
+}
+
+/// Resolves classes against EC2 and SSM.
+#[derive(Debug, Clone)]
+pub struct Resolver {
+    pub ec2: aws_sdk_ec2::Client,
+    pub ssm: aws_sdk_ssm::Client,
+    pub ssm_prefix: String,
+    /// Kubernetes `major.minor` of the cluster (alias lookups).
+    pub k8s_version: String,
+}
+
+impl Resolver {
+    pub async fn resolve(&self, class: &NodeClass) -> AwsResult<Resolution> {
+        let spec = spec(class)?;
+        let fail = |message: String| AwsError::Class { class: class.name.clone(), message };
+        let subnets = pick_subnets(&self.subnets(&spec.subnet_selector_terms).await?);
+        if subnets.is_empty() {
+            return Err(fail("subnetSelectorTerms select no subnet".into()));
+        }
+        let security_groups = self.security_groups(&spec.security_group_selector_terms).await?;
+        if security_groups.is_empty() {
+            return Err(fail("securityGroupSelectorTerms select no security group".into()));
+        }
+        let images = self.images(&spec.ami_selector_terms).await.map_err(|e| match e {
+            AwsError::Class { message, .. } => fail(message),
+            e => e,
+        })?;
+        if images.is_empty() {
+            return Err(fail("amiSelectorTerms select no amd64 or arm64 image".into()));
+        }
+        Ok(Resolution {
+            resolved: ResolvedClass {
+                name: class.name.clone(),
+                hash: nodeclass_hash(&class.spec),
+                images,
+                subnets: subnets.iter().map(|s| s.id.clone()).collect(),
+                security_groups,
+            },
+            subnets,
+        })
+    }
+
+    /// Every subnet any term selects.
+    pub async fn subnets(&self, terms: &[SubnetSelectorTerm]) -> AwsResult<Vec<SubnetInfo>> {
+        let mut out: BTreeMap<String, SubnetInfo> = BTreeMap::new();
+        for term in terms {
+            let page = self
+                .ec2
+                .describe_subnets()
+                .set_filters(Some(subnet_filters(term)))
+                .send()
+                .await
+                .map_err(|e| api_error("DescribeSubnets", e))?;
+            for s in page.subnets() {
+                if let (Some(id), Some(zone)) = (s.subnet_id(), s.availability_zone()) {
+                    let free_ips = i64::from(s.available_ip_address_count().unwrap_or(0));
+                    out.insert(id.to_string(), SubnetInfo { id: id.to_string(), zone: zone.to_string(), free_ips });
+                }
+            }
+        }
+        Ok(out.into_values().collect())
+    }
+
+    /// Ids of every security group any term selects, sorted.
+    pub async fn security_groups(&self, terms: &[SecurityGroupSelectorTerm]) -> AwsResult<Vec<String>> {
+        let mut out = BTreeSet::new();
+        for term in terms {
+            let page = self
+                .ec2
+                .describe_security_groups()
+                .set_filters(Some(security_group_filters(term)))
+                .send()
+                .await
+                .map_err(|e| api_error("DescribeSecurityGroups", e))?;
+            out.extend(page.security_groups().iter().filter_map(|g| g.group_id()).map(str::to_string));
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Image per architecture: from the alias's SSM parameters, or the newest image any other term
+    /// selects.
+    pub async fn images(&self, terms: &[AmiSelectorTerm]) -> AwsResult<BTreeMap<String, String>> {
+        let mut images = BTreeMap::new();
+        if let Some(alias) = terms.iter().find_map(|t| t.alias.as_deref()) {
+            let alias = AmiAlias::parse(alias).map_err(|message| AwsError::Class { class: String::new(), message })?;
+            for (k8s_arch, ec2_arch) in ARCHES {
+                let name = alias_parameter(&self.ssm_prefix, &alias, &self.k8s_version, ec2_arch)?;
+                if let Some(id) = self.parameter(&name).await? {
+                    images.insert(k8s_arch.to_string(), id);
+                }
+            }
+            return Ok(images);
+        }
+        // (creation date, id) of the newest image per architecture.
+        let mut newest: BTreeMap<&'static str, (String, String)> = BTreeMap::new();
+        for term in terms {
+            let mut request = self.ec2.describe_images().set_filters(Some(tag_filters(&term.tags)));
+            let mut ids = Vec::new();
+            if let Some(p) = &term.ssm_parameter {
+                match self.parameter(p).await? {
+                    Some(id) => ids.push(id),
+                    None => continue,
+                }
+            }
+            if let Some(id) = &term.id {
+                ids.push(id.clone());
+            }
+            for id in ids {
+                request = request.filters(filter("image-id", &id));
+            }
+            if let Some(name) = &term.name {
+                request = request.filters(filter("name", name));
+            }
+            match (&term.owner, &term.name) {
+                (Some(owner), _) => request = request.owners(owner),
+                // A name alone could match anyone's public image: only ours and Amazon's.
+                (None, Some(_)) => request = request.owners("self").owners("amazon"),
+                (None, None) => {}
+            }
+            let page = request.send().await.map_err(|e| api_error("DescribeImages", e))?;
+            for image in page.images() {
+                let (Some(arch), Some(id)) = (arch_of(image.architecture()), image.image_id()) else { continue };
+                let candidate = (image.creation_date().unwrap_or_default().to_string(), id.to_string());
+                if newest.get(arch).is_none_or(|current| *current < candidate) {
+                    newest.insert(arch, candidate);
+                }
+            }
+        }
+        images.extend(newest.into_iter().map(|(arch, (_, id))| (arch.to_string(), id)));
+        Ok(images)
+    }
+
+    /// An SSM parameter's value; `None` if it does not exist.
+    async fn parameter(&self, name: &str) -> AwsResult<Option<String>> {
+        match self.ssm.get_parameter().name(name).send().await {
+            Ok(out) => Ok(out.parameter().and_then(|p| p.value()).map(str::to_string)),
+            Err(e) => {
+                let e = api_error("GetParameter", e);
+                match &e {
+                    AwsError::Api { code: Some(c), .. } if c == "ParameterNotFound" => Ok(None),
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subnet(id: &str, zone: &str, free_ips: i64) -> SubnetInfo {
+        SubnetInfo { id: id.into(), zone: zone.into(), free_ips }
+    }
+
+    #[test]
+    fn one_subnet_per_zone_with_the_most_free_ips() {
+        let picked = pick_subnets(&[
+            subnet("subnet-b1", "us-east-1b", 10),
+            subnet("subnet-a1", "us-east-1a", 100),
+            subnet("subnet-a2", "us-east-1a", 250),
+            subnet("subnet-b2", "us-east-1b", 10),
+        ]);
+        assert_eq!(picked, vec![subnet("subnet-a2", "us-east-1a", 250), subnet("subnet-b1", "us-east-1b", 10)]);
+    }
+
+    #[test]
+    fn alias_parameters_follow_the_eks_layout() {
+        let latest = AmiAlias::parse("al2023@latest").unwrap();
+        assert_eq!(
+            alias_parameter("", &latest, "1.31", "x86_64").unwrap(),
+            "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id"
+        );
+        assert_eq!(
+            alias_parameter("/test", &latest, "1.31", "arm64").unwrap(),
+            "/test/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id"
+        );
+        let pinned = AmiAlias::parse("al2023@v20240625").unwrap();
+        assert_eq!(
+            alias_parameter("", &pinned, "1.30", "x86_64").unwrap(),
+            "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/x86_64/standard/\
+             amazon-eks-node-al2023-x86_64-standard-1.30-v20240625/image_id"
+        );
+        let bottlerocket = AmiAlias::parse("bottlerocket@latest").unwrap();
+        assert!(alias_parameter("", &bottlerocket, "1.31", "x86_64").is_err());
+    }
+
+    #[test]
+    fn wildcard_tags_filter_on_the_key() {
+        let f = tag_filters(&BTreeMap::from([
+            ("karpenter.sh/discovery".to_string(), "prod".to_string()),
+            ("team".to_string(), "*".to_string()),
+        ]));
+        assert_eq!(f[0].name(), Some("tag:karpenter.sh/discovery"));
+        assert_eq!(f[0].values(), ["prod"]);
+        assert_eq!(f[1].name(), Some("tag-key"));
+        assert_eq!(f[1].values(), ["team"]);
+    }
+}

@@ -1,0 +1,155 @@
+//! A local AWS endpoint: moto's server (PyPI `moto[server]`) from the venv at
+//! `$HOME/.cache/dovetail/venv` (which `.ci/run` creates), on a free loopback port.
+//!
+//! One server serves the whole test binary; [`Moto::session`] hands it to one test at a time and
+//! resets its state (`POST /moto-api/reset`) first, so tests neither see each other's resources
+//! nor need unique names. The server runs moto_server's own entry point under a watchdog that exits
+//! when the test process's end of a pipe closes, so it never outlives the tests.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_credential_types::Credentials;
+
+/// The region every test client uses.
+pub const REGION: &str = "us-east-1";
+
+/// How CI (and a developer) installs moto.
+pub const INSTALL: &str = "python3 -m venv \"$HOME/.cache/dovetail/venv\" && \
+                           \"$HOME/.cache/dovetail/venv/bin/pip\" install 'moto[server]==5.2.5' (as .ci/run does)";
+
+/// The venv's python, which must have moto's server installed.
+pub fn python() -> Result<PathBuf> {
+    let home = std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set"))?;
+    let venv = PathBuf::from(home).join(".cache/dovetail/venv");
+    let python = venv.join("bin/python");
+    if !venv.join("bin/moto_server").is_file() || !python.is_file() {
+        bail!("moto_server is not installed in {}: install it with {INSTALL}", venv.display());
+    }
+    Ok(python)
+}
+
+/// A running moto server.
+pub struct Moto {
+    child: Mutex<Child>,
+    /// `http://127.0.0.1:<port>`.
+    pub endpoint: String,
+    port: u16,
+}
+
+/// One test's exclusive use of the shared server, its state reset.
+pub struct Session {
+    pub moto: &'static Moto,
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Session {
+    type Target = Moto;
+    fn deref(&self) -> &Moto {
+        self.moto
+    }
+}
+
+fn free_port() -> Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Watchdog: moto_server's `main` in a process that exits when its stdin closes.
+const LAUNCHER: &str = "import os, sys, threading\n\
+threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()\n\
+from moto.server import main\n\
+main(sys.argv[1:])\n";
+
+impl Moto {
+    /// Starts a server and waits until it answers (30 s at most); fails naming the install command
+    /// when moto is missing, and with moto's own output when it does not come up.
+    pub fn start() -> Result<Moto> {
+        let python = python()?;
+        let port = free_port()?;
+        let log = std::env::temp_dir().join(format!("dovetail-moto-{port}.log"));
+        let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(&python)
+            .args(["-c", LAUNCHER, "-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting moto_server with {}; install it with {INSTALL}", python.display()))?;
+        let moto = Moto { child: Mutex::new(child), endpoint: format!("http://127.0.0.1:{port}"), port };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if moto.request("GET", "/moto-api/").is_ok_and(|status| status < 500) {
+                return Ok(moto);
+            }
+            let exited = moto.child.lock().unwrap_or_else(|e| e.into_inner()).try_wait()?;
+            if exited.is_some() || Instant::now() > deadline {
+                let output = std::fs::read_to_string(&log).unwrap_or_default();
+                bail!("moto_server on port {port} did not come up ({exited:?}); its output:\n{output}\ninstall: {INSTALL}");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The server shared by every test of this process, started on first use.
+    pub fn shared() -> Result<&'static Moto> {
+        static SHARED: OnceLock<Result<Moto, String>> = OnceLock::new();
+        SHARED.get_or_init(|| Moto::start().map_err(|e| format!("{e:#}"))).as_ref().map_err(|e| anyhow!("{e}"))
+    }
+
+    /// The shared server for one test: waits for the tests before it, then resets its state.
+    pub fn session() -> Result<Session> {
+        static TURN: Mutex<()> = Mutex::new(());
+        let moto = Moto::shared()?;
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        moto.reset()?;
+        Ok(Session { moto, _turn: turn })
+    }
+
+    /// Forgets every resource (`POST /moto-api/reset`).
+    pub fn reset(&self) -> Result<()> {
+        let status = self.request("POST", "/moto-api/reset")?;
+        if status != 200 {
+            bail!("moto reset answered HTTP {status}");
+        }
+        Ok(())
+    }
+
+    /// A bodiless HTTP/1.1 request to the server; its status code.
+    fn request(&self, method: &str, path: &str) -> Result<u16> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )?;
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head)?;
+        let text = String::from_utf8_lossy(&head);
+        text.get(9..12).and_then(|s| s.parse().ok()).ok_or_else(|| anyhow!("not an HTTP answer: {text:?}"))
+    }
+
+    /// SDK configuration for this server: its endpoint, the test region, dummy credentials.
+    pub async fn sdk_config(&self) -> SdkConfig {
+        aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new(REGION))
+            .endpoint_url(&self.endpoint)
+            .credentials_provider(Credentials::new("testing", "testing", None, None, "moto"))
+            .load()
+            .await
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}

@@ -1,0 +1,143 @@
+//! Launch templates and CreateFleet against moto: templates reused by content, the fleet's tags
+//! and token, a second launch for the same claim finding the first instance, termination.
+
+use std::collections::BTreeMap;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use dovetail_aws::ec2::{TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
+use dovetail_core::catalog::CapacityType;
+use dovetail_core::nodeclaim::NodeClaim;
+use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, Offer};
+use dovetail_core::time::Time;
+
+use super::{example, World, CLUSTER};
+
+fn offer(t: &str, zone: &str, capacity_type: CapacityType, price: f64) -> Offer {
+    Offer { instance_type: t.into(), zone: zone.into(), capacity_type, price }
+}
+
+async fn template_names(world: &World) -> Vec<String> {
+    let out = world.clients.ec2.describe_launch_templates().send().await.unwrap();
+    let mut names: Vec<String> =
+        out.launch_templates().iter().filter_map(|t| t.launch_template_name()).map(str::to_string).collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn launch_tags_reuses_templates_finds_and_terminates() {
+    let world = World::new().await;
+    let net = world.network().await;
+    let (_, arm64) = world.images().await;
+    let cloud = world.cloud();
+    let mut nodeclass = example().nodeclasses.remove(0);
+    nodeclass.tags = BTreeMap::from([("team".to_string(), "payments".to_string())]);
+    let resolved = cloud.resolve(&nodeclass).await.unwrap();
+
+    let mut claim = NodeClaim::launching("default-abc12", "default", "default", Time::from_secs(1));
+    claim.labels.insert("team".into(), "payments".into());
+    // What a plan puts on a claim: its cheapest candidate's labels, which must not reach the
+    // template (the fleet may pick another type or zone).
+    claim.labels.insert("node.kubernetes.io/instance-type".into(), "m6g.large".into());
+    claim.labels.insert("dovetail.dev/nodeclaim".into(), "default-abc12".into());
+    let request = LaunchRequest {
+        claim: claim.clone(),
+        class: nodeclass.clone(),
+        resolved: resolved.clone(),
+        offers: vec![
+            // Cheapest first after sorting; us-east-1c has no subnet of the class.
+            offer("m6g.large", "us-east-1c", CapacityType::Spot, 0.01),
+            offer("m6g.xlarge", "us-east-1b", CapacityType::Spot, 0.05),
+            offer("m6g.large", "us-east-1a", CapacityType::Spot, 0.03),
+        ],
+    };
+    let LaunchOutcome::Launched(launch) = cloud.launch(&request).await.unwrap() else { panic!("no capacity?") };
+    // moto takes the first override: the cheapest offer in a zone with a subnet.
+    assert_eq!((launch.instance_type.as_str(), launch.zone.as_str()), ("m6g.large", "us-east-1a"));
+    assert_eq!(launch.subnet_id, net.big_a);
+    assert_eq!(launch.image_id, arm64);
+    assert_eq!(launch.capacity_type, CapacityType::Spot);
+    assert_eq!(launch.price, 0.03);
+    assert_eq!(launch.security_groups, vec![net.tagged_sg.clone()]);
+
+    // Tags on the instance (and its volumes).
+    let described = world.clients.ec2.describe_instances().instance_ids(&launch.instance_id).send().await.unwrap();
+    let instance = &described.reservations()[0].instances()[0];
+    let tags: BTreeMap<&str, &str> = instance.tags().iter().map(|t| (t.key().unwrap(), t.value().unwrap())).collect();
+    assert_eq!(tags.get(TAG_CLUSTER), Some(&CLUSTER));
+    assert_eq!(tags.get(TAG_NODEPOOL), Some(&"default"));
+    assert_eq!(tags.get(TAG_NODECLAIM), Some(&"default-abc12"));
+    assert_eq!(tags.get("Name"), Some(&"default-abc12"));
+    assert_eq!(tags.get("team"), Some(&"payments"));
+    assert_eq!(instance.instance_lifecycle().map(|l| l.as_str()), Some("spot"));
+
+    // One template for the arm64 image and m6g.large's / m6g.xlarge's maxPods each; reused.
+    let templates = template_names(&world).await;
+    assert_eq!(templates.len(), 2, "{templates:?}");
+    assert!(templates.iter().all(|n| n.starts_with(&format!("dovetail/{CLUSTER}/"))));
+    let version =
+        world.clients.ec2.describe_launch_template_versions().launch_template_name(&templates[0]).send().await.unwrap();
+    let data = version.launch_template_versions()[0].launch_template_data().unwrap();
+    assert_eq!(data.image_id(), Some(arm64.as_str()));
+    let user_data = String::from_utf8(STANDARD.decode(data.user_data().unwrap()).unwrap()).unwrap();
+    assert!(user_data.contains("Content-Type: application/node.eks.aws"), "{user_data}");
+    assert!(user_data.contains("--register-with-taints=dovetail.dev/unregistered:NoExecute"), "{user_data}");
+    assert!(user_data.contains("dovetail.dev/nodepool=default") && user_data.contains("team=payments"), "{user_data}");
+    assert!(!user_data.contains("instance-type") && !user_data.contains("default-abc12"), "{user_data}");
+    assert!(
+        user_data.contains(&format!("name: {CLUSTER}")) && user_data.contains("cidr: 10.100.0.0/16"),
+        "{user_data}"
+    );
+
+    // The same claim again (redelivery, crash after CreateFleet): the same instance, no new one.
+    let LaunchOutcome::Launched(again) = cloud.launch(&request).await.unwrap() else { panic!() };
+    assert_eq!(again.instance_id, launch.instance_id);
+    let found = cloud.find_launched("default-abc12").await.unwrap().unwrap();
+    assert_eq!(
+        (found.instance_id.as_str(), found.zone.as_str(), found.subnet_id.as_str()),
+        (launch.instance_id.as_str(), "us-east-1a", net.big_a.as_str())
+    );
+    assert_eq!(found.capacity_type, CapacityType::Spot);
+    assert_eq!(cloud.find_launched("default-other").await.unwrap(), None);
+
+    // A fresh adapter (a new Lambda container) reuses the templates by name, for another claim and
+    // another capacity type too: their content is the pool's, not the claim's.
+    let mut other = claim.clone();
+    other.name = "default-def34".into();
+    other.labels.insert("dovetail.dev/nodeclaim".into(), "default-def34".into());
+    other.labels.insert("node.kubernetes.io/instance-type".into(), "m6g.xlarge".into());
+    let on_demand = LaunchRequest {
+        claim: other,
+        offers: vec![offer("m6g.large", "us-east-1b", CapacityType::OnDemand, 0.077)],
+        ..request.clone()
+    };
+    let fresh = world.cloud();
+    let LaunchOutcome::Launched(second) = fresh.launch(&on_demand).await.unwrap() else { panic!() };
+    assert_eq!(second.capacity_type, CapacityType::OnDemand);
+    assert_eq!(second.subnet_id, net.b);
+    assert_eq!(template_names(&world).await, templates, "same content, same templates");
+
+    // Changed content (the class's user data): a new template.
+    let mut changed = on_demand.clone();
+    changed.claim = NodeClaim::launching("default-ghi56", "default", "default", Time::from_secs(3));
+    changed.class.spec["userData"] = "#!/bin/bash\necho extra\n".into();
+    let LaunchOutcome::Launched(_) = fresh.launch(&changed).await.unwrap() else { panic!() };
+    assert_eq!(template_names(&world).await.len(), 3);
+
+    // Instances of the cluster, then termination (twice: already terminating is success).
+    let instances = cloud.instances().await.unwrap();
+    let ids: Vec<&str> = instances.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert!(ids.contains(&launch.instance_id.as_str()));
+    let first = instances.iter().find(|i| i.id == launch.instance_id).unwrap();
+    assert_eq!(first.tags.get(TAG_NODECLAIM).map(String::as_str), Some("default-abc12"));
+    assert_eq!(first.state, "running");
+
+    cloud.terminate(&launch.instance_id).await.unwrap();
+    cloud.terminate(&launch.instance_id).await.unwrap();
+    cloud.terminate("i-0123456789abcdef0").await.unwrap();
+    assert_eq!(cloud.find_launched("default-abc12").await.unwrap(), None, "a terminated instance stands for nothing");
+    let state = cloud.instances().await.unwrap().into_iter().find(|i| i.id == launch.instance_id).unwrap().state;
+    assert!(state == "shutting-down" || state == "terminated", "{state}");
+}

@@ -1,0 +1,167 @@
+//! The AWS adapters against a local moto server (see `tests/harness/moto.rs`): state and call
+//! sequences. What moto cannot do (capacity errors, fleet choice, prices, public SSM parameters)
+//! is covered by the adapters' unit tests on data.
+
+mod catalog;
+mod dynamo;
+mod eks;
+mod launch;
+mod resolve;
+mod sqs;
+
+use aws_config::SdkConfig;
+use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use dovetail_api::manifest;
+use dovetail_aws::{Clients, ClusterFacts, Config, Ec2Cloud};
+use dovetail_core::model::NodeClass;
+use dovetail_core::snapshot::Snapshot;
+use dovetail_tests::moto::{Moto, Session};
+
+pub const CLUSTER: &str = "demo-cluster";
+pub const TABLE: &str = "dovetail";
+pub const K8S_VERSION: &str = "1.31";
+pub const SSM_PREFIX: &str = "/test";
+/// The tag the example classes select subnets and security groups by.
+pub const DISCOVERY: &str = "karpenter.sh/discovery";
+
+/// The `arm64-only` example: a pool allowing both architectures (on demand, c/m/r, generation
+/// > 5), its class selecting by the discovery tag and `al2023@latest`, six arm64-only pods.
+pub fn example() -> Snapshot {
+    let pool = include_str!("../../../examples/arm64-only/nodepool.yaml");
+    let workload = include_str!("../../../examples/arm64-only/workload.yaml");
+    manifest::load_texts([("nodepool.yaml", pool), ("workload.yaml", workload)]).unwrap().snapshot().unwrap()
+}
+
+/// A class named `name` with `spec` as written.
+pub fn class(name: &str, spec: serde_json::Value) -> NodeClass {
+    NodeClass { name: name.into(), spec, ..NodeClass::default() }
+}
+
+/// One test's moto, clients and settings.
+pub struct World {
+    /// Held for the test: moto is this test's alone until the World is dropped.
+    _moto: Session,
+    pub sdk: SdkConfig,
+    pub clients: Clients,
+    pub config: Config,
+}
+
+/// What [`World::network`] made.
+pub struct Network {
+    /// (id, zone) of the tagged subnets: a big and a small one in us-east-1a, one in us-east-1b.
+    pub big_a: String,
+    pub small_a: String,
+    pub b: String,
+    /// An untagged subnet in us-east-1c.
+    pub untagged_c: String,
+    pub tagged_sg: String,
+    pub named_sg: String,
+}
+
+impl World {
+    pub async fn new() -> World {
+        let moto = Moto::session().expect("moto must run for the AWS tests");
+        let sdk = moto.sdk_config().await;
+        let mut config = Config::new(CLUSTER, TABLE, "");
+        config.region = Some(dovetail_tests::moto::REGION.into());
+        config.ssm_prefix = SSM_PREFIX.into();
+        config.endpoint_url = Some(moto.endpoint.clone());
+        let clients = Clients::new(&sdk, &config);
+        World { _moto: moto, sdk, clients, config }
+    }
+
+    pub fn facts() -> ClusterFacts {
+        ClusterFacts {
+            name: CLUSTER.into(),
+            endpoint: "https://EXAMPLE.gr7.us-east-1.eks.amazonaws.com".into(),
+            ca_pem: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".into(),
+            version: K8S_VERSION.into(),
+            service_cidr: Some("10.100.0.0/16".into()),
+        }
+    }
+
+    pub fn cloud(&self) -> Ec2Cloud {
+        Ec2Cloud::new(&self.clients, &self.config, World::facts())
+    }
+
+    fn tags(resource: ResourceType, tags: &[(&str, &str)]) -> TagSpecification {
+        let mut spec = TagSpecification::builder().resource_type(resource);
+        for (k, v) in tags {
+            spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+        }
+        spec.build()
+    }
+
+    /// A VPC with discovery-tagged subnets (two in us-east-1a of different sizes, one in
+    /// us-east-1b), an untagged one in us-east-1c, a tagged security group and one found by name.
+    pub async fn network(&self) -> Network {
+        let ec2 = &self.clients.ec2;
+        let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap();
+        let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_string();
+        let discovery = [(DISCOVERY, CLUSTER)];
+        let subnet = |cidr: &'static str, zone: &'static str, tagged: bool| {
+            let vpc = vpc.clone();
+            async move {
+                let mut call = ec2.create_subnet().vpc_id(vpc).cidr_block(cidr).availability_zone(zone);
+                if tagged {
+                    call = call.tag_specifications(World::tags(ResourceType::Subnet, &discovery));
+                }
+                call.send().await.unwrap().subnet().unwrap().subnet_id().unwrap().to_string()
+            }
+        };
+        let small_a = subnet("10.0.1.0/26", "us-east-1a", true).await;
+        let big_a = subnet("10.0.2.0/24", "us-east-1a", true).await;
+        let b = subnet("10.0.3.0/25", "us-east-1b", true).await;
+        let untagged_c = subnet("10.0.4.0/24", "us-east-1c", false).await;
+        let sg = |name: &'static str, tagged: bool| {
+            let vpc = vpc.clone();
+            async move {
+                let mut call = ec2.create_security_group().group_name(name).description(name).vpc_id(vpc);
+                if tagged {
+                    call = call.tag_specifications(World::tags(ResourceType::SecurityGroup, &discovery));
+                }
+                call.send().await.unwrap().group_id().unwrap().to_string()
+            }
+        };
+        let tagged_sg = sg("nodes", true).await;
+        let named_sg = sg("extra", false).await;
+        Network { big_a, small_a, b, untagged_c, tagged_sg, named_sg }
+    }
+
+    /// An amd64 and an arm64 image among moto's, tagged `team=nodes`, and published as the
+    /// `al2023@latest` parameters under the test prefix.
+    pub async fn images(&self) -> (String, String) {
+        let ec2 = &self.clients.ec2;
+        let all = ec2.describe_images().owners("amazon").send().await.unwrap();
+        let pick = |arch: &str| {
+            all.images()
+                .iter()
+                .find(|i| i.architecture().map(|a| a.as_str()) == Some(arch))
+                .and_then(|i| i.image_id())
+                .unwrap()
+                .to_string()
+        };
+        let (amd64, arm64) = (pick("x86_64"), pick("arm64"));
+        ec2.create_tags()
+            .resources(&amd64)
+            .resources(&arm64)
+            .tags(Tag::builder().key("team").value("nodes").build())
+            .send()
+            .await
+            .unwrap();
+        for (arch, id) in [("x86_64", &amd64), ("arm64", &arm64)] {
+            self.clients
+                .ssm
+                .put_parameter()
+                .name(format!(
+                    "{SSM_PREFIX}/aws/service/eks/optimized-ami/{K8S_VERSION}/amazon-linux-2023/{arch}/standard/recommended/image_id"
+                ))
+                .value(id)
+                .r#type(aws_sdk_ssm::types::ParameterType::String)
+                .send()
+                .await
+                .unwrap();
+        }
+        (amd64, arm64)
+    }
+}

@@ -1,0 +1,94 @@
+//! EC2NodeClass resolution against moto: subnets by tag or id (the most free IPs per zone),
+//! security groups, images by id, tags and the al2023 alias (SSM parameters under a test prefix,
+//! as the public `/aws/service/...` ones cannot be written to moto).
+
+use std::collections::BTreeMap;
+
+use dovetail_core::disruption::drift::nodeclass_hash;
+use dovetail_core::reconcile::ports::{Cloud, PortError};
+use serde_json::json;
+
+use super::{class, example, World, CLUSTER, DISCOVERY};
+
+#[tokio::test]
+async fn the_example_class_resolves_by_tags_and_alias() {
+    let world = World::new().await;
+    let net = world.network().await;
+    let (amd64, arm64) = world.images().await;
+    let cloud = world.cloud();
+
+    // Launching takes a free IP from the big subnet: it still has more than the small one.
+    let nodeclass = example().nodeclasses.remove(0);
+    let resolved = cloud.resolve(&nodeclass).await.unwrap();
+    assert_eq!(resolved.name, "default");
+    assert_eq!(resolved.hash, nodeclass_hash(&nodeclass.spec));
+    assert_eq!(resolved.subnets, vec![net.big_a.clone(), net.b.clone()], "one per zone, most free IPs; c is untagged");
+    assert_eq!(resolved.security_groups, vec![net.tagged_sg.clone()]);
+    assert_eq!(resolved.images, BTreeMap::from([("amd64".to_string(), amd64), ("arm64".to_string(), arm64)]));
+    assert!(!resolved.subnets.contains(&net.small_a) && !resolved.subnets.contains(&net.untagged_c));
+}
+
+#[tokio::test]
+async fn ids_names_and_tags_select_too() {
+    let world = World::new().await;
+    let net = world.network().await;
+    let (amd64, arm64) = world.images().await;
+    let cloud = world.cloud();
+
+    let by_id = class(
+        "by-id",
+        json!({
+            "role": "nodes",
+            "subnetSelectorTerms": [{"id": net.small_a}, {"id": net.untagged_c}, {"id": "subnet-0doesnotexist"}],
+            "securityGroupSelectorTerms": [{"name": "extra"}, {"id": net.tagged_sg}],
+            "amiSelectorTerms": [{"id": amd64}],
+        }),
+    );
+    let r = cloud.resolve(&by_id).await.unwrap();
+    assert_eq!(r.subnets, vec![net.small_a.clone(), net.untagged_c.clone()]);
+    let mut groups = vec![net.named_sg.clone(), net.tagged_sg.clone()];
+    groups.sort();
+    assert_eq!(r.security_groups, groups);
+    assert_eq!(r.images, BTreeMap::from([("amd64".to_string(), amd64.clone())]));
+
+    let by_tags = class(
+        "by-tags",
+        json!({
+            "role": "nodes",
+            "subnetSelectorTerms": [{"tags": {DISCOVERY: "*"}}],
+            "securityGroupSelectorTerms": [{"tags": {DISCOVERY: CLUSTER}}],
+            "amiSelectorTerms": [{"tags": {"team": "nodes"}}],
+        }),
+    );
+    let r = cloud.resolve(&by_tags).await.unwrap();
+    assert_eq!(r.images, BTreeMap::from([("amd64".to_string(), amd64), ("arm64".to_string(), arm64)]));
+    assert_eq!(r.subnets, vec![net.big_a, net.b]);
+
+    // Nothing selected: the class is refused with the field at fault.
+    let empty = class(
+        "empty",
+        json!({
+            "role": "nodes",
+            "subnetSelectorTerms": [{"tags": {DISCOVERY: "nobody"}}],
+            "securityGroupSelectorTerms": [{"tags": {DISCOVERY: CLUSTER}}],
+            "amiSelectorTerms": [{"tags": {"team": "nodes"}}],
+        }),
+    );
+    match cloud.resolve(&empty).await {
+        Err(PortError::Rejected(m)) => assert!(m.contains("subnetSelectorTerms"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let no_image = class(
+        "no-image",
+        json!({
+            "role": "nodes",
+            "subnetSelectorTerms": [{"tags": {DISCOVERY: CLUSTER}}],
+            "securityGroupSelectorTerms": [{"tags": {DISCOVERY: CLUSTER}}],
+            "amiSelectorTerms": [{"alias": "al2023@v20991231"}],
+        }),
+    );
+    match cloud.resolve(&no_image).await {
+        Err(PortError::Rejected(m)) => assert!(m.contains("amiSelectorTerms"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
