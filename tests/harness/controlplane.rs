@@ -45,6 +45,7 @@ const COMPONENTS: [&str; 3] = ["etcd", "kube-apiserver", "kube-scheduler"];
 /// Field manager for what the harness applies.
 const MANAGER: &str = "dovetail-tests";
 const START_TIMEOUT: Duration = Duration::from_secs(90);
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Where the cached control-plane binaries are.
@@ -291,7 +292,7 @@ impl ControlPlane {
         Ok(())
     }
 
-    /// Polls `ready` every 50 ms until it holds; fails when a component exits or after
+    /// Probes `ready` every 50 ms until it holds; fails when a component exits or after
     /// [`START_TIMEOUT`], with the tail of the components' logs.
     async fn wait_for<F, Fut>(&mut self, what: &str, mut ready: F) -> Result<()>
     where
@@ -300,7 +301,8 @@ impl ControlPlane {
     {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if ready().await {
+            // A probe that hangs counts as not ready, so that the deadline holds.
+            if tokio::time::timeout(PROBE_TIMEOUT, ready()).await.unwrap_or(false) {
                 return Ok(());
             }
             for process in &mut self.processes {

@@ -16,10 +16,10 @@ use kube::{Api, Client};
 use serde::Deserialize as _;
 use serde_json::json;
 
-const SCHEDULING_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const SCHEDULING_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Polls `check` every 100 ms until it returns `Some`, for at most `timeout`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
+pub(crate) async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>>>,
@@ -69,7 +69,7 @@ fn test_pod(name: &str, namespace: &str, cpu: &str, memory: &str) -> Result<Pod>
     }))?)
 }
 
-fn pod_scheduled(pod: &Pod) -> Option<&PodCondition> {
+pub(crate) fn pod_scheduled(pod: &Pod) -> Option<&PodCondition> {
     pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")
 }
 

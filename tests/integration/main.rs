@@ -2,3 +2,4 @@
 //! harness in `tests/harness`.
 
 mod controlplane;
+mod kube;

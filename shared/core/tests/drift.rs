@@ -289,3 +289,14 @@ fn mark_drifted_records_replacements_on_the_claim() {
     assert!(out[0].why.ends_with("replacing with default-r1 before draining"));
     assert!(matches!(&out[1].action, Some(Action::Event { object, .. }) if object == "Node/node-0"));
 }
+
+#[test]
+fn only_initialized_claims_drift() {
+    let mut c = cluster(1);
+    c.resolved[0].hash = "class-v2".into();
+    assert_eq!(detect(&c).len(), 1);
+    for phase in [Phase::Launched, Phase::Registered] {
+        c.claims[0].phase = phase;
+        assert!(detect(&c).is_empty(), "a {phase} claim is still coming up: not replaced yet");
+    }
+}

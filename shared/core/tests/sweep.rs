@@ -38,10 +38,12 @@ fn a_voluntary_replacement_waits_for_its_new_capacity_before_draining() {
 
     let step = termination::step(&old, &c);
     assert!(
-        !actions(&step).iter().any(|a| matches!(a, Action::TaintNode { .. } | Action::Evict { .. })),
-        "nothing is drained while the replacement is launching: {:?}",
+        !actions(&step).iter().any(|a| matches!(a, Action::Evict { .. })),
+        "nothing is evicted while the replacement is launching: {:?}",
         actions(&step)
     );
+    // Tainted at once, as Karpenter does: new pods go to the new capacity.
+    assert!(actions(&step).iter().any(|a| matches!(a, Action::TaintNode { .. })), "{:?}", actions(&step));
     assert!(
         sentences(&step).iter().any(|s| s.contains("replacement old-r1 is not initialized")),
         "{:?}",
@@ -451,4 +453,42 @@ fn consolidation_moves_no_pods_onto_a_node_being_replaced() {
         world.apply(&ds, usize::MAX).unwrap();
     }
     assert!(w::claim(&world.cluster, "d").disruption.is_some());
+}
+
+#[test]
+fn two_drains_in_one_sweep_share_a_pdb_allowance() {
+    let now = T0.plus(secs(3600));
+    let mut a = disrupted("a", Reason::Expired, now);
+    a.expire_after = Some(secs(60));
+    let mut b = disrupted("b", Reason::Expired, now);
+    b.expire_after = Some(secs(60));
+    let mut na = node("a");
+    let mut nb = node("b");
+    for n in [&mut na, &mut nb] {
+        n.taints.push(termination::disrupted_taint());
+        let mut p = pod("shop", &format!("web-{}", n.name));
+        p.labels.insert("app".into(), "web".into());
+        n.pods.push(p);
+    }
+    let mut c = cluster(now, &a, "running", Some(na));
+    c.claims.push(b);
+    c.nodes.push(nb);
+    c.instances.push(instance("b", "running"));
+    c.pdbs.push(pdb("shop", "web", "web", 1));
+    // A few steps: taints seen, drains started, evictions planned.
+    let mut evictions = 0;
+    for _ in 0..3 {
+        let decisions = sweep(&c, catalog::embedded());
+        evictions = decisions.iter().filter(|d| matches!(d.action, Some(Action::Evict { .. }))).count();
+        for d in &decisions {
+            if let Some(Action::WriteClaim(w)) = &d.action {
+                c.record(w);
+            }
+        }
+        if evictions > 0 {
+            break;
+        }
+        c.now = c.now.plus(secs(1));
+    }
+    assert_eq!(evictions, 1, "one PDB allowing one disruption: one eviction across both drains");
 }

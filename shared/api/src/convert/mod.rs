@@ -7,6 +7,7 @@
 
 pub mod daemonset;
 pub mod node;
+pub mod pdb;
 pub mod pod;
 pub mod provisionable;
 mod selector;
@@ -14,8 +15,9 @@ pub mod volumes;
 
 pub use daemonset::daemonset_from_k8s;
 pub use node::node_from_k8s;
+pub use pdb::pdb_from_k8s;
 pub use pod::{effective_requests, pod_from_k8s, pod_from_spec};
-pub use provisionable::{is_provisionable, provisionable, NotProvisionable};
+pub use provisionable::{displaced_by_node_deletion, is_provisionable, provisionable, NotProvisionable};
 pub use selector::{label_selector, node_selector_term, MATCHES_NOTHING_KEY};
 pub use volumes::{StorageIndex, TemplateClaim};
 

@@ -56,18 +56,7 @@ pub fn provisionable(pod: &k8s::Pod) -> Result<(), NotProvisionable> {
     if pod.metadata.deletion_timestamp.is_some() {
         return Err(NotProvisionable::Terminating);
     }
-    // Any owner reference counts, not only the controller one, as in Karpenter.
-    let owners = pod.metadata.owner_references.iter().flatten();
-    for o in owners {
-        match (o.kind.as_str(), o.api_version.split('/').next().unwrap_or_default()) {
-            ("DaemonSet", "apps" | "extensions") => return Err(NotProvisionable::DaemonSet),
-            ("Node", "v1") => return Err(NotProvisionable::Mirror),
-            _ => {}
-        }
-    }
-    if pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) {
-        return Err(NotProvisionable::Mirror);
-    }
+    follows_its_node(pod)?;
     if spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty()) {
         return Err(NotProvisionable::SchedulingGated);
     }
@@ -92,6 +81,37 @@ pub fn provisionable(pod: &k8s::Pod) -> Result<(), NotProvisionable> {
     } else {
         Err(NotProvisionable::NotUnschedulable)
     }
+}
+
+/// DaemonSet pods and mirror pods belong to their node: they never ask for capacity of their own.
+/// Any owner reference counts, not only the controller one, as in Karpenter.
+fn follows_its_node(pod: &k8s::Pod) -> Result<(), NotProvisionable> {
+    for o in pod.metadata.owner_references.iter().flatten() {
+        match (o.kind.as_str(), o.api_version.split('/').next().unwrap_or_default()) {
+            ("DaemonSet", "apps" | "extensions") => return Err(NotProvisionable::DaemonSet),
+            ("Node", "v1") => return Err(NotProvisionable::Mirror),
+            _ => {}
+        }
+    }
+    if pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) {
+        return Err(NotProvisionable::Mirror);
+    }
+    Ok(())
+}
+
+/// The other half of Karpenter's rule: a pod bound to a node that is being deleted
+/// (`deletionTimestamp` set on the Node) is provisionable too, since it will need a home
+/// elsewhere, unless it goes with the node (DaemonSet and mirror pods), is already terminating,
+/// or has finished. Whether the node is being deleted is the caller's to know.
+pub fn displaced_by_node_deletion(pod: &k8s::Pod) -> Result<(), NotProvisionable> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return Err(NotProvisionable::Terminating);
+    }
+    follows_its_node(pod)?;
+    if let Some(phase @ ("Succeeded" | "Failed")) = pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        return Err(NotProvisionable::Finished(phase.to_string()));
+    }
+    Ok(())
 }
 
 /// [`provisionable`] as a yes/no.
@@ -139,5 +159,21 @@ mod tests {
         let done = format!("metadata: {{name: a}}\n{spec}status: {{phase: Succeeded}}\n");
         assert_eq!(check(&done), Err(NotProvisionable::Finished("Succeeded".into())));
         assert!(!is_provisionable(&serde_yaml_ng::from_str(bound).unwrap()));
+    }
+
+    #[test]
+    fn pods_displaced_by_a_deleting_node() {
+        let displaced = |yaml: &str| displaced_by_node_deletion(&serde_yaml_ng::from_str::<k8s::Pod>(yaml).unwrap());
+        let spec = "spec: {nodeName: n1, containers: [{name: a}]}\n";
+        let running = "status: {phase: Running}\n";
+        assert_eq!(displaced(&format!("metadata: {{name: a}}\n{spec}{running}")), Ok(()));
+        let ds = "metadata:\n  name: a\n  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: d, uid: u}]\n";
+        assert_eq!(displaced(&format!("{ds}{spec}{running}")), Err(NotProvisionable::DaemonSet));
+        let mirror = "metadata:\n  name: a\n  annotations: {kubernetes.io/config.mirror: x}\n";
+        assert_eq!(displaced(&format!("{mirror}{spec}{running}")), Err(NotProvisionable::Mirror));
+        let deleting = "metadata: {name: a, deletionTimestamp: \"2025-01-01T00:00:00Z\"}\n";
+        assert_eq!(displaced(&format!("{deleting}{spec}{running}")), Err(NotProvisionable::Terminating));
+        let done = format!("metadata: {{name: a}}\n{spec}status: {{phase: Failed}}\n");
+        assert_eq!(displaced(&done), Err(NotProvisionable::Finished("Failed".into())));
     }
 }

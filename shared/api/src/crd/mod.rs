@@ -17,6 +17,7 @@
 mod duration;
 mod ec2nodeclass;
 pub mod labels;
+mod live;
 mod nodepool;
 mod open_enum;
 pub use dovetail_core::time::cron as schedule;
@@ -26,6 +27,7 @@ mod validate;
 
 pub use duration::{DurationError, KubeDuration, NillableDuration};
 pub use ec2nodeclass::*;
+pub use live::from_value;
 pub use nodepool::*;
 pub use validate::FieldError;
 

@@ -19,6 +19,7 @@ mod read;
 mod snapshot;
 
 pub use error::{LoadError, LoadErrorKind};
+pub(crate) use objects::decode;
 pub use read::STDIN_NAME;
 
 use std::collections::{BTreeMap, HashMap, HashSet};

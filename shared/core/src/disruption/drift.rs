@@ -264,8 +264,10 @@ pub fn causes(cluster: &Cluster, claim: &NodeClaim) -> Vec<DriftCause> {
 
 /// Claims that can be considered for drift replacement: launched, still live, not already being
 /// disrupted.
+/// Only initialized claims drift (as in Karpenter): one still coming up is not yet counted by
+/// budgets, and replacing it before it runs anything would only churn.
 fn eligible(claim: &NodeClaim) -> bool {
-    matches!(claim.phase, Phase::Launched | Phase::Registered | Phase::Initialized) && claim.disruption.is_none()
+    claim.phase == Phase::Initialized && claim.disruption.is_none()
 }
 
 /// Every drifted claim in the cluster, oldest launch first (replace what has run longest first).

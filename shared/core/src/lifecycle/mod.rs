@@ -199,6 +199,33 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
 }
 
 /// Advances every claim in the snapshot (the sweeper's pass).
+///
+/// Claims are stepped one after the other, and evictions one claim's step emits use up the
+/// disruptions its PodDisruptionBudgets allow before the next claim is stepped: two nodes
+/// draining at once never plan more evictions against one budget than it allows.
 pub fn advance_all(cluster: &Cluster) -> Vec<Step> {
-    cluster.claims.iter().map(|c| advance(c, cluster)).collect()
+    let mut working: Option<Cluster> = None;
+    let mut steps = Vec::with_capacity(cluster.claims.len());
+    for claim in &cluster.claims {
+        let step = advance(claim, working.as_ref().unwrap_or(cluster));
+        let evicted: Vec<(&str, &str)> = step
+            .actions()
+            .filter_map(|a| match a {
+                Action::Evict { namespace, name } => Some((namespace.as_str(), name.as_str())),
+                _ => None,
+            })
+            .collect();
+        if !evicted.is_empty() && !cluster.pdbs.is_empty() {
+            let w = working.get_or_insert_with(|| cluster.clone());
+            for (ns, name) in evicted {
+                let pod = w.nodes.iter().flat_map(|n| n.pods.iter()).find(|p| p.namespace == ns && p.name == name);
+                let Some(pod) = pod.cloned() else { continue };
+                for pdb in w.pdbs.iter_mut().filter(|b| b.covers(&pod)) {
+                    pdb.disruptions_allowed -= 1;
+                }
+            }
+        }
+        steps.push(step);
+    }
+    steps
 }

@@ -197,6 +197,14 @@ pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
         // Launch first, then drain: a voluntary replacement waits for its new capacity to be
         // ready (forceful reasons — an interruption notice, expiry — do not wait).
         if let Some(waiting) = replacements_not_ready(claim, cluster) {
+            // Karpenter taints a node as soon as it decides to replace it: pods created meanwhile
+            // must go to the new capacity, not to a node that is about to be drained.
+            if let Some(node) = node_of(claim, cluster).filter(|n| !n.taints.iter().any(|t| t.key == TAINT_DISRUPTED)) {
+                s.act(
+                    Action::TaintNode { node: node.name.clone(), taint: disrupted_taint() },
+                    format!("tainting node {} {TAINT_DISRUPTED}:NoSchedule: it is being replaced", node.name),
+                );
+            }
             s.note(format!("not draining yet: replacement {waiting} is not initialized"));
             s.requeue(Duration::from_secs(10));
             return s.finish(claim);

@@ -1,0 +1,72 @@
+//! NodePools and EC2NodeClasses as the API server returns them (or as any JSON value holds
+//! them): typed one object at a time, so one that does not fit the types is reported on its own
+//! and never hides the others.
+
+use serde::de::DeserializeOwned;
+
+use super::FieldError;
+
+/// Decodes one object of `kind` (`NodePool`, `EC2NodeClass`). A value that does not fit the
+/// Rust type (the CRD schema let through something the types do not accept) is one
+/// [`FieldError`] naming the field when the decoder can tell which (`spec.weight`), else the
+/// object as a whole (empty field).
+pub fn from_value<T: DeserializeOwned>(kind: &'static str, value: &serde_json::Value) -> Result<T, FieldError> {
+    let name = value.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    crate::manifest::decode(value).map_err(|e| {
+        let text = match e {
+            crate::manifest::LoadErrorKind::Schema(m) | crate::manifest::LoadErrorKind::Invalid(m) => m,
+            other => other.to_string(),
+        };
+        let (field, message) = split_path(&text);
+        FieldError { kind, name, field, message }
+    })
+}
+
+/// The decoder writes `spec.template.spec.weight: invalid type: …` when it knows the field and a
+/// bare message otherwise; a path never contains whitespace, a message's first words do.
+fn split_path(text: &str) -> (String, String) {
+    match text.split_once(": ") {
+        Some((path, rest)) if !path.is_empty() && !path.contains(char::is_whitespace) => {
+            (path.to_string(), rest.to_string())
+        }
+        _ => (String::new(), text.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{EC2NodeClass, NodePool};
+    use serde_json::json;
+
+    #[test]
+    fn valid_objects_decode() {
+        let np: NodePool = from_value(
+            "NodePool",
+            &json!({"apiVersion": "dovetail.dev/v1", "kind": "NodePool", "metadata": {"name": "default", "generation": 3},
+                    "spec": {"template": {"spec": {"nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "default"},
+                                                   "requirements": []}}}}),
+        )
+        .unwrap();
+        assert_eq!(np.metadata.generation, Some(3));
+        assert!(np.to_core().is_ok());
+    }
+
+    #[test]
+    fn misfits_name_the_field() {
+        let e = from_value::<NodePool>(
+            "NodePool",
+            &json!({"apiVersion": "dovetail.dev/v1", "kind": "NodePool", "metadata": {"name": "bad"},
+                    "spec": {"weight": "heavy", "template": {"spec": {"nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "x"}, "requirements": []}}}}),
+        )
+        .unwrap_err();
+        assert_eq!((e.kind, e.name.as_str(), e.field.as_str()), ("NodePool", "bad", "spec.weight"), "{e}");
+        let e = from_value::<EC2NodeClass>(
+            "EC2NodeClass",
+            &json!({"apiVersion": "dovetail.dev/v1", "kind": "EC2NodeClass", "metadata": {"name": "c"}}),
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "", "{e}");
+        assert!(e.message.contains("spec"), "{e}");
+    }
+}

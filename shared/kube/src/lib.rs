@@ -1,0 +1,326 @@
+//! Dovetail's Kubernetes adapter: the core's [`Kube`] port over kube-rs.
+//!
+//! - [`KubeAdapter::read`]: one concurrent, paginated read of nodes, pods, DaemonSets, PDBs,
+//!   storage, VolumeAttachments, namespaces, NodePools and EC2NodeClasses, converted by
+//!   dovetail-api (the converters `dovetail plan` uses on files). Objects that cannot be used go
+//!   to [`KubeState::invalid`] with their field; one bad object never hides the others.
+//! - writes: taints (a compare-and-swap on the taint list), evictions (policy/v1 Eviction; a PDB's
+//!   429 is `Refused`), pod and node deletion, Events (repeats folded into one), NodePool status
+//!   (server-side apply on the status subresource, skipped when unchanged). Every write is
+//!   idempotent: a node, pod or pool that is already gone is success where that was the goal.
+//! - [`eks_client`]: the client for an EKS endpoint, CA and bearer token.
+//!
+//! The functions' RBAC is `infra/k8s/rbac/functions-clusterrole.yaml`: exactly the verbs used here.
+
+mod client;
+mod error;
+mod events;
+mod list;
+mod read;
+mod status;
+mod taints;
+
+use std::sync::Mutex;
+
+use dovetail_api::crd::{NodePool, API_VERSION};
+use dovetail_core::model::Taint;
+use dovetail_core::reconcile::ports::{Kube, KubeState, PoolStatus, PortError, PortResult};
+use dovetail_core::termination::EvictionResult;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use kube::Client;
+use serde_json::{json, Value};
+use tracing::{debug, info, warn};
+
+pub use client::{adapter_settings, eks_client, eks_config, ClientError, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
+pub use events::{REPORTING_CONTROLLER, SOURCE_COMPONENT};
+pub use list::PAGE_SIZE;
+pub use status::{READY, VALIDATION_SUCCEEDED};
+
+use error::{is_conflict, is_not_found, port_error, status_code};
+use read::{ObservedPool, Seen};
+
+/// Field manager of the NodePool status Dovetail applies.
+pub const FIELD_MANAGER: &str = "dovetail";
+
+/// Compare-and-swap attempts on a node's taints before giving up with `Conflict`.
+const TAINT_ATTEMPTS: usize = 5;
+
+/// The [`Kube`] port on a live cluster.
+pub struct KubeAdapter {
+    client: Client,
+    /// `reportingInstance` of Events: which function (or process) wrote them.
+    instance: String,
+    page_size: u32,
+    /// From the last read: uids for Events and eviction preconditions, NodePools' statuses.
+    seen: Mutex<Seen>,
+}
+
+impl KubeAdapter {
+    /// An adapter on `client`. The client should be built with [`adapter_settings`] (as
+    /// [`eks_client`] is): with kube-rs's default retry layer, a PDB-blocked eviction would be
+    /// retried inside the client for minutes instead of coming back as `Refused`.
+    pub fn new(client: Client) -> Self {
+        KubeAdapter { client, instance: SOURCE_COMPONENT.to_string(), page_size: PAGE_SIZE, seen: Mutex::default() }
+    }
+
+    /// Names the writer in Events' `reportingInstance` (the function name, say).
+    pub fn with_reporting_instance(mut self, instance: impl Into<String>) -> Self {
+        self.instance = instance.into();
+        self
+    }
+
+    /// Objects per list page (default [`PAGE_SIZE`]).
+    pub fn with_page_size(mut self, page_size: u32) -> Self {
+        self.page_size = page_size.max(1);
+        self
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn uid(&self, object: &str) -> Option<String> {
+        self.seen.lock().expect("seen lock").uids.get(object).cloned()
+    }
+
+    fn nodes(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &ApiResource::erase::<Node>(&()))
+    }
+
+    fn nodepools(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &ApiResource::erase::<NodePool>(&()))
+    }
+
+    /// Reads the node, computes its new taint list with `change`, and swaps it in if the list is
+    /// still what was read; a lost race reads again. `Ok(false)`: the node does not exist.
+    async fn change_taints(&self, node: &str, change: impl Fn(&[Value]) -> Option<Vec<Value>>) -> PortResult<bool> {
+        let api = self.nodes();
+        let mut last_failure: Option<(Value, kube::Error)> = None;
+        for _ in 0..TAINT_ATTEMPTS {
+            let current = match api.get(node).await {
+                Ok(n) => n,
+                Err(e) if is_not_found(&e) => return Ok(false),
+                Err(e) => return Err(port_error(&format!("get node {node}"), e)),
+            };
+            let list = current.data.pointer("/spec/taints").and_then(Value::as_array);
+            let Some(next) = change(list.map(Vec::as_slice).unwrap_or_default()) else {
+                return Ok(true);
+            };
+            let rv = current.metadata.resource_version.clone().unwrap_or_default();
+            let patch = taints::swap(list.map(Vec::as_slice), &rv, next);
+            // Same patch as the failed one: the node did not change, so the failure was not a
+            // lost race but a real refusal.
+            if let Some((previous, e)) = last_failure.take() {
+                if previous == patch {
+                    return Err(port_error(&format!("patch taints of node {node}"), e));
+                }
+            }
+            let json_patch: json_patch::Patch = serde_json::from_value(patch.clone())
+                .map_err(|e| PortError::Rejected(format!("taint patch for node {node}: {e}")))?;
+            match api.patch(node, &PatchParams::default(), &Patch::Json::<()>(json_patch)).await {
+                Ok(_) => return Ok(true),
+                Err(e) if is_not_found(&e) => return Ok(false),
+                // A failed `test` comes back as 422, a moved resourceVersion as 409.
+                Err(e) if matches!(status_code(&e), Some(409 | 422)) => {
+                    debug!(node, error = %e, "taints changed under us; reading again");
+                    last_failure = Some((patch, e));
+                }
+                Err(e) => return Err(port_error(&format!("patch taints of node {node}"), e)),
+            }
+        }
+        Err(PortError::Conflict(format!("the taints of node {node} kept changing over {TAINT_ATTEMPTS} attempts")))
+    }
+
+    /// The uid an Event points at: from the last read, else looked up. A missing object is fine
+    /// (the Event still lands, without a uid): Events often outlive what they describe.
+    async fn resolve_uid(&self, object: &str, target: &events::Target) -> PortResult<Option<String>> {
+        if let Some(uid) = self.uid(object) {
+            return Ok(Some(uid));
+        }
+        let found = match (target.kind.as_str(), target.namespace.as_deref()) {
+            ("Pod", Some(ns)) => Api::<Pod>::namespaced(self.client.clone(), ns)
+                .get_opt(&target.name)
+                .await
+                .map(|p| p.and_then(|p| p.metadata.uid)),
+            ("Node", None) => self.nodes().get_opt(&target.name).await.map(|n| n.and_then(|n| n.metadata.uid)),
+            ("NodePool", None) => self.nodepools().get_opt(&target.name).await.map(|n| n.and_then(|n| n.metadata.uid)),
+            // NodeClaims are not API objects; other kinds are not looked up.
+            _ => return Ok(None),
+        };
+        found.map_err(|e| port_error(&format!("get {object}"), e))
+    }
+
+    /// The pool as it stands, from the last read or the API server; `None` when it is gone.
+    async fn observed_pool(&self, name: &str) -> PortResult<Option<ObservedPool>> {
+        if let Some(p) = self.seen.lock().expect("seen lock").pools.get(name).cloned() {
+            return Ok(Some(p));
+        }
+        let found = self.nodepools().get_opt(name).await.map_err(|e| port_error(&format!("get NodePool {name}"), e))?;
+        Ok(found.map(|o| ObservedPool {
+            generation: o.metadata.generation,
+            status: o.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
+        }))
+    }
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+impl Kube for KubeAdapter {
+    async fn read(&self) -> PortResult<KubeState> {
+        let listed = read::fetch(&self.client, self.page_size).await?;
+        let (state, seen) = read::assemble(listed);
+        debug!(
+            nodes = state.nodes.len(),
+            pending = state.pending.len(),
+            nodepools = state.nodepools.len(),
+            invalid = state.invalid.len(),
+            "read the cluster"
+        );
+        *self.seen.lock().expect("seen lock") = seen;
+        Ok(state)
+    }
+
+    async fn taint(&self, node: &str, taint: &Taint) -> PortResult<()> {
+        if self.change_taints(node, |current| taints::with_taint(current, taint)).await? {
+            Ok(())
+        } else {
+            Err(PortError::Rejected(format!("taint node {node} with {taint}: the node does not exist")))
+        }
+    }
+
+    async fn remove_taint(&self, node: &str, key: &str) -> PortResult<()> {
+        // A node that is gone has no taints left to remove.
+        self.change_taints(node, |current| taints::without_key(current, key)).await.map(|_| ())
+    }
+
+    async fn evict(&self, namespace: &str, name: &str) -> PortResult<EvictionResult> {
+        let uid = self.uid(&format!("Pod/{namespace}/{name}"));
+        // policy/v1 Eviction spelled out (kube-rs's helper sends its delete options under a key the
+        // server ignores). The uid precondition keeps a drain from evicting a same-named pod that
+        // replaced the one it decided about (a StatefulSet's), as Karpenter's does. Its price: the
+        // API server retries a failed precondition as a conflict for ~10 s before answering 409,
+        // which only happens when a pod was replaced between the read and the eviction.
+        let mut body = json!({
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": { "name": name, "namespace": namespace },
+        });
+        if let Some(uid) = &uid {
+            body["deleteOptions"] = json!({ "preconditions": { "uid": uid } });
+        }
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match pods.create_subresource::<_, Value>("eviction", name, &PostParams::default(), &body).await {
+            Ok(_) => Ok(EvictionResult::Accepted),
+            Err(e) => match status_code(&e) {
+                Some(429) => {
+                    debug!(namespace, name, error = %e, "eviction refused");
+                    Ok(EvictionResult::Refused)
+                }
+                Some(404) => Ok(EvictionResult::NotFound),
+                // The precondition failed: the pod that was decided about is gone.
+                Some(409) if uid.is_some() => Ok(EvictionResult::NotFound),
+                // Any other answer (500 when several PDBs cover the pod, 403, …) is this pod's
+                // problem: the drain backs off on it like on a refusal and goes on with the others.
+                Some(_) => {
+                    warn!(namespace, name, error = %e, "eviction failed");
+                    Ok(EvictionResult::Failed)
+                }
+                None => Err(port_error(&format!("evict pod {namespace}/{name}"), e)),
+            },
+        }
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str, grace_seconds: i64) -> PortResult<()> {
+        let uid = self.uid(&format!("Pod/{namespace}/{name}"));
+        let params = DeleteParams {
+            grace_period_seconds: Some(grace_seconds.clamp(0, i64::from(u32::MAX)) as u32),
+            preconditions: uid.map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
+            ..Default::default()
+        };
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        match pods.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            // Gone already, or replaced by a same-named pod (the precondition): either way the pod
+            // this was about no longer runs.
+            Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
+            Err(e) => Err(port_error(&format!("delete pod {namespace}/{name}"), e)),
+        }
+    }
+
+    async fn delete_node(&self, node: &str) -> PortResult<()> {
+        let params = DeleteParams {
+            preconditions: self
+                .uid(&format!("Node/{node}"))
+                .map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
+            ..Default::default()
+        };
+        match self.nodes().delete(node, &params).await {
+            Ok(_) => {
+                info!(node, "deleted node");
+                Ok(())
+            }
+            Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
+            Err(e) => Err(port_error(&format!("delete node {node}"), e)),
+        }
+    }
+
+    async fn event(&self, object: &str, reason: &str, message: &str) -> PortResult<()> {
+        let target = events::Target::parse(object)?;
+        let uid = self.resolve_uid(object, &target).await?;
+        let time = now();
+        let event = events::new_event(&target, uid.as_deref(), reason, message, &self.instance, time.clone());
+        let name = event.metadata.name.clone().unwrap_or_default();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), target.event_namespace());
+        let what = || format!("event {reason} on {object}");
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_conflict(&e) => {}
+            Err(e) => return Err(port_error(&what(), e)),
+        }
+        // The same event again: count it on the existing one.
+        let existing = match api.get_opt(&name).await.map_err(|e| port_error(&what(), e))? {
+            Some(existing) => existing,
+            // Expired between the two calls: write it anew.
+            None => {
+                return api.create(&PostParams::default(), &event).await.map(|_| ()).map_err(|e| port_error(&what(), e))
+            }
+        };
+        let patch = json!({ "count": existing.count.unwrap_or(1) + 1, "lastTimestamp": time });
+        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| port_error(&what(), e))
+    }
+
+    async fn pool_status(&self, s: &PoolStatus) -> PortResult<()> {
+        let Some(observed) = self.observed_pool(&s.name).await? else {
+            debug!(pool = %s.name, "NodePool is gone; no status to write");
+            return Ok(());
+        };
+        let desired = status::desired(s, &observed, &now());
+        if status::unchanged(&desired, &observed.status) {
+            return Ok(());
+        }
+        let apply = json!({
+            "apiVersion": API_VERSION,
+            "kind": "NodePool",
+            "metadata": { "name": s.name },
+            "status": desired,
+        });
+        // Applied through a dynamic object: the answer is not decoded into the typed NodePool, so
+        // a pool whose spec the types reject still gets its `ValidationSucceeded=False`.
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        match self.nodepools().patch_status(&s.name, &params, &Patch::Apply(&apply)).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(port_error(&format!("status of NodePool {}", s.name), e)),
+        }
+        let mut seen = self.seen.lock().expect("seen lock");
+        seen.pools.insert(s.name.clone(), ObservedPool { generation: observed.generation, status: desired });
+        Ok(())
+    }
+}

@@ -1,0 +1,150 @@
+use super::*;
+
+fn parse<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
+    serde_yaml_ng::from_str(yaml).unwrap()
+}
+
+fn docs<T: serde::de::DeserializeOwned>(yaml: &str) -> Vec<T> {
+    yaml.split("\n---\n").filter(|d| !d.trim().is_empty()).map(parse).collect()
+}
+
+const NODES: &str = r#"
+metadata: {name: n1, uid: node-1, labels: {topology.kubernetes.io/zone: us-east-1a}}
+status:
+  allocatable: {cpu: "4", memory: 16Gi, pods: "110"}
+  conditions: [{type: Ready, status: "True"}]
+---
+metadata: {name: n2, uid: node-2, deletionTimestamp: "2025-06-01T12:00:00Z", finalizers: [hold]}
+status:
+  allocatable: {cpu: "2", memory: 8Gi, pods: "110"}
+"#;
+
+const PODS: &str = r#"
+metadata: {name: web-1, namespace: shop, uid: p1, labels: {app: web}}
+spec: {nodeName: n1, containers: [{name: a, resources: {requests: {cpu: 500m}}}]}
+status: {phase: Running}
+---
+metadata: {name: web-2, namespace: shop, uid: p2}
+spec: {containers: [{name: a, resources: {requests: {cpu: "1"}}}]}
+status:
+  phase: Pending
+  conditions: [{type: PodScheduled, status: "False", reason: Unschedulable}]
+---
+metadata: {name: web-3, namespace: shop, uid: p3}
+spec: {containers: [{name: a}]}
+status: {phase: Pending}
+---
+metadata:
+  name: agent-x
+  namespace: kube-system
+  uid: p4
+  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: d, controller: true}]
+spec: {nodeName: n2, containers: [{name: a}]}
+status: {phase: Running}
+---
+metadata: {name: db-0, namespace: shop, uid: p5}
+spec:
+  nodeName: n2
+  containers: [{name: a}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data-db-0}}]
+status: {phase: Running}
+---
+metadata: {name: lost, namespace: shop, uid: p6}
+spec: {nodeName: gone, containers: [{name: a}]}
+status: {phase: Running}
+---
+metadata: {name: broken, namespace: shop, uid: p7}
+spec: {containers: [{name: a, resources: {requests: {cpu: 1x}}}]}
+status:
+  conditions: [{type: PodScheduled, status: "False", reason: Unschedulable}]
+---
+metadata: {name: done, namespace: shop, uid: p8}
+spec: {nodeName: n1, containers: [{name: a, resources: {requests: {cpu: "3"}}}]}
+status: {phase: Succeeded}
+"#;
+
+fn nodepool(name: &str, operator: &str) -> Value {
+    serde_json::json!({
+        "apiVersion": "dovetail.dev/v1", "kind": "NodePool",
+        "metadata": {"name": name, "uid": format!("np-{name}"), "generation": 2},
+        "spec": {"template": {"spec": {
+            "nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "default"},
+            "requirements": [{"key": "karpenter.sh/capacity-type", "operator": operator, "values": ["spot"]}]}}},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                                    "lastTransitionTime": "2025-01-01T00:00:00Z"}]}
+    })
+}
+
+fn listed() -> Listed {
+    Listed {
+        nodes: docs(NODES),
+        pods: docs(PODS),
+        daemonsets: docs(
+            "metadata: {name: agent, namespace: kube-system}\nspec:\n  selector: {}\n  template:\n    spec: {containers: [{name: a, resources: {requests: {cpu: 50m}}}]}\n",
+        ),
+        pdbs: docs("metadata: {name: web, namespace: shop, generation: 1}\nspec: {selector: {matchLabels: {app: web}}}\nstatus: {observedGeneration: 1, disruptionsAllowed: 1, currentHealthy: 2, desiredHealthy: 1, expectedPods: 2}\n"),
+        claims: docs("metadata: {name: data-db-0, namespace: shop}\nspec: {volumeName: pv-db}\n---\nmetadata: {name: logs, namespace: shop}\nspec: {volumeName: pv-logs}\n"),
+        volumes: docs("metadata: {name: pv-db}\nspec:\n  nodeAffinity: {required: {nodeSelectorTerms: [{matchExpressions: [{key: topology.ebs.csi.aws.com/zone, operator: In, values: [us-east-1b]}]}]}}\n"),
+        classes: vec![],
+        attachments: docs(
+            "metadata: {name: csi-1}\nspec: {attacher: ebs.csi.aws.com, nodeName: n2, source: {persistentVolumeName: pv-db}}\n---\nmetadata: {name: csi-2}\nspec: {attacher: ebs.csi.aws.com, nodeName: n2, source: {persistentVolumeName: pv-logs}}\n",
+        ),
+        namespaces: docs("metadata: {name: shop, labels: {team: a}}\n"),
+        nodepools: vec![nodepool("spot", "In"), nodepool("broken", "Sometimes")],
+        nodeclasses: vec![serde_json::json!({"apiVersion": "dovetail.dev/v1", "kind": "EC2NodeClass", "metadata": {"name": "nameless"}})],
+    }
+}
+
+#[test]
+fn pods_are_grouped_and_pending_ones_found() {
+    let (state, _) = assemble(listed());
+    let names: Vec<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["n1", "n2"]);
+    let on = |n: usize| state.nodes[n].pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();
+    assert_eq!(on(0), ["web-1"], "finished pods hold nothing");
+    assert_eq!(on(1), ["agent-x", "db-0"], "daemon pods stay on their node");
+    assert!(state.nodes[1].unschedulable, "a deleting node takes nothing new");
+    let pending: Vec<(&str, Option<&str>)> =
+        state.pending.iter().map(|p| (p.name.as_str(), p.node_name.as_deref())).collect();
+    // web-2 is unschedulable; db-0 leaves a node being deleted; web-3 was not judged yet.
+    assert_eq!(pending, [("web-2", None), ("db-0", None)]);
+    let db = &state.pending[1];
+    assert!(db.volume_requirements.get(dovetail_core::labels::ZONE).is_some(), "its volume pins the zone");
+}
+
+#[test]
+fn the_rest_of_the_cluster() {
+    let (state, seen) = assemble(listed());
+    assert_eq!(state.daemonsets.len(), 1);
+    assert_eq!((state.pdbs[0].name.as_str(), state.pdbs[0].disruptions_allowed), ("web", 1));
+    assert_eq!(state.volume_attachments["n2"], ["pv-db", "pv-logs"]);
+    assert_eq!(state.namespaces["shop"]["team"], "a");
+    assert_eq!(state.namespaces["shop"]["kubernetes.io/metadata.name"], "shop");
+    assert_eq!(seen.uids["Pod/shop/web-2"], "p2");
+    assert_eq!(seen.uids["Node/n1"], "node-1");
+    assert_eq!(seen.uids["NodePool/broken"], "np-broken");
+    assert_eq!(seen.pools["spot"].generation, Some(2));
+    assert_eq!(seen.pools["spot"].status.conditions[0].type_, "Ready");
+}
+
+#[test]
+fn invalid_objects_are_listed_and_skipped() {
+    let (state, _) = assemble(listed());
+    let pools: Vec<&str> = state.nodepools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(pools, ["spot"], "the broken pool does not hide the good one");
+    let bad: Vec<(&str, &str)> = state.invalid.iter().map(|i| (i.object.as_str(), i.field.as_str())).collect();
+    assert!(bad.contains(&("Pod/shop/broken", "spec.containers[0].resources.requests.cpu")), "{bad:?}");
+    assert!(bad.contains(&("NodePool/broken", "spec.template.spec.requirements[0].operator")), "{bad:?}");
+    assert!(bad.iter().any(|(o, _)| *o == "EC2NodeClass/nameless"), "{bad:?}");
+    assert!(state.nodeclasses.is_empty());
+}
+
+#[test]
+fn volumes_of_pods_that_stay_do_not_hold_termination() {
+    let mut l = listed();
+    // db-0 tolerates the disrupted taint: it is not evicted, so its volume never detaches.
+    let db = l.pods.iter_mut().find(|p| p.metadata.name.as_deref() == Some("db-0")).unwrap();
+    db.spec.as_mut().unwrap().tolerations = Some(vec![parse("{key: dovetail.dev/disrupted, operator: Exists}")]);
+    let (state, _) = assemble(l);
+    assert_eq!(state.volume_attachments["n2"], ["pv-logs"]);
+}

@@ -1,0 +1,246 @@
+//! The adapter's writes against the real API server, as the functions' RBAC allows them: taints
+//! (idempotent, other taints kept), evictions through the Eviction API (a PDB's refusal, then
+//! success once the budget allows), pod and node deletion, Events, and NodePool status.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use dovetail_core::model::{Taint, TaintEffect};
+use dovetail_core::reconcile::ports::{Kube, PoolStatus, PortError};
+use dovetail_core::resources::Resources;
+use dovetail_core::termination::EvictionResult;
+use dovetail_tests::controlplane::ControlPlane;
+use k8s_openapi::api::core::v1::{Event, Node, Pod, Secret};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::*;
+
+/// Ours only: the scheduler writes its own FailedScheduling Events on the same pods.
+const OURS: &str = "reportingComponent=dovetail.dev";
+
+fn taint_keys(node: &Node) -> Vec<(String, String, String)> {
+    let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+    taints.into_iter().map(|t| (t.key, t.value.unwrap_or_default(), t.effect)).collect()
+}
+
+#[tokio::test]
+async fn the_functions_role_is_all_the_adapter_has() -> Result<()> {
+    let control_plane = ControlPlane::shared();
+    let admin = control_plane.client();
+    let client = functions_client(control_plane, &admin).await?;
+    match Api::<Secret>::all(client).list(&ListParams::default()).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
+        other => panic!("the functions may not read Secrets: {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn taints_are_added_and_removed_idempotently() -> Result<()> {
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-taint").await?;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let disrupted = Taint::new(dovetail_core::labels::TAINT_DISRUPTED, "", TaintEffect::NoSchedule);
+    let other = ("example.com/other".to_string(), "x".to_string(), "NoExecute".to_string());
+    let expected_disrupted = ("dovetail.dev/disrupted".to_string(), String::new(), "NoSchedule".to_string());
+
+    // One node with no taints at all (the server omits the list), one with a taint of its own.
+    let bare = test_node(&admin, &ns, "bare", json!([])).await?.metadata.name.unwrap();
+    let tainted =
+        test_node(&admin, &ns, "tainted", json!([{ "key": "example.com/other", "value": "x", "effect": "NoExecute" }]))
+            .await?
+            .metadata
+            .name
+            .unwrap();
+
+    for _ in 0..2 {
+        adapter.taint(&bare, &disrupted).await?;
+        adapter.taint(&tainted, &disrupted).await?;
+    }
+    assert_eq!(taint_keys(&nodes.get(&bare).await?), std::slice::from_ref(&expected_disrupted));
+    assert_eq!(taint_keys(&nodes.get(&tainted).await?), [other.clone(), expected_disrupted.clone()]);
+
+    // A new value for the same key and effect replaces the old one.
+    adapter.taint(&bare, &Taint::new(dovetail_core::labels::TAINT_DISRUPTED, "drift", TaintEffect::NoSchedule)).await?;
+    assert_eq!(taint_keys(&nodes.get(&bare).await?)[0].1, "drift");
+
+    for _ in 0..2 {
+        adapter.remove_taint(&bare, dovetail_core::labels::TAINT_DISRUPTED).await?;
+        adapter.remove_taint(&tainted, dovetail_core::labels::TAINT_DISRUPTED).await?;
+    }
+    assert!(taint_keys(&nodes.get(&bare).await?).is_empty());
+    assert_eq!(taint_keys(&nodes.get(&tainted).await?), [other]);
+
+    adapter.remove_taint(&format!("{ns}-ghost"), "any").await?;
+    let e = adapter.taint(&format!("{ns}-ghost"), &disrupted).await.unwrap_err();
+    assert!(matches!(e, PortError::Rejected(ref m) if m.contains("does not exist")), "{e}");
+    Ok(())
+}
+
+/// Does the kubelet's part: the pod runs and is Ready (the Eviction API lets pending pods go
+/// without asking their PDB).
+async fn mark_running(admin: &Client, ns: &str, name: &str) -> Result<()> {
+    let status = json!({ "status": {
+        "phase": "Running",
+        "conditions": [
+            { "type": "PodScheduled", "status": "True" },
+            { "type": "Ready", "status": "True" },
+            { "type": "ContainersReady", "status": "True" },
+        ],
+    }});
+    Api::<Pod>::namespaced(admin.clone(), ns)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    Ok(())
+}
+
+/// Does the disruption controller's part (there is no kube-controller-manager).
+async fn budget(admin: &Client, ns: &str, name: &str, allowed: i32) -> Result<()> {
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(admin.clone(), ns);
+    let generation = pdbs.get(name).await?.metadata.generation.unwrap_or(1);
+    let status = json!({ "status": {
+        "observedGeneration": generation,
+        "disruptionsAllowed": allowed,
+        "currentHealthy": 1 + allowed,
+        "desiredHealthy": 1,
+        "expectedPods": 1 + allowed,
+    }});
+    pdbs.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn evictions_honour_the_pdb_and_deletions_are_idempotent() -> Result<()> {
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-evict").await?;
+    let node = test_node(&admin, &ns, "a", json!([])).await?.metadata.name.unwrap();
+    let web = json!({ "metadata": { "labels": { "app": "web" } } });
+    create_pod(&admin, &test_pod(&ns, "web-0", "100m", web.clone())?).await?;
+    create_pod(&admin, &test_pod(&ns, "web-1", "100m", web)?).await?;
+    for pod in ["web-0", "web-1"] {
+        assert_eq!(bound(&admin, &ns, pod).await?, node);
+        mark_running(&admin, &ns, pod).await?;
+    }
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": { "name": "web", "namespace": ns },
+        "spec": { "minAvailable": 1, "selector": { "matchLabels": { "app": "web" } } },
+    }))?;
+    Api::<PodDisruptionBudget>::namespaced(admin.clone(), &ns).create(&PostParams::default(), &pdb).await?;
+    budget(&admin, &ns, "web", 0).await?;
+    // As a drain does: read, then evict (the read gives the pods' uids for the precondition).
+    let state = adapter.read().await?;
+    assert_eq!(state.pdbs.iter().find(|p| p.namespace == ns).map(|p| p.disruptions_allowed), Some(0));
+
+    let started = Instant::now();
+    assert_eq!(adapter.evict(&ns, "web-0").await?, EvictionResult::Refused);
+    let refused_in = started.elapsed();
+    budget(&admin, &ns, "web", 1).await?;
+    assert_eq!(adapter.evict(&ns, "web-0").await?, EvictionResult::Accepted);
+    println!("eviction refused by the PDB in {refused_in:?}");
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), &ns);
+    assert!(pods.get("web-0").await?.metadata.deletion_timestamp.is_some(), "web-0 is terminating");
+    assert_eq!(adapter.evict(&ns, "ghost").await?, EvictionResult::NotFound);
+
+    // No kubelet finishes the termination: the deadline's deletion does, with grace 0.
+    adapter.delete_pod(&ns, "web-0", 0).await?;
+    assert!(pods.get_opt("web-0").await?.is_none());
+    adapter.delete_pod(&ns, "web-0", 0).await?;
+
+    // A same-named pod that replaced the one the read saw is not touched: its uid differs.
+    pods.delete("web-1", &kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await?;
+    create_pod(&admin, &test_pod(&ns, "web-1", "100m", json!({}))?).await?;
+    adapter.delete_pod(&ns, "web-1", 0).await?;
+    assert!(pods.get_opt("web-1").await?.is_some(), "the replacement survives");
+    // (An eviction with the old uid answers NotFound too, but only after the API server has
+    // retried the failed precondition for ~10 s; not worth the test's time.)
+
+    adapter.delete_node(&node).await?;
+    assert!(Api::<Node>::all(admin.clone()).get_opt(&node).await?.is_none());
+    adapter.delete_node(&node).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn events_land_on_their_objects_and_repeats_are_counted() -> Result<()> {
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-event").await?;
+    let pod = create_pod(&admin, &test_pod(&ns, "web", "64", json!({}))?).await?;
+    let pool = create_nodepool(&admin, &format!("{ns}-pool"), "EC2NodeClass").await?;
+
+    // Pod: resolved without a prior read (a GET), then counted on repeat.
+    let message = "Pod should schedule on: nodeclaim/default-abc (m7i.large spot in us-east-1a)";
+    adapter.event(&format!("Pod/{ns}/web"), "Nominated", message).await?;
+    adapter.event(&format!("Pod/{ns}/web"), "Nominated", message).await?;
+    let events: Api<Event> = Api::namespaced(admin.clone(), &ns);
+    let on_pod = events.list(&ListParams::default().fields(&format!("involvedObject.name=web,{OURS}"))).await?.items;
+    assert_eq!(on_pod.len(), 1, "{on_pod:?}");
+    let e = &on_pod[0];
+    assert_eq!(e.involved_object.uid, pod.metadata.uid, "kubectl describe finds it by uid");
+    assert_eq!(e.involved_object.kind.as_deref(), Some("Pod"));
+    assert_eq!((e.reason.as_deref(), e.message.as_deref()), (Some("Nominated"), Some(message)));
+    assert_eq!((e.type_.as_deref(), e.count), (Some("Normal"), Some(2)));
+    assert_eq!(e.reporting_component.as_deref(), Some(dovetail_kube::REPORTING_CONTROLLER));
+    assert_eq!(e.reporting_instance.as_deref(), Some("integration-test"));
+
+    // A cluster-scoped NodePool: the Event goes to `default`. Resolved from the read this time.
+    adapter.read().await?;
+    let pool_name = pool.metadata.name.clone().unwrap();
+    adapter.event(&format!("NodePool/{pool_name}"), "LaunchTimeout", "claim x did not launch").await?;
+    let in_default: Api<Event> = Api::namespaced(admin.clone(), "default");
+    let on_pool =
+        in_default.list(&ListParams::default().fields(&format!("involvedObject.name={pool_name},{OURS}"))).await?.items;
+    assert_eq!(on_pool.len(), 1);
+    assert_eq!(on_pool[0].involved_object.uid, pool.metadata.uid);
+    assert_eq!(on_pool[0].involved_object.api_version.as_deref(), Some("dovetail.dev/v1"));
+    assert_eq!(on_pool[0].type_.as_deref(), Some("Warning"));
+
+    // An object that is gone still gets its Event, without a uid.
+    adapter.event(&format!("Pod/{ns}/gone"), "FailedScheduling", "no NodePool fits").await?;
+    let on_gone = events.list(&ListParams::default().fields(&format!("involvedObject.name=gone,{OURS}"))).await?.items;
+    assert_eq!(on_gone.len(), 1);
+    assert_eq!(on_gone[0].involved_object.uid, None);
+    Ok(())
+}
+
+#[tokio::test]
+async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-status").await?;
+    let (good, bad) = (format!("{ns}-good"), format!("{ns}-bad"));
+    create_nodepool(&admin, &good, "EC2NodeClass").await?;
+    create_nodepool(&admin, &bad, "OtherClass").await?;
+
+    let state = adapter.read().await?;
+    let invalid = state.invalid.iter().find(|i| i.object == format!("NodePool/{bad}")).context("the bad pool")?;
+    let message = format!("{}: {}", invalid.field, invalid.message);
+    let two_nodes =
+        || PoolStatus { name: good.clone(), nodes: 2, resources: Resources::new(3_500, 8 << 30), invalid: None };
+    adapter.pool_status(&two_nodes()).await?;
+    let empty = |name: &str| PoolStatus { name: name.into(), nodes: 0, resources: Resources::default(), invalid: None };
+    adapter.pool_status(&PoolStatus { invalid: Some(message.clone()), ..empty(&bad) }).await?;
+
+    let pools = nodepools(&admin);
+    let status = pools.get(&good).await?.data["status"].clone();
+    assert_eq!(status["resources"]["nodes"], "2");
+    assert_eq!(status["resources"]["cpu"], "3500m");
+    assert_eq!(status["resources"]["memory"], "8Gi");
+    let condition = |s: &serde_json::Value, t: &str| {
+        s["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == t).cloned()).unwrap_or_default()
+    };
+    assert_eq!(condition(&status, "ValidationSucceeded")["status"], "True");
+    assert_eq!(condition(&status, "Ready")["status"], "True");
+    assert_eq!(condition(&status, "Ready")["observedGeneration"], 1);
+
+    let bad_status = pools.get(&bad).await?.data["status"].clone();
+    let validation = condition(&bad_status, "ValidationSucceeded");
+    assert_eq!(validation["status"], "False");
+    assert_eq!(validation["message"], message.as_str());
+    assert!(message.starts_with("spec.template.spec.nodeClassRef: "), "{message}");
+    assert_eq!(condition(&bad_status, "Ready")["status"], "False");
+
+    // The same status again writes nothing (the sweeper publishes every minute).
+    let before = pools.get(&good).await?.metadata.resource_version;
+    adapter.pool_status(&two_nodes()).await?;
+    assert_eq!(pools.get(&good).await?.metadata.resource_version, before);
+    // A pool that is gone has no status to write.
+    adapter.pool_status(&empty(&format!("{ns}-gone"))).await?;
+    Ok(())
+}
