@@ -2,4 +2,5 @@
 //! harness in `tests/harness`.
 
 mod controlplane;
+mod forwarder;
 mod kube;

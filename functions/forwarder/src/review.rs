@@ -9,8 +9,10 @@
 //!   Comparing the whole predicate, not just the condition, also rings when a pod that was
 //!   nominated for preemption loses its nomination and is left unschedulable.
 //! - **pods CREATE** of a pod that is already provisionable. The API server resets a new pod's
-//!   status before validating admission runs, so in practice this never rings; it is decoded so
-//!   that the rule is the same for every pod request the webhook may be sent.
+//!   status before validating admission runs (`fixtures/pod-create-with-status.json`: the client
+//!   sent the condition, the webhook saw none), so this never rings and the manifest does not
+//!   register pods CREATE; it is decoded all the same so that a configuration that does send it
+//!   gets the same rule.
 //! - **nodes CREATE** → `registered`; **nodes/status UPDATE** where `Ready` turns `True` →
 //!   `ready`; **nodes DELETE** → `gone`.
 //!
@@ -240,4 +242,170 @@ struct ReviewOut<'a> {
 struct ResponseOut<'a> {
     uid: &'a str,
     allowed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// AdmissionReview bodies as kube-apiserver v1.34.10 sent them to a webhook registered like
+    /// `infra/k8s/forwarder/webhook.yaml` (recorded with the test control plane, unedited).
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = format!("{}/fixtures/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn edited(name: &str, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+        let mut review: Value = serde_json::from_slice(&fixture(name)).unwrap();
+        edit(&mut review);
+        serde_json::to_vec(&review).unwrap()
+    }
+
+    fn now() -> Timestamp {
+        "2026-11-21T15:04:47.250Z".parse().unwrap()
+    }
+
+    fn uid_of(body: &[u8]) -> String {
+        let review: Value = serde_json::from_slice(body).unwrap();
+        review["request"]["uid"].as_str().unwrap().to_string()
+    }
+
+    /// The response allows, echoes the uid, and has the v1 envelope.
+    fn assert_allows(reviewed: &Reviewed, uid: &str) {
+        let response: Value = serde_json::from_slice(&reviewed.response).unwrap();
+        assert_eq!(
+            response,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": uid, "allowed": true}})
+        );
+    }
+
+    fn outcome(body: &[u8]) -> Outcome {
+        let reviewed = review(body, now());
+        assert_allows(&reviewed, &uid_of(body));
+        reviewed.outcome
+    }
+
+    #[test]
+    fn pod_marked_unschedulable_rings() {
+        let body = fixture("pod-status-unschedulable");
+        assert_eq!(
+            outcome(&body),
+            Outcome::Doorbell(Doorbell::Pod { namespace: "rec-1".into(), name: "huge".into(), at: now() })
+        );
+    }
+
+    #[test]
+    fn pod_still_unschedulable_does_not_ring() {
+        // Another condition added to a pod that was already Unschedulable.
+        assert_eq!(outcome(&fixture("pod-status-still-unschedulable")), Outcome::Ignored);
+    }
+
+    #[test]
+    fn daemonset_and_mirror_pods_do_not_ring() {
+        assert_eq!(outcome(&fixture("pod-status-unschedulable-daemonset")), Outcome::Ignored);
+        let mirror = edited("pod-status-unschedulable", |r| {
+            r["request"]["object"]["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "1"}]);
+        });
+        assert_eq!(outcome(&mirror), Outcome::Ignored);
+    }
+
+    #[test]
+    fn preempting_pod_rings_when_its_nomination_goes() {
+        let nominated = |r: &mut Value, key: &str| r["request"][key]["status"]["nominatedNodeName"] = json!("n1");
+        let preempting = edited("pod-status-unschedulable", |r| nominated(r, "object"));
+        assert_eq!(outcome(&preempting), Outcome::Ignored);
+        // The pod the scheduler nominated is still pending and the nomination is cleared.
+        let cleared = edited("pod-status-still-unschedulable", |r| nominated(r, "oldObject"));
+        assert!(matches!(outcome(&cleared), Outcome::Doorbell(Doorbell::Pod { .. })));
+    }
+
+    #[test]
+    fn pod_created_with_a_status_does_not_ring() {
+        // The client sent PodScheduled=False/Unschedulable; the API server reset the status
+        // before admission, which is why the manifest does not register pods CREATE.
+        let body = fixture("pod-create-with-status");
+        let review: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(review["request"]["object"]["status"], json!({"phase": "Pending", "qosClass": "Burstable"}));
+        assert_eq!(outcome(&body), Outcome::Ignored);
+        // Were it to come with the condition, it would ring like the status update.
+        let unschedulable = edited("pod-create-with-status", |r| {
+            r["request"]["object"]["status"]["conditions"] =
+                json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]);
+        });
+        assert!(matches!(outcome(&unschedulable), Outcome::Doorbell(Doorbell::Pod { .. })));
+    }
+
+    #[test]
+    fn node_lifecycle_rings() {
+        let node = |event| Outcome::Doorbell(Doorbell::Node { name: "rec-1-n1".into(), event, at: now() });
+        assert_eq!(outcome(&fixture("node-create")), node(NodeEvent::Registered));
+        assert_eq!(outcome(&fixture("node-status-ready")), node(NodeEvent::Ready));
+        assert_eq!(outcome(&fixture("node-delete")), node(NodeEvent::Gone));
+    }
+
+    #[test]
+    fn node_heartbeat_does_not_ring() {
+        assert_eq!(outcome(&fixture("node-status-heartbeat")), Outcome::Ignored);
+        // Nor does a node going NotReady: the provisioner learns of that from its own reads.
+        let not_ready = edited("node-status-heartbeat", |r| {
+            r["request"]["object"]["status"]["conditions"][0]["status"] = json!("False");
+        });
+        assert_eq!(outcome(&not_ready), Outcome::Ignored);
+    }
+
+    #[test]
+    fn dry_runs_do_not_ring() {
+        assert_eq!(outcome(&fixture("node-create-dry-run")), Outcome::DryRun);
+    }
+
+    #[test]
+    fn node_name_comes_from_the_object_when_the_request_has_none() {
+        let unnamed = edited("node-delete", |r| r["request"]["name"] = json!(""));
+        assert!(matches!(outcome(&unnamed), Outcome::Doorbell(Doorbell::Node { name, .. }) if name == "rec-1-n1"));
+    }
+
+    #[test]
+    fn other_resources_are_ignored() {
+        let service = edited("node-create", |r| r["request"]["resource"]["resource"] = json!("services"));
+        assert_eq!(outcome(&service), Outcome::Ignored);
+        let other_group = edited("node-create", |r| r["request"]["resource"]["group"] = json!("example.com"));
+        assert_eq!(outcome(&other_group), Outcome::Ignored);
+        let node_update = edited("node-status-ready", |r| r["request"]["subResource"] = Value::Null);
+        assert_eq!(outcome(&node_update), Outcome::Ignored);
+    }
+
+    #[test]
+    fn malformed_bodies_are_still_allowed() {
+        // The objects do not decode, the uid does: the answer carries it.
+        let odd = edited("node-status-ready", |r| r["request"]["object"]["status"]["conditions"] = json!("Ready"));
+        let reviewed = review(&odd, now());
+        assert_allows(&reviewed, &uid_of(&odd));
+        assert!(
+            matches!(&reviewed.outcome, Outcome::Malformed(why) if why.contains("conditions") || why.contains("invalid type"))
+        );
+
+        for body in [&b"not json"[..], b"", b"{}", br#"{"request": null}"#, br#"{"request": {"uid": 7}}"#] {
+            let reviewed = review(body, now());
+            assert_allows(&reviewed, "");
+            assert!(matches!(reviewed.outcome, Outcome::Malformed(_)), "{:?}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn outcome_labels() {
+        let labels: Vec<&str> = [
+            outcome(&fixture("pod-status-unschedulable")),
+            outcome(&fixture("node-create")),
+            Outcome::Ignored,
+            Outcome::DryRun,
+            Outcome::Malformed(String::new()),
+        ]
+        .iter()
+        .map(Outcome::label)
+        .collect();
+        assert_eq!(labels, ["pod_doorbell", "node_doorbell", "ignored", "dry_run", "malformed"]);
+    }
 }
