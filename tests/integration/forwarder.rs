@@ -21,6 +21,7 @@ use anyhow::{bail, Context, Result};
 use dovetail_tests::controlplane::ControlPlane;
 use k8s_openapi::api::admissionregistration::v1::{ValidatingWebhookConfiguration, WebhookClientConfig};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
@@ -56,8 +57,14 @@ struct Forwarder {
 
 impl Forwarder {
     /// Starts a forwarder for webhook configuration `configuration`, listening on 127.0.0.1:`port`
-    /// and using the control plane's admin kubeconfig.
-    fn start(control_plane: &ControlPlane, configuration: &str, namespace: &str, port: u16) -> Result<Forwarder> {
+    /// and reaching the API server with `kubeconfig`.
+    fn start(
+        control_plane: &ControlPlane,
+        kubeconfig: &Path,
+        configuration: &str,
+        namespace: &str,
+        port: u16,
+    ) -> Result<Forwarder> {
         let log = control_plane.dir().join(format!("forwarder-{configuration}.log"));
         let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
         // Nothing listens there until the moto harness is on main: sends fail and are counted.
@@ -66,7 +73,7 @@ impl Forwarder {
         command
             .args(["--exact", "forwarder::forwarder_process", "--ignored", "--nocapture", "--test-threads=1"])
             .env(CHILD, "1")
-            .env("KUBECONFIG", control_plane.kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env("DOVETAIL_DOORBELL_QUEUE_URL", format!("{sqs}/000000000000/doorbells"))
             .env("DOVETAIL_ENDPOINT_URL", &sqs)
             .env("DOVETAIL_WEBHOOK_CONFIGURATION", configuration)
@@ -184,6 +191,84 @@ fn test_configuration(name: &str, port: u16, namespace: &str) -> Result<Validati
     Ok(configuration)
 }
 
+/// The documents of a manifest under `infra/k8s/forwarder/`.
+fn manifest(file: &str) -> Result<Vec<Value>> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/k8s/forwarder").join(file);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let mut documents = Vec::new();
+    for document in serde_yaml_ng::Deserializer::from_str(&text) {
+        documents.push(serde::Deserialize::deserialize(document)?);
+    }
+    Ok(documents)
+}
+
+/// Runs the forwarder as its ServiceAccount would: `rbac.yaml` applied for the test's
+/// configuration and namespace, and a kubeconfig that impersonates
+/// `system:serviceaccount:<namespace>:dovetail-forwarder` (returned).
+async fn service_account_kubeconfig(
+    control_plane: &ControlPlane,
+    admin: &Client,
+    namespace: &str,
+    configuration: &str,
+) -> Result<PathBuf> {
+    let params = PatchParams::apply("dovetail-tests").force();
+    for mut document in manifest("rbac.yaml")? {
+        document["metadata"]["name"] = json!(configuration);
+        match document["kind"].as_str() {
+            Some("ClusterRole") => {
+                let rules = document["rules"].as_array_mut().context("rules")?;
+                assert_eq!(rules.len(), 1, "one rule: its own webhook configuration");
+                assert_eq!(rules[0]["resourceNames"], json!(["dovetail-forwarder"]));
+                rules[0]["resourceNames"] = json!([configuration]);
+                let role: ClusterRole = serde_json::from_value(document)?;
+                Api::<ClusterRole>::all(admin.clone()).patch(configuration, &params, &Patch::Apply(&role)).await?;
+            }
+            Some("ClusterRoleBinding") => {
+                document["roleRef"]["name"] = json!(configuration);
+                document["subjects"][0]["namespace"] = json!(namespace);
+                let binding: ClusterRoleBinding = serde_json::from_value(document)?;
+                Api::<ClusterRoleBinding>::all(admin.clone())
+                    .patch(configuration, &params, &Patch::Apply(&binding))
+                    .await?;
+            }
+            other => bail!("rbac.yaml: unexpected kind {other:?}"),
+        }
+    }
+    let user = format!("system:serviceaccount:{namespace}:dovetail-forwarder");
+    let groups = vec!["system:serviceaccounts".to_string(), format!("system:serviceaccounts:{namespace}")];
+
+    // The authorizer learns of a new binding through its informers: wait until it has.
+    let mut config = control_plane.config().clone();
+    config.auth_info.impersonate = Some(user.clone());
+    config.auth_info.impersonate_groups = Some(groups.clone());
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(Client::try_from(config)?);
+    let configurations = &configurations;
+    eventually("the forwarder's ClusterRoleBinding to take effect", Duration::from_secs(10), || async move {
+        match configurations.get(configuration).await {
+            Ok(_) => Ok(Some(())),
+            Err(kube::Error::Api(s)) if s.code == 403 => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    // And nothing else: not even its neighbours' configurations, nor pods.
+    let forbidden = |result: Result<_, kube::Error>| matches!(result, Err(kube::Error::Api(s)) if s.code == 403);
+    assert!(forbidden(configurations.list(&Default::default()).await.map(|_| ())));
+    let mut config = control_plane.config().clone();
+    config.auth_info.impersonate = Some(user.clone());
+    config.auth_info.impersonate_groups = Some(groups.clone());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(Client::try_from(config)?, namespace);
+    assert!(forbidden(pods.list(&Default::default()).await.map(|_| ())));
+
+    let mut kubeconfig: Value = serde_json::from_slice(&std::fs::read(control_plane.kubeconfig())?)?;
+    let entry = &mut kubeconfig["users"][0]["user"];
+    entry["as"] = json!(user);
+    entry["as-groups"] = json!(groups);
+    let path = control_plane.dir().join(format!("forwarder-{namespace}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&kubeconfig)?)?;
+    Ok(path)
+}
+
 /// Waits until every webhook of `name` has a caBundle (the forwarder patched it).
 async fn ca_bundle_set(client: &Client, name: &str, forwarder: &mut Forwarder) -> Result<()> {
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
@@ -211,7 +296,9 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     let name = format!("dovetail-forwarder-{ns}");
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
     configurations.create(&PostParams::default(), &test_configuration(&name, port, &ns)?).await?;
-    let mut forwarder = Forwarder::start(control_plane, &name, &ns, port)?;
+    // As its ServiceAccount, with only what rbac.yaml grants.
+    let kubeconfig = service_account_kubeconfig(control_plane, &admin, &ns, &name).await?;
+    let mut forwarder = Forwarder::start(control_plane, &kubeconfig, &name, &ns, port)?;
     ca_bundle_set(&admin, &name, &mut forwarder).await?;
 
     // A DaemonSet's pod (by the label its controller sets) is left out by the objectSelector;
@@ -276,6 +363,8 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     assert!(waited < Duration::from_secs(10), "the API server took {waited:?} without the forwarder");
 
     configurations.delete(&name, &DeleteParams::default()).await?;
+    Api::<ClusterRoleBinding>::all(admin.clone()).delete(&name, &DeleteParams::default()).await?;
+    Api::<ClusterRole>::all(admin.clone()).delete(&name, &DeleteParams::default()).await?;
     Ok(())
 }
 
@@ -286,7 +375,8 @@ async fn forwarder_without_its_webhook_configuration_stops_and_says_why() -> Res
     let control_plane = ControlPlane::shared();
     let admin = control_plane.client();
     let ns = control_plane.namespace(&admin, "forwarder-missing").await?;
-    let mut forwarder = Forwarder::start(control_plane, "no-such-configuration", &ns, closed_port()?)?;
+    let kubeconfig = control_plane.kubeconfig();
+    let mut forwarder = Forwarder::start(control_plane, kubeconfig, "no-such-configuration", &ns, closed_port()?)?;
     let status = eventually("the forwarder to exit", Duration::from_secs(30), || {
         let status = forwarder.child.try_wait();
         async move { Ok(status?) }
@@ -295,5 +385,88 @@ async fn forwarder_without_its_webhook_configuration_stops_and_says_why() -> Res
     assert!(!status.success());
     let log = forwarder.log();
     assert!(log.contains("no-such-configuration") && log.contains("does not exist"), "{log}");
+    Ok(())
+}
+
+/// Every manifest in `infra/k8s/forwarder/` passes the real API server's validation (a
+/// server-side dry run, in the test's namespace), and the Deployment's environment is a complete
+/// forwarder configuration.
+#[tokio::test]
+async fn forwarder_manifests_are_valid() -> Result<()> {
+    let control_plane = ControlPlane::shared();
+    let admin = control_plane.client();
+    let ns = control_plane.namespace(&admin, "forwarder-manifests").await?;
+    let kustomization = &manifest("kustomization.yaml")?[0];
+    let files: Vec<&str> =
+        kustomization["resources"].as_array().context("resources")?.iter().filter_map(Value::as_str).collect();
+    let mut kinds = Vec::new();
+    let dry_run = PostParams { dry_run: true, ..PostParams::default() };
+    for file in files {
+        for mut document in manifest(file)? {
+            let kind = document["kind"].as_str().context("kind")?.to_string();
+            let (group, version) = match document["apiVersion"].as_str().context("apiVersion")?.split_once('/') {
+                Some((group, version)) => (group.to_string(), version.to_string()),
+                None => (String::new(), document["apiVersion"].as_str().unwrap_or_default().to_string()),
+            };
+            let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
+            let (resource, capabilities) = kube::discovery::pinned_kind(&admin, &gvk).await?;
+            let api: Api<kube::api::DynamicObject> = if capabilities.scope == kube::discovery::Scope::Namespaced {
+                document["metadata"]["namespace"] = json!(ns);
+                Api::namespaced_with(admin.clone(), &ns, &resource)
+            } else {
+                Api::all_with(admin.clone(), &resource)
+            };
+            if kind == "Deployment" {
+                check_forwarder_environment(&document)?;
+            }
+            let object: kube::api::DynamicObject = serde_json::from_value(document)?;
+            api.create(&dry_run, &object).await.with_context(|| format!("{file}: {kind} refused"))?;
+            kinds.push(kind);
+        }
+    }
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Deployment",
+            "Namespace",
+            "Service",
+            "ServiceAccount",
+            "ValidatingWebhookConfiguration"
+        ]
+    );
+    Ok(())
+}
+
+/// The Deployment's container environment (fieldRefs read as the pod would) makes a forwarder
+/// configuration that reaches its Service by the names the webhook dials.
+fn check_forwarder_environment(deployment: &Value) -> Result<()> {
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let mut env = std::collections::HashMap::new();
+    for var in container["env"].as_array().context("env")? {
+        let name = var["name"].as_str().context("name")?.to_string();
+        let value = match (&var["value"], &var["valueFrom"]["fieldRef"]["fieldPath"]) {
+            (Value::String(value), _) => value.clone(),
+            (_, Value::String(path)) if path == "metadata.namespace" => "dovetail".to_string(),
+            other => bail!("{name}: unexpected {other:?}"),
+        };
+        env.insert(name, value);
+    }
+    let config = dovetail_forwarder::Config::from_lookup(|k| env.get(k).cloned())?;
+    let webhooks = &manifest("webhook.yaml")?[0]["webhooks"];
+    for webhook in webhooks.as_array().context("webhooks")? {
+        let service = &webhook["clientConfig"]["service"];
+        let dialled = format!(
+            "{}.{}.svc",
+            service["name"].as_str().unwrap_or_default(),
+            service["namespace"].as_str().unwrap_or_default()
+        );
+        assert!(config.sans().contains(&dialled), "{dialled} not in {:?}", config.sans());
+        assert_eq!(service["path"], dovetail_forwarder::server::ADMISSION_PATH);
+    }
+    let port = container["ports"][0]["containerPort"].as_u64().context("containerPort")?;
+    assert_eq!(u64::from(config.listen.port()), port);
     Ok(())
 }

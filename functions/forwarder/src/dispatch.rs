@@ -279,11 +279,14 @@ mod tests {
     use super::*;
     use crate::doorbell::NodeEvent;
 
+    /// One scripted answer of [`MemorySink`].
+    type Answer = Box<dyn Fn(&[Entry]) -> Result<Vec<EntryFailure>, SinkError> + Send>;
+
     /// Records every call; answers from a script, then accepts everything.
     #[derive(Default)]
     struct MemorySink {
         calls: Mutex<Vec<(tokio::time::Instant, Vec<Entry>)>>,
-        script: Mutex<VecDeque<Box<dyn Fn(&[Entry]) -> Result<Vec<EntryFailure>, SinkError> + Send>>>,
+        script: Mutex<VecDeque<Answer>>,
     }
 
     impl MemorySink {
