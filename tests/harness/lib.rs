@@ -3,3 +3,4 @@
 //! missing and how CI installs it; nothing is silently skipped.
 
 pub mod controlplane;
+pub mod forwarder;

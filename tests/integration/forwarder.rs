@@ -7,22 +7,21 @@
 //! The forwarder runs as a process of its own — this test binary run again with only
 //! [`forwarder_process`] selected — so it can be hung and killed like a pod.
 //!
-//! Doorbells are read from the forwarder's debug log (one line per doorbell, with its body) until
-//! the moto harness is on main; the SQS sending itself (batches, retries, bounds) is tested in
-//! the forwarder's unit tests against an in-memory sink.
+//! The process, the webhook configuration and the manifests come from the harness
+//! (`tests/harness/forwarder.rs`). Doorbells are read from the forwarder's debug log (one line
+//! per doorbell, with its body) until the moto harness is on main; the SQS sending itself
+//! (batches, retries, bounds) is tested in the forwarder's unit tests against an in-memory sink.
 
-use std::io::Read as _;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use dovetail_tests::controlplane::ControlPlane;
-use k8s_openapi::api::admissionregistration::v1::{ValidatingWebhookConfiguration, WebhookClientConfig};
+use dovetail_tests::forwarder::{free_port, manifest, webhook_configuration, Forwarder, Settings};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
@@ -49,157 +48,52 @@ fn forwarder_process() {
     std::process::exit(code);
 }
 
-/// A forwarder process, killed when dropped.
-struct Forwarder {
-    child: Child,
-    log: PathBuf,
+/// Starts the forwarder (this binary, running [`forwarder_process`]) for configuration
+/// `configuration`, with doorbells logged; SQS is a port nothing listens on until the moto harness
+/// is on main (sends fail and are counted).
+fn start_forwarder(
+    control_plane: &ControlPlane,
+    kubeconfig: &Path,
+    configuration: &str,
+    namespace: &str,
+    port: u16,
+) -> Result<Forwarder> {
+    let sqs_endpoint = format!("http://127.0.0.1:{}", free_port()?);
+    let settings = Settings {
+        kubeconfig: kubeconfig.to_path_buf(),
+        configuration: configuration.to_string(),
+        namespace: namespace.to_string(),
+        port,
+        queue_url: format!("{sqs_endpoint}/000000000000/doorbells"),
+        sqs_endpoint,
+        log: control_plane.dir().join(format!("forwarder-{configuration}.log")),
+        rust_log: "info,dovetail_forwarder=debug".into(),
+    };
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .args(["--exact", "forwarder::forwarder_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1");
+    Forwarder::start(command, &settings)
 }
 
-impl Forwarder {
-    /// Starts a forwarder for webhook configuration `configuration`, listening on 127.0.0.1:`port`
-    /// and reaching the API server with `kubeconfig`.
-    fn start(
-        control_plane: &ControlPlane,
-        kubeconfig: &Path,
-        configuration: &str,
-        namespace: &str,
-        port: u16,
-    ) -> Result<Forwarder> {
-        let log = control_plane.dir().join(format!("forwarder-{configuration}.log"));
-        let out = std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?;
-        // Nothing listens there until the moto harness is on main: sends fail and are counted.
-        let sqs = format!("http://127.0.0.1:{}", closed_port()?);
-        let mut command = Command::new(std::env::current_exe()?);
-        command
-            .args(["--exact", "forwarder::forwarder_process", "--ignored", "--nocapture", "--test-threads=1"])
-            .env(CHILD, "1")
-            .env("KUBECONFIG", kubeconfig)
-            .env("DOVETAIL_DOORBELL_QUEUE_URL", format!("{sqs}/000000000000/doorbells"))
-            .env("DOVETAIL_ENDPOINT_URL", &sqs)
-            .env("DOVETAIL_WEBHOOK_CONFIGURATION", configuration)
-            .env("DOVETAIL_SERVICE_NAME", "dovetail-forwarder")
-            .env("DOVETAIL_SERVICE_NAMESPACE", namespace)
-            .env("DOVETAIL_LISTEN_ADDRESS", format!("127.0.0.1:{port}"))
-            .env("DOVETAIL_EXTRA_SANS", "127.0.0.1")
-            .env("AWS_ACCESS_KEY_ID", "testing")
-            .env("AWS_SECRET_ACCESS_KEY", "testing")
-            .env("AWS_REGION", "us-east-1")
-            .env("AWS_EC2_METADATA_DISABLED", "true")
-            .env("RUST_LOG", "info,dovetail_forwarder=debug")
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out);
-        // SAFETY: prctl is async-signal-safe; it only asks the kernel to kill the child when the
-        // thread that started it ends, so a test that panics or is killed leaves no forwarder.
-        unsafe {
-            command.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
+/// Waits for a doorbell that has every field of `expected`.
+async fn doorbell(forwarder: &mut Forwarder, expected: Value) -> Result<Value> {
+    let deadline = Instant::now() + DOORBELL_TIMEOUT;
+    loop {
+        forwarder.check_running()?;
+        if let Some(found) = forwarder.logged_doorbells().into_iter().find(|d| matches(d, &expected)) {
+            return Ok(found);
         }
-        let child = command.spawn().context("starting the forwarder")?;
-        Ok(Forwarder { child, log })
-    }
-
-    fn log(&self) -> String {
-        let mut text = String::new();
-        if let Ok(mut file) = std::fs::File::open(&self.log) {
-            let _ = file.read_to_string(&mut text);
+        if Instant::now() > deadline {
+            bail!("no doorbell {expected} within {DOORBELL_TIMEOUT:?}; the forwarder's log:\n{}", forwarder.log());
         }
-        text
-    }
-
-    /// Fails with the forwarder's log when it has exited.
-    fn check_running(&mut self) -> Result<()> {
-        if let Some(status) = self.child.try_wait()? {
-            bail!("the forwarder exited ({status}); its log:\n{}", self.log());
-        }
-        Ok(())
-    }
-
-    /// Every doorbell the forwarder rang so far, from its debug log.
-    fn doorbells(&self) -> Vec<Value> {
-        self.log()
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|line| line["fields"]["message"] == "doorbell")
-            .filter_map(|line| serde_json::from_str(line["fields"]["body"].as_str()?).ok())
-            .collect()
-    }
-
-    /// Waits for a doorbell that has every field of `expected`.
-    async fn doorbell(&mut self, expected: Value) -> Result<Value> {
-        let deadline = Instant::now() + DOORBELL_TIMEOUT;
-        loop {
-            self.check_running()?;
-            if let Some(found) = self.doorbells().into_iter().find(|d| matches(d, &expected)) {
-                return Ok(found);
-            }
-            if Instant::now() > deadline {
-                bail!("no doorbell {expected} within {DOORBELL_TIMEOUT:?}; the forwarder's log:\n{}", self.log());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn signal(&self, signal: libc::c_int) {
-        // SAFETY: a plain kill(2) of our own child.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, signal) };
-    }
-}
-
-impl Drop for Forwarder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
 /// Whether `doorbell` has every field of `expected` with the same value.
 fn matches(doorbell: &Value, expected: &Value) -> bool {
     expected.as_object().is_some_and(|fields| fields.iter().all(|(k, v)| &doorbell[k] == v))
-}
-
-/// A loopback port nothing listens on (bound, then released).
-fn closed_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// The manifest's webhook configuration, renamed, pointed at `https://127.0.0.1:<port>` and
-/// narrowed to the test's namespace (pods) and to nodes labelled `dovetail.dev/test=<namespace>`,
-/// its own selectors kept.
-fn test_configuration(name: &str, port: u16, namespace: &str) -> Result<ValidatingWebhookConfiguration> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/k8s/forwarder/webhook.yaml");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let mut configuration: ValidatingWebhookConfiguration = serde_yaml_ng::from_str(&text)?;
-    configuration.metadata.name = Some(name.to_string());
-    for webhook in configuration.webhooks.iter_mut().flatten() {
-        assert!(webhook.client_config.ca_bundle.is_none(), "the forwarder sets the caBundle, the manifest does not");
-        webhook.client_config =
-            WebhookClientConfig { url: Some(format!("https://127.0.0.1:{port}/admission")), ..Default::default() };
-        let (selector, key) = if webhook.name.starts_with("pods.") {
-            (webhook.namespace_selector.get_or_insert_with(Default::default), "kubernetes.io/metadata.name")
-        } else {
-            (webhook.object_selector.get_or_insert_with(Default::default), "dovetail.dev/test")
-        };
-        selector.match_expressions.get_or_insert_with(Vec::new).push(LabelSelectorRequirement {
-            key: key.into(),
-            operator: "In".into(),
-            values: Some(vec![namespace.to_string()]),
-        });
-    }
-    Ok(configuration)
-}
-
-/// The documents of a manifest under `infra/k8s/forwarder/`.
-fn manifest(file: &str) -> Result<Vec<Value>> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/k8s/forwarder").join(file);
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let mut documents = Vec::new();
-    for document in serde_yaml_ng::Deserializer::from_str(&text) {
-        documents.push(serde::Deserialize::deserialize(document)?);
-    }
-    Ok(documents)
 }
 
 /// Runs the forwarder as its ServiceAccount would: `rbac.yaml` applied for the test's
@@ -269,37 +163,19 @@ async fn service_account_kubeconfig(
     Ok(path)
 }
 
-/// Waits until every webhook of `name` has a caBundle (the forwarder patched it).
-async fn ca_bundle_set(client: &Client, name: &str, forwarder: &mut Forwarder) -> Result<()> {
-    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        forwarder.check_running()?;
-        let configuration = configurations.get(name).await?;
-        let webhooks = configuration.webhooks.unwrap_or_default();
-        if webhooks.iter().all(|w| w.client_config.ca_bundle.as_ref().is_some_and(|b| !b.0.is_empty())) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("the forwarder did not set the caBundle of {name}; its log:\n{}", forwarder.log());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test]
 async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Result<()> {
     let control_plane = ControlPlane::shared();
     let admin = control_plane.client();
     let ns = control_plane.namespace(&admin, "forwarder").await?;
-    let port = closed_port()?;
+    let port = free_port()?;
     let name = format!("dovetail-forwarder-{ns}");
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    configurations.create(&PostParams::default(), &test_configuration(&name, port, &ns)?).await?;
+    configurations.create(&PostParams::default(), &webhook_configuration(&name, port, &ns)?).await?;
     // As its ServiceAccount, with only what rbac.yaml grants.
     let kubeconfig = service_account_kubeconfig(control_plane, &admin, &ns, &name).await?;
-    let mut forwarder = Forwarder::start(control_plane, &kubeconfig, &name, &ns, port)?;
-    ca_bundle_set(&admin, &name, &mut forwarder).await?;
+    let mut forwarder = start_forwarder(control_plane, &kubeconfig, &name, &ns, port)?;
+    forwarder.ca_bundle(&admin, &name).await?;
 
     // A DaemonSet's pod (by the label its controller sets) is left out by the objectSelector;
     // the scheduler's status update reaches the API server before `unschedulable` returns, so
@@ -311,20 +187,20 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     // A pod no node can run: the scheduler marks it Unschedulable, the webhook rings.
     create_pod(&admin, &test_pod(&ns, "huge", "64", json!({}))?).await?;
     unschedulable(&admin, &ns, "huge").await?;
-    let bell = forwarder.doorbell(json!({"pod": format!("{ns}/huge")})).await?;
+    let bell = doorbell(&mut forwarder, json!({"pod": format!("{ns}/huge")})).await?;
     let at = bell["unschedulableAt"].as_str().context("unschedulableAt")?;
     at.parse::<k8s_openapi::jiff::Timestamp>().with_context(|| format!("unschedulableAt {at:?} is not RFC 3339"))?;
     assert!(
-        !forwarder.doorbells().iter().any(|d| d["pod"] == format!("{ns}/daemon")),
+        !forwarder.logged_doorbells().iter().any(|d| d["pod"] == format!("{ns}/daemon")),
         "a DaemonSet pod rang: {:?}",
-        forwarder.doorbells()
+        forwarder.logged_doorbells()
     );
 
     // A node registers and turns Ready (the harness acts as its kubelet), heartbeats, and goes.
     let node = test_node(&admin, &ns, "n1", json!([])).await?;
     let node_name = node.metadata.name.clone().context("a node without a name")?;
-    forwarder.doorbell(json!({"node": node_name, "event": "registered"})).await?;
-    forwarder.doorbell(json!({"node": node_name, "event": "ready"})).await?;
+    doorbell(&mut forwarder, json!({"node": node_name, "event": "registered"})).await?;
+    doorbell(&mut forwarder, json!({"node": node_name, "event": "ready"})).await?;
     let nodes: Api<Node> = Api::all(admin.clone());
     let heartbeat = json!({"status": {"conditions": [{
         "type": "Ready", "status": "True", "reason": "KubeletReady",
@@ -332,9 +208,12 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     }]}});
     nodes.patch_status(&node_name, &PatchParams::default(), &Patch::Strategic(&heartbeat)).await?;
     nodes.delete(&node_name, &DeleteParams::default()).await?;
-    forwarder.doorbell(json!({"node": node_name, "event": "gone"})).await?;
-    let readies =
-        forwarder.doorbells().iter().filter(|d| d["node"] == node_name.as_str() && d["event"] == "ready").count();
+    doorbell(&mut forwarder, json!({"node": node_name, "event": "gone"})).await?;
+    let readies = forwarder
+        .logged_doorbells()
+        .iter()
+        .filter(|d| d["node"] == node_name.as_str() && d["event"] == "ready")
+        .count();
     assert_eq!(readies, 1, "a heartbeat that changes nothing does not ring");
 
     // A hung forwarder: the API server waits for the webhook's timeout (2 s), then admits.
@@ -376,7 +255,7 @@ async fn forwarder_without_its_webhook_configuration_stops_and_says_why() -> Res
     let admin = control_plane.client();
     let ns = control_plane.namespace(&admin, "forwarder-missing").await?;
     let kubeconfig = control_plane.kubeconfig();
-    let mut forwarder = Forwarder::start(control_plane, kubeconfig, "no-such-configuration", &ns, closed_port()?)?;
+    let mut forwarder = start_forwarder(control_plane, kubeconfig, "no-such-configuration", &ns, free_port()?)?;
     let status = eventually("the forwarder to exit", Duration::from_secs(30), || {
         let status = forwarder.child.try_wait();
         async move { Ok(status?) }
