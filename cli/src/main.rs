@@ -2,6 +2,7 @@
 
 mod bench;
 mod plan;
+mod simulate;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
@@ -26,6 +27,9 @@ enum Command {
     Plan(plan::Args),
     /// Time the scheduler on Karpenter's published benchmark mix and on the real EC2 catalog.
     Bench(bench::Args),
+    /// Run Dovetail's functions over a simulated day (or a scenario file): an in-memory AWS and
+    /// cluster, virtual time, a cost and latency report, optionally against Cluster Autoscaler.
+    Simulate(simulate::Args),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(code) => code,

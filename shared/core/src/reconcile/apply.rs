@@ -73,6 +73,12 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             Action::Launch(planned) => self.launch_planned(planned, view, report).await,
             Action::WriteClaim(c) => {
                 let mut next: NodeClaim = (**c).clone();
+                // Disruption decisions (expiration, drift, orphans, consolidation) carry the claim
+                // at the version they read; lifecycle and termination steps carry the next one.
+                // Either way the write is conditional on the version this pass holds.
+                if view.cluster.claims.iter().any(|x| x.name == next.name && x.version == next.version) {
+                    next.version += 1;
+                }
                 if let (Some(results), Some(drain)) = (evictions.remove(&next.name), next.drain.as_mut()) {
                     let now = p.clock.now();
                     for (pod, result) in results {

@@ -468,6 +468,25 @@ impl Requirements {
     /// Keys both sides constrain must overlap; a side that only excludes values (NotIn /
     /// DoesNotExist) is compatible with another that only excludes values.
     pub fn intersects(&self, other: &Requirements) -> Result<(), Incompatible> {
+        match self.conflict(other) {
+            None => Ok(()),
+            Some((key, existing, incoming)) => Err(Incompatible::NoOverlap {
+                key: key.to_string(),
+                wanted: incoming.to_string(),
+                offered: existing.to_string(),
+            }),
+        }
+    }
+
+    /// [`Requirements::intersects`] without the explanation: the schedulers' hot loops ask this
+    /// for every instance type, and formatting a reason for each rejected one cost more than the
+    /// check itself.
+    pub fn overlaps(&self, other: &Requirements) -> bool {
+        self.conflict(other).is_none()
+    }
+
+    /// The first key on which the two sides cannot agree: (key, self's requirement, other's).
+    fn conflict<'a>(&'a self, other: &'a Requirements) -> Option<(&'a str, &'a Requirement, &'a Requirement)> {
         // Iterate the smaller map and look up in the larger.
         let (small, large, small_is_self) =
             if self.0.len() <= other.0.len() { (self, other, true) } else { (other, self, false) };
@@ -479,14 +498,10 @@ impl Requirements {
                 if excluding(incoming) && excluding(existing) {
                     continue;
                 }
-                return Err(Incompatible::NoOverlap {
-                    key: key.clone(),
-                    wanted: incoming.to_string(),
-                    offered: existing.to_string(),
-                });
+                return Some((key.as_str(), existing, incoming));
             }
         }
-        Ok(())
+        None
     }
 
     /// Karpenter's compatibility of a node template (`self`) with a pod's requirements: custom

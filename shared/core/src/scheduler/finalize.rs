@@ -175,7 +175,7 @@ fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> SpotAndO
     let mut spot = Vec::new();
     let mut on_demand = Vec::new();
     for (i, t) in p.types.iter().enumerate() {
-        if s.catalog.types[t.catalog].requirements.intersects(reqs).is_err() {
+        if !s.catalog.types[t.catalog].requirements.overlaps(reqs) {
             continue;
         }
         let cheapest = |ct: CapacityType| {

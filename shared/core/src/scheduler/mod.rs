@@ -282,7 +282,7 @@ impl<'a> Scheduler<'a> {
             let types = (frontier, extra);
             // Classes that could ever share a claim this class opens in this pool.
             let joiners: Vec<u32> = (0..self.classes.len())
-                .filter(|&o| matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if fit.reqs.intersects(&f.reqs).is_ok()))
+                .filter(|&o| matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if fit.reqs.overlaps(&f.reqs)))
                 .map(|o| o as u32)
                 .collect();
             self.targets.insert(key, types);
@@ -619,7 +619,7 @@ impl<'a> Scheduler<'a> {
         let mut largest: Option<&PoolType> = None;
         let mut port_clash = false;
         for (i, t) in pool.types.iter().enumerate() {
-            if self.catalog.types[t.catalog].requirements.intersects(&reqs).is_err() {
+            if !self.catalog.types[t.catalog].requirements.overlaps(&reqs) {
                 continue;
             }
             matched += 1;
@@ -916,7 +916,7 @@ impl<'a> Scheduler<'a> {
         if pins.iter().any(|(k, v)| !is_offering_key(k) && bin.reqs.get(k).is_some_and(|r| !r.has(v))) {
             return false;
         }
-        if !level.reqs.is_empty() && bin.reqs.intersects(&level.reqs).is_err() {
+        if !level.reqs.is_empty() && !bin.reqs.overlaps(&level.reqs) {
             return false;
         }
         let t = &self.pools[bin.pool].types[bin.target];
@@ -955,7 +955,7 @@ impl<'a> Scheduler<'a> {
             .types
             .iter()
             .filter(|t| used.fits(&t.free) && within(t))
-            .filter(|t| self.catalog.types[t.catalog].requirements.intersects(reqs).is_ok() && t.has_offering(reqs))
+            .filter(|t| self.catalog.types[t.catalog].requirements.overlaps(reqs) && t.has_offering(reqs))
             .collect();
         mins.iter().all(|m| {
             let mut distinct: Vec<&str> = fitting
@@ -1144,7 +1144,7 @@ impl<'a> Scheduler<'a> {
             Some(n) => terms.iter().any(|t| t.matches_labels(&self.snap.nodes[n].labels)),
             None => {
                 let ty = &self.catalog.types[self.pools[bin.pool].types[bin.target].catalog];
-                terms.iter().any(|t| bin.reqs.intersects(t).is_ok() && ty.requirements.intersects(t).is_ok())
+                terms.iter().any(|t| bin.reqs.overlaps(t) && ty.requirements.overlaps(t))
             }
         }
     }
@@ -1320,7 +1320,7 @@ fn universe(
         };
         for t in pool.types.iter() {
             let treqs = &catalog.types[t.catalog].requirements;
-            if treqs.intersects(&reqs).is_err() {
+            if !treqs.overlaps(&reqs) {
                 continue;
             }
             match key {

@@ -131,7 +131,7 @@ pub(crate) fn fmt_resource(name: &str, v: i64) -> String {
 /// Whether a DaemonSet's pods would run on a node of this pool and type.
 fn daemon_runs_on(ds: &Pod, pool: &NodePool, pool_reqs: &Requirements, type_reqs: &Requirements) -> bool {
     tolerates_all(&ds.tolerations, &pool.taints).is_ok()
-        && ds.node_affinity.iter().any(|term| pool_reqs.intersects(term).is_ok() && type_reqs.intersects(term).is_ok())
+        && ds.node_affinity.iter().any(|term| pool_reqs.overlaps(term) && type_reqs.overlaps(term))
 }
 
 /// The instance types each pool can launch, worked out once and reused by every scheduling pass
@@ -213,7 +213,7 @@ fn pool_types(
     };
     let mut types = Vec::new();
     for (i, t) in catalog.types.iter().enumerate() {
-        if requirements.intersects(&t.requirements).is_err() {
+        if !requirements.overlaps(&t.requirements) {
             continue;
         }
         let offerings: Vec<PoolOffering> = t

@@ -339,7 +339,9 @@ impl State {
         .to_string()
     }
 
-    fn capacity_error(&mut self, key: &OfferingKey) -> bool {
+    /// Whether EC2 would fail a launch of this offering now for capacity (a scenario window, or
+    /// the random capacity error rate).
+    pub fn capacity_error(&mut self, key: &OfferingKey) -> bool {
         let now = self.now;
         if self.config.capacity_windows.iter().any(|w| w.blocks(key, now)) {
             return true;
@@ -463,7 +465,7 @@ impl State {
 /// The node an instance registers as: the spec's labels with the launched type's and offering's
 /// labels on top (a claim's labels describe its cheapest candidate, which CreateFleet may not
 /// have picked), the spec's taints, and the type's allocatable under the class's kubelet settings.
-fn registration(
+pub fn registration(
     catalog: &Catalog,
     spec: &LaunchSpec,
     zones: &[dovetail_core::catalog::Zone],

@@ -102,7 +102,7 @@ pub struct KubeSim {
     /// The first Events, word for word.
     pub events: Vec<KubeEvent>,
     pub event_counts: BTreeMap<String, u64>,
-    /// The last status published for each NodePool.
+    /// NodePool status subresources, as last published.
     pub pool_status: BTreeMap<String, PoolStatus>,
     next_uid: u64,
     /// Something changed that may let a pending pod be bound.
@@ -152,11 +152,9 @@ impl KubeSim {
         (healthy - desired).max(0)
     }
 
-    pub fn read(&self) -> KubeState {
-        let nodes = self.nodes.keys().filter_map(|n| self.node_view(n)).collect();
-        let pending = self.provisionable().map(|p| p.pod.clone()).collect();
-        let pdbs = self
-            .pdbs
+    /// The budgets with their `status.disruptionsAllowed` now.
+    pub fn pdbs_now(&self) -> Vec<Pdb> {
+        self.pdbs
             .iter()
             .map(|s| Pdb {
                 namespace: s.namespace.clone(),
@@ -164,7 +162,13 @@ impl KubeSim {
                 selector: s.selector.clone(),
                 disruptions_allowed: self.disruptions_allowed(s),
             })
-            .collect();
+            .collect()
+    }
+
+    pub fn read(&self) -> KubeState {
+        let nodes = self.nodes.keys().filter_map(|n| self.node_view(n)).collect();
+        let pending = self.provisionable().map(|p| p.pod.clone()).collect();
+        let pdbs = self.pdbs_now();
         KubeState {
             nodes,
             pending,
@@ -227,6 +231,27 @@ impl KubeSim {
     }
 }
 
+/// The pods the DaemonSet controller puts on a node that registers as `reg`, bound to it.
+/// DaemonSet pods tolerate the node's own startup and registration taints (their agents are what
+/// removes them), so only the pool's taints and the pod's node affinity decide.
+pub fn daemon_pods(daemonsets: &[DaemonSet], reg: &Registration) -> Vec<Pod> {
+    let lasting: Vec<Taint> =
+        reg.taints.iter().filter(|t| t.key != TAINT_UNREGISTERED && !reg.startup_taints.contains(t)).cloned().collect();
+    daemonsets
+        .iter()
+        .filter(|ds| {
+            ds.pod.node_affinity.iter().any(|r| r.matches_labels(&reg.labels))
+                && tolerates_all(&ds.pod.tolerations, &lasting).is_ok()
+        })
+        .map(|ds| {
+            let mut pod = ds.pod.clone();
+            pod.name = format!("{}-{}", ds.name, reg.node_name.split('.').next().unwrap_or(&reg.node_name));
+            pod.node_name = Some(reg.node_name.clone());
+            pod
+        })
+        .collect()
+}
+
 impl State {
     /// The kubelet registers a booted instance's Node, Ready, and the DaemonSet controller puts a
     /// pod of every DaemonSet that can run there on it.
@@ -245,26 +270,9 @@ impl State {
             startup_taints: reg.startup_taints.clone(),
         };
         self.kube.nodes.insert(reg.node_name.clone(), sim);
-        // DaemonSet pods tolerate the node's own startup and registration taints (they are what
-        // removes them), so only the pool's taints and the pod's node affinity decide.
-        let lasting: Vec<Taint> = reg
-            .taints
-            .iter()
-            .filter(|t| t.key != TAINT_UNREGISTERED && !reg.startup_taints.contains(t))
-            .cloned()
-            .collect();
-        let daemons: Vec<DaemonSet> = self.kube.daemonsets.clone();
-        for ds in daemons {
-            let fits = ds.pod.node_affinity.iter().any(|r| r.matches_labels(&reg.labels))
-                && tolerates_all(&ds.pod.tolerations, &lasting).is_ok();
-            if !fits {
-                continue;
-            }
-            let mut pod = ds.pod.clone();
-            pod.name = format!("{}-{}", ds.name, reg.node_name.split('.').next().unwrap_or(&reg.node_name));
+        for mut pod in daemon_pods(&self.kube.daemonsets, reg) {
             let key = pod.key();
             let uid = self.kube.next_uid();
-            pod.node_name = Some(reg.node_name.clone());
             pod.started_at = Some(now);
             let sim = SimPod {
                 pod,

@@ -20,8 +20,11 @@ mod workloads;
 
 pub use agenda::Happening;
 pub use clock::SimClock;
-pub use cloud::{CapacityWindow, CloudState, LaunchSpec, Registration, SimCloud, SimInstance};
-pub use kube::{IntOrPercent, KubeEvent, KubeSim, PdbSpec, SimKube, SimNode, SimPod};
+pub use cloud::{
+    registration, subnet_of, CapacityWindow, CloudState, LaunchSpec, Registration, SimCloud, SimInstance, GROUP_TAG,
+    SECURITY_GROUP,
+};
+pub use kube::{daemon_pods, IntOrPercent, KubeEvent, KubeSim, PdbSpec, SimKube, SimNode, SimPod};
 pub use queue::{QueueMessage, QueueState, SimQueue, SqsQueue};
 pub use stats::{InstanceRecord, Stats};
 pub use store::{Lease, SimStore, StoreState};
@@ -192,6 +195,11 @@ impl State {
         }
         self.now = self.now.max(to);
         self.settle();
+    }
+
+    /// When the next scheduled happening is due, if any.
+    pub fn next_happening(&self) -> Option<Time> {
+        self.agenda.next_time()
     }
 
     /// Schedules a happening `after` from now.

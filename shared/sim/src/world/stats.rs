@@ -37,6 +37,7 @@ pub struct Stats {
     pub eventbridge_sent: u64,
     /// Claims that started being disrupted, by reason (`SpotInterrupted`, `Underutilized`, …).
     pub disruptions: BTreeMap<String, u64>,
+    pub jobs_submitted: u64,
     /// How long each finished Job took from submission to its last completion.
     pub jobs_finished: Vec<Duration>,
 }

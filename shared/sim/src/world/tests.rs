@@ -232,6 +232,7 @@ fn jobs_run_to_completion_and_requeue_sends_a_delayed_resume() {
             parallelism: 2,
             completions: 4,
             duration: Duration::from_secs(600),
+            duration_max: None,
             succeeded: 0,
             submitted_at: now,
             finished_at: None,

@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use dovetail_core::model::Pod;
+use rand::Rng;
+
+use dovetail_core::model::{OwnerKind, Pod};
 use dovetail_core::time::Time;
 
 use super::State;
@@ -26,6 +28,8 @@ pub struct JobSpec {
     pub parallelism: usize,
     pub completions: usize,
     pub duration: Duration,
+    /// Run times vary uniformly up to this, when set.
+    pub duration_max: Option<Duration>,
     pub succeeded: usize,
     pub submitted_at: Time,
     pub finished_at: Option<Time>,
@@ -65,6 +69,25 @@ impl State {
         self.reconcile_workload(key);
     }
 
+    /// Submits a Job named `name` in the template's namespace from a template pod; its pods are
+    /// `<name>-<n>` and carry the Job's name labels. Returns the workload key.
+    pub fn submit_job(&mut self, template: &Pod, name: &str, mut spec: JobSpec) -> String {
+        let mut pod = template.clone();
+        pod.name = name.to_string();
+        pod.owner = OwnerKind::Job;
+        pod.owner_name = name.to_string();
+        for label in ["job-name", "batch.kubernetes.io/job-name"] {
+            if let Some(v) = pod.labels.get_mut(label) {
+                *v = name.to_string();
+            }
+        }
+        spec.submitted_at = self.now;
+        let key = format!("Job/{}/{name}", pod.namespace);
+        self.add_workload(&key, Workload::job(pod, spec));
+        self.stats.jobs_submitted += 1;
+        key
+    }
+
     /// `kubectl scale`: a ReplicaSet or StatefulSet to `replicas`. Returns false for no such one.
     pub fn scale(&mut self, key: &str, replicas: usize) -> bool {
         match self.kube.workloads.get_mut(key).map(|w| &mut w.kind) {
@@ -81,9 +104,11 @@ impl State {
         let Some(w) = self.kube.workloads.get(key) else { return };
         let active: Vec<&String> =
             w.pods.iter().filter(|k| self.kube.pods.get(*k).is_some_and(|p| !p.terminating)).collect();
-        let (want, runs_for) = match &w.kind {
+        let (want, runs) = match &w.kind {
             WorkloadKind::Replicas { replicas, .. } => (*replicas, None),
-            WorkloadKind::Job(j) => (j.parallelism.min(j.completions.saturating_sub(j.succeeded)), Some(j.duration)),
+            WorkloadKind::Job(j) => {
+                (j.parallelism.min(j.completions.saturating_sub(j.succeeded)), Some((j.duration, j.duration_max)))
+            }
         };
         let have = active.len();
         if have > want {
@@ -101,6 +126,12 @@ impl State {
         }
         for _ in have..want {
             let Some(name) = self.next_pod_name(key) else { break };
+            let runs_for = runs.map(|(min, max)| match max {
+                Some(max) if max > min => {
+                    Duration::from_millis(self.rng.random_range(min.as_millis() as u64..=max.as_millis() as u64))
+                }
+                _ => min,
+            });
             let Some(w) = self.kube.workloads.get_mut(key) else { return };
             w.created += 1;
             let mut pod = w.template.clone();

@@ -734,38 +734,59 @@ impl<'a> Work<'a> {
     /// without changing its answer: pods the scheduler cannot tell apart from plain requests
     /// (no host ports, no anti-affinity, selected by no topology term of a pod to place) are
     /// dropped and their requests taken off the node's allocatable, so every node keeps its free
-    /// room, its order, its labels and taints and the pods topology counts.
+    /// room, its order, its taints, the labels the scheduler reads and the pods topology counts.
     fn next_pass(&self, names: &FxHashSet<&str>, replacement: Option<&PlannedClaim>) -> Snapshot {
         // One move per pass: no replacement of an earlier move is in flight in the working copy,
         // so the cluster's own nodes, minus those gone, are all the next pass sees.
         debug_assert_eq!(self.moves, 0);
+        let leaving = crate::provisioning::leaving(self.cluster);
+        let live = |(i, n): &(usize, &Node)| !self.gone[*i] && !names.contains(n.name.as_str());
+        // Pending pods, then those of nodes already leaving (as `Work::new` takes them: room is
+        // kept for them, see `vacate_leaving`), then the moved ones — `after`'s order.
         let mut pods = self.cluster.pending.clone();
-        for n in self.cluster.nodes.iter().filter(|n| names.contains(n.name.as_str())) {
-            pods.extend(n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).cloned().map(|mut p| {
-                p.node_name = None;
-                p
-            }));
-        }
-        let selectors: Vec<&crate::model::LabelSelector> = pods
-            .iter()
-            .flat_map(|p| {
-                p.topology_spread
-                    .iter()
-                    .map(|t| &t.selector)
-                    .chain(p.pod_affinity.iter().chain(&p.pod_anti_affinity).map(|t| &t.selector))
-                    .chain(
-                        p.preferred_pod_affinity.iter().chain(&p.preferred_pod_anti_affinity).map(|w| &w.term.selector),
-                    )
-            })
-            .collect();
-        let mut nodes = Vec::with_capacity(self.cluster.nodes.len() + 1);
-        for (i, n) in self.cluster.nodes.iter().enumerate() {
-            if self.gone[i] || names.contains(n.name.as_str()) {
-                continue;
+        for (_, n) in self.cluster.nodes.iter().enumerate().filter(live) {
+            if crate::provisioning::is_leaving(n, &leaving) {
+                pods.extend(unbound(n));
             }
+        }
+        for n in self.cluster.nodes.iter().filter(|n| names.contains(n.name.as_str())) {
+            pods.extend(unbound(n));
+        }
+        let mut selectors: Vec<&crate::model::LabelSelector> = Vec::new();
+        for p in &pods {
+            let terms = p.pod_affinity.iter().chain(&p.pod_anti_affinity).map(|t| &t.selector);
+            let preferred =
+                p.preferred_pod_affinity.iter().chain(&p.preferred_pod_anti_affinity).map(|w| &w.term.selector);
+            for s in p.topology_spread.iter().map(|t| &t.selector).chain(terms).chain(preferred) {
+                if !selectors.contains(&s) {
+                    selectors.push(s); // replicas share selectors: each is matched against every pod
+                }
+            }
+        }
+        // With no topology in play, the scheduler reads an existing node's labels only through the
+        // pods' node requirements (and the hostname, the domain of existing pods' anti-affinity):
+        // copying just those keeps the check cheap where it runs most, on pods without topology.
+        let label_keys: Option<FxHashSet<&str>> = (selectors.is_empty() && !self.wide_anti).then(|| {
+            pods.iter()
+                .flat_map(|p| {
+                    p.node_affinity
+                        .iter()
+                        .chain(p.preferred_node_affinity.iter().map(|w| &w.term))
+                        .chain(std::iter::once(&p.volume_requirements))
+                })
+                .flat_map(|r| r.keys())
+                .chain(std::iter::once(labels::HOSTNAME))
+                .collect()
+        });
+        let mut nodes = Vec::with_capacity(self.cluster.nodes.len() + 1);
+        for (_, n) in self.cluster.nodes.iter().enumerate().filter(live) {
+            let is_leaving = crate::provisioning::is_leaving(n, &leaving);
             let mut allocatable = n.allocatable.clone();
             let mut kept = Vec::new();
             for p in &n.pods {
+                if is_leaving && !p.is_daemon() && !p.is_mirror() {
+                    continue; // pending above
+                }
                 if !p.host_ports.is_empty()
                     || !p.pod_anti_affinity.is_empty()
                     || selectors.iter().any(|s| s.matches(&p.labels))
@@ -775,15 +796,24 @@ impl<'a> Work<'a> {
                     allocatable.sub(&p.requests);
                 }
             }
+            let labels = match &label_keys {
+                None => n.labels.clone(),
+                Some(keys) => n
+                    .labels
+                    .iter()
+                    .filter(|(k, _)| keys.contains(k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            };
             nodes.push(Node {
                 name: n.name.clone(),
                 kind: n.kind,
-                labels: n.labels.clone(),
+                labels,
                 annotations: BTreeMap::new(),
                 taints: n.taints.clone(),
                 allocatable,
                 pods: kept,
-                unschedulable: n.unschedulable,
+                unschedulable: n.unschedulable || is_leaving,
                 price: n.price,
                 provider_id: None,
                 ready: n.ready,
@@ -967,7 +997,9 @@ impl<'a> Work<'a> {
 
 /// The cluster as it is once `decisions` are carried out and the moved pods are pending again:
 /// nodes whose claims consolidation disrupts gone, replacements in flight, and their non-daemon
-/// pods in `pods`. What the next provisioning pass would see; tests run the scheduler on it.
+/// pods in `pods` — after the pods of nodes already leaving, cordoned, which consolidation keeps
+/// room for too. What the next provisioning pass would see; tests run the scheduler on it, and
+/// consolidation checks each move on the same snapshot (`Work::next_pass`).
 pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
     let mut gone: FxHashSet<String> = FxHashSet::default();
     let mut launched: Vec<&PlannedClaim> = vec![];
@@ -991,21 +1023,31 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
     };
+    let mut moved = vec![];
     for n in &cluster.nodes {
         if gone.contains(&n.name) {
-            snap.pods.extend(n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).cloned().map(|mut p| {
-                p.node_name = None;
-                p
-            }));
+            moved.extend(unbound(n));
         } else {
             snap.nodes.push(n.clone());
         }
     }
+    // Nodes already leaving are cordoned and their pods need room too, as consolidation saw them.
+    snap.pods.extend(super::vacate_leaving(cluster, &mut snap.nodes));
+    snap.pods.extend(moved);
     for r in launched {
         let node = planned_node(r, &cluster.nodepools, &cluster.daemonsets);
         snap.nodes.push(node);
     }
     snap
+}
+
+/// A node's pods that need a new home when it goes (DaemonSet and mirror pods go with it),
+/// unbound.
+fn unbound(n: &Node) -> impl Iterator<Item = Pod> + '_ {
+    n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).cloned().map(|mut p| {
+        p.node_name = None;
+        p
+    })
 }
 
 /// A planned replacement as an in-flight node (its DaemonSet pods included, its own pods not).
@@ -1051,6 +1093,7 @@ mod tests {
             let t = embedded().get(itype).expect("type");
             let mut l = t.requirements.single_valued_labels();
             l.insert(labels::HOSTNAME.into(), name.into());
+            l.insert(labels::ZONE.into(), t.cheapest().map(|o| o.zone.clone()).unwrap_or_default());
             l.insert(labels::CAPACITY_TYPE.into(), labels::CAPACITY_ON_DEMAND.into());
             let mut node = Node::new(name, l, t.allocatable(&Default::default()));
             node.price = t.cheapest().map(|o| o.price);
@@ -1058,6 +1101,7 @@ mod tests {
             for &(pod, cpu) in pods {
                 let mut p = Pod::new("shop", pod, Resources::new(cpu, 64 << 20));
                 p.owner = if pod.starts_with("solo") { OwnerKind::None } else { OwnerKind::ReplicaSet };
+                p.labels.insert("app".into(), pod.split('-').next().unwrap_or(pod).into());
                 p.node_name = Some(name.into());
                 node.pods.push(p);
             }
@@ -1093,5 +1137,51 @@ mod tests {
         let Ok(Outcome::Delete(plan)) = w.verify(&pick(&["n1", "n4"]), claimed()) else { panic!("n1 and n4 fit n0") };
         let on_n0 = ExistingPlacement { node: "n0".into(), pods: vec!["shop/web-3".into(), "shop/web-5".into()] };
         assert_eq!(plan.existing, vec![on_n0]);
+    }
+
+    /// `next_pass` leaves out pods and labels the scheduler cannot see, for speed: its answer must
+    /// still be the one the next pass gives on `after`'s full snapshot — with and without
+    /// topology in play, and with a node already leaving.
+    #[test]
+    fn next_pass_answers_as_after_does() {
+        for (spread, leaving) in [(false, false), (true, false), (false, true)] {
+            let mut c = cluster();
+            if leaving {
+                c.claims[3].phase = Phase::Draining; // n3: its web-4 and solo-1 need room again
+            }
+            if spread {
+                let web3 = c.nodes[1].pods.last_mut().expect("web-3");
+                web3.topology_spread.push(crate::model::TopologySpread {
+                    max_skew: 1,
+                    topology_key: labels::ZONE.into(),
+                    when_unsatisfiable: crate::model::WhenUnsatisfiable::DoNotSchedule,
+                    selector: crate::model::LabelSelector::from_labels(&[("app", "web")]),
+                    min_domains: None,
+                    node_affinity_policy: crate::model::InclusionPolicy::Honor,
+                    node_taints_policy: crate::model::InclusionPolicy::Ignore,
+                });
+            }
+            let opts = Options::default();
+            let w = Work::new(&c, embedded(), &opts);
+            for gone in [&["n1", "n4"][..], &["n1", "n4", "n0"], &["n0"]] {
+                let names: FxHashSet<&str> = gone.iter().copied().collect();
+                let decisions: Vec<Decision> = gone
+                    .iter()
+                    .map(|n| {
+                        let mut claim = c.claims.iter().find(|x| x.name == *n).expect("claim").clone();
+                        claim.disruption = Some(Disruption {
+                            reason: Reason::Underutilized,
+                            since: c.now,
+                            replacements: vec![],
+                            message: String::new(),
+                        });
+                        Decision::act(Some(n), Action::WriteClaim(Box::new(claim)), "")
+                    })
+                    .collect();
+                let full = crate::scheduler::schedule(&after(&c, &decisions), embedded());
+                let view = schedule_cached(&w.next_pass(&names, None), embedded(), &w.types);
+                assert_eq!(view, full, "spread: {spread}, leaving: {leaving}, gone: {gone:?}");
+            }
+        }
     }
 }

@@ -1,0 +1,117 @@
+use std::time::Duration;
+
+use super::*;
+use crate::report;
+
+fn both(scenario: &Scenario, hours: u64, seed: Option<u64>) -> Vec<Run> {
+    [Policy::Dovetail, Policy::ClusterAutoscaler]
+        .into_iter()
+        .map(|policy| {
+            let opts = Options { policy, duration: Some(Duration::from_secs(hours * 3600)), seed, progress: None };
+            run(scenario, opts).expect("the scenario has node groups")
+        })
+        .collect()
+}
+
+fn outputs(runs: &[Run]) -> (String, String, String) {
+    (report::table(runs), report::json(runs).to_string(), report::html(runs))
+}
+
+#[test]
+fn same_seed_gives_byte_identical_output() {
+    let scenario = Scenario::builtin("batch-from-zero").unwrap();
+    let a = outputs(&both(&scenario, 3, None));
+    let b = outputs(&both(&scenario, 3, None));
+    assert!(a.0 == b.0, "tables differ:\n{}\n---\n{}", a.0, b.0);
+    assert!(a.1 == b.1, "JSON differs");
+    assert!(a.2 == b.2, "HTML differs");
+    let c = outputs(&both(&scenario, 3, Some(7)));
+    assert_ne!(a.1, c.1, "another seed samples other boot times, run times and interruptions");
+}
+
+#[test]
+fn dovetail_provisions_consolidates_and_explains() {
+    let scenario = Scenario::builtin("eight-pods").unwrap();
+    let runs = both(&scenario, 2, None);
+    let (d, ca) = (report::summarize(&runs[0]), report::summarize(&runs[1]));
+    // Every pod ran, the job finished, nothing was left behind.
+    for s in [&d, &ca] {
+        assert_eq!((s.pods_created, s.pending.still_pending, s.jobs_finished), (8, 0, 1), "{s:?}");
+        assert_eq!(s.nodes_terminated, s.nodes_launched, "{} left nodes running", s.policy);
+    }
+    // Right-sized nodes: fewer than one per pod, and the empty ones go once the job is done.
+    assert!(d.nodes_launched < 8 && d.consolidations >= 1, "{d:?}");
+    assert!(d.cost < ca.cost, "dovetail ${} vs cluster-autoscaler ${}", d.cost, ca.cost);
+    // Pods wait for a boot (30-60 s) plus the batching window, never much more.
+    assert!(d.pending.p99_s < 75.0, "{:?}", d.pending);
+    let f = runs[0].functions.as_ref().unwrap();
+    assert_eq!(f.errors, 0, "{:?}", f.first_errors);
+    assert!(f.actions.get("Launch").is_some_and(|n| *n >= 1));
+    assert_eq!(runs[0].claim_conflicts, 0);
+}
+
+/// One spot instance type for both policies, so both meet interruptions at the same rate.
+const SPOT_ONLY: &str = r#"
+name: spot-only
+seed: 3
+world: {interruptionRate: 2000}
+manifests: |
+  apiVersion: dovetail.dev/v1
+  kind: EC2NodeClass
+  metadata: {name: default}
+  spec:
+    role: R
+    amiSelectorTerms: [{alias: al2023@latest}]
+    subnetSelectorTerms: [{tags: {a: b}}]
+    securityGroupSelectorTerms: [{tags: {a: b}}]
+  ---
+  apiVersion: dovetail.dev/v1
+  kind: NodePool
+  metadata: {name: spot}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}
+        requirements:
+          - {key: karpenter.sh/capacity-type, operator: In, values: [spot]}
+          - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.xlarge]}
+    disruption: {consolidationPolicy: WhenEmpty, consolidateAfter: 1m}
+  ---
+  apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: default}
+  spec:
+    replicas: 6
+    selector: {matchLabels: {app: web}}
+    template:
+      metadata: {labels: {app: web}}
+      spec:
+        containers: [{name: web, image: x, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+clusterAutoscaler:
+  nodeGroups:
+    - {name: spot, instanceTypes: [m5.xlarge], capacityType: spot, maxSize: 10}
+"#;
+
+#[test]
+fn spot_interruptions_are_drained_before_the_instance_goes() {
+    let scenario = Scenario::parse("spot-only.yaml", SPOT_ONLY, None).unwrap();
+    let runs = both(&scenario, 6, None);
+    let (d, ca) = (report::summarize(&runs[0]), report::summarize(&runs[1]));
+    assert!(d.spot_warnings > 0 && d.interruptions_handled > 0, "{d:?}");
+    assert!(d.evictions > 0, "the interrupted nodes were drained through the Eviction API");
+    assert!(
+        ca.spot_reclaimed > 0 && ca.pods_lost > 0,
+        "without interruption handling, pods go down with their node: {ca:?}"
+    );
+    assert!(d.pods_lost < ca.pods_lost, "dovetail lost {} pods, cluster-autoscaler {}", d.pods_lost, ca.pods_lost);
+    let f = runs[0].functions.as_ref().unwrap();
+    assert_eq!(f.errors, 0, "{:?}", f.first_errors);
+}
+
+#[test]
+fn compare_needs_node_groups() {
+    let mut scenario = Scenario::builtin("eight-pods").unwrap();
+    scenario.cluster_autoscaler = None;
+    let e = run(&scenario, Options::new(Policy::ClusterAutoscaler)).unwrap_err().to_string();
+    assert!(e.contains("clusterAutoscaler"), "{e}");
+}

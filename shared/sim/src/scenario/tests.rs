@@ -1,0 +1,126 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    Scenario::parse("test.yaml", text, None)
+}
+
+/// A minimal valid scenario, to break one field at a time.
+const BASE: &str = r#"
+name: t
+manifests: |
+  apiVersion: dovetail.dev/v1
+  kind: EC2NodeClass
+  metadata: {name: default}
+  spec:
+    role: R
+    amiSelectorTerms: [{alias: al2023@latest}]
+    subnetSelectorTerms: [{tags: {a: b}}]
+    securityGroupSelectorTerms: [{tags: {a: b}}]
+  ---
+  apiVersion: dovetail.dev/v1
+  kind: NodePool
+  metadata: {name: default}
+  spec:
+    template:
+      spec:
+        nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}
+        requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [spot]}]
+  ---
+  apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: shop}
+  spec:
+    replicas: 0
+    selector: {matchLabels: {app: web}}
+    template:
+      metadata: {labels: {app: web}}
+      spec:
+        containers: [{name: web, image: x, resources: {requests: {cpu: 500m, memory: 1Gi}}}]
+  ---
+  apiVersion: batch/v1
+  kind: Job
+  metadata: {name: etl, namespace: shop}
+  spec:
+    parallelism: 3
+    template:
+      spec:
+        restartPolicy: Never
+        containers: [{name: etl, image: x, resources: {requests: {cpu: "1"}}}]
+timeline:
+  - {at: 1h, scale: {deployment: shop/web, replicas: 4}}
+  - {at: 2h, every: 30m, until: 4h, submit: {job: shop/etl, duration: 10m}}
+"#;
+
+fn err(text: &str) -> String {
+    parse(text).expect_err("should be rejected").to_string()
+}
+
+#[test]
+fn every_builtin_scenario_loads() {
+    for name in builtin::NAMES {
+        let s = Scenario::builtin(name).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(s.name, name);
+        assert!(!s.description.is_empty(), "{name}");
+        assert!(s.cluster_autoscaler.is_some(), "{name} compares against Cluster Autoscaler");
+        assert!(!s.timeline.is_empty(), "{name}");
+    }
+    let e = Scenario::builtin("nope").unwrap_err().to_string();
+    assert!(e.contains("nope") && e.contains("black-friday"), "{e}");
+}
+
+#[test]
+fn templates_come_from_the_controllers() {
+    let s = parse(BASE).unwrap();
+    let web = &s.cluster.replicas["Deployment/shop/web"];
+    assert_eq!(web.replicas, 0);
+    assert_eq!(web.template.requests.cpu, 500);
+    assert!(web.template.name.starts_with("web-"), "{}", web.template.name);
+    assert!(!web.template.annotations.contains_key("sim.dovetail.dev/workload"));
+    let etl = &s.cluster.jobs["shop/etl"];
+    assert_eq!((etl.parallelism, etl.completions), (3, 3));
+    let events = timeline::expand(&s.timeline, s.world.start, s.duration);
+    assert_eq!(events.len(), 5, "one scale and four submissions");
+}
+
+#[test]
+fn errors_name_the_field() {
+    let cases = [
+        (BASE.replace("at: 1h,", "at: 1x,"), "test.yaml: timeline[0].at: \"1x\" is not a valid duration"),
+        (BASE.replace("deployment: shop/web", "deployment: shop/api"), "timeline[0].scale.deployment: no Deployment shop/api"),
+        (BASE.replace("job: shop/etl, duration: 10m", "job: shop/etl"), "timeline[1].submit.duration: missing"),
+        (BASE.replace("every: 30m,", "every: 30m, cron: \"* * * * *\","), "timeline[1]: every and cron are exclusive"),
+        (BASE.replace("{at: 1h, scale: {deployment: shop/web, replicas: 4}}", "{at: 1h}"), "timeline[0]: needs exactly one action"),
+        (format!("{BASE}world: {{bootTime: {{min: 60s, max: 30s}}}}\n"), "world.bootTime.max: 30s is shorter than min 60s"),
+        (format!("{BASE}world: {{interruptionRate: -1}}\n"), "world.interruptionRate: -1 is not between 0"),
+        (format!("{BASE}world: {{zones: [mars-1a]}}\n"), "world.zones[0]: \"mars-1a\""),
+        (format!("{BASE}start: yesterday\n"), "start: \"yesterday\" is not a UTC time"),
+        (
+            format!("{BASE}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large, c9.huge], maxSize: 3}}]}}\n"),
+            "clusterAutoscaler.nodeGroups[0].instanceTypes[1]: \"c9.huge\" is not an EC2 instance type",
+        ),
+        (
+            format!("{BASE}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large], maxSize: 3, capacityType: cheap}}]}}\n"),
+            "clusterAutoscaler.nodeGroups[0].capacityType: \"cheap\" is neither spot nor on-demand",
+        ),
+        (
+            format!("{BASE}clusterAutoscaler: {{nodeGroups: [{{name: a, instanceTypes: [m5.large], maxSize: 0}}]}}\n"),
+            "clusterAutoscaler.nodeGroups[0].maxSize",
+        ),
+        (BASE.replace("name: t\n", "name: t\nspeed: 3\n"), "unknown field `speed`"),
+        (BASE.replace("replicas: 4}", "replicas: many}"), "timeline[0].scale.replicas: invalid type"),
+        (BASE.replace("cpu: 500m", "cpu: 500x"), "manifests: document 3 (Deployment shop/web): spec.template.spec.containers[0].resources.requests.cpu"),
+        (BASE.replace("kind: NodePool", "kind: Nodepool"), "no NodePool"),
+        (BASE.replace("  parallelism: 3\n", "  parallelism: 3\n    completions: x\n"), "manifests"),
+    ];
+    for (text, want) in cases {
+        let got = err(&text);
+        assert!(got.contains(want), "expected {want:?} in:\n{got}");
+    }
+}
+
+#[test]
+fn jobs_without_a_duration_are_refused_when_the_timeline_does_not_submit_them() {
+    let text = BASE.replace("  - {at: 2h, every: 30m, until: 4h, submit: {job: shop/etl, duration: 10m}}\n", "");
+    let e = err(&text);
+    assert!(e.contains("Job shop/etl: metadata.annotations[sim.dovetail.dev/duration]: missing"), "{e}");
+}
