@@ -3,4 +3,6 @@
 
 mod aws;
 mod controlplane;
+mod forwarder;
+mod functions;
 mod kube;
