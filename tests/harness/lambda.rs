@@ -10,7 +10,7 @@
 
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -109,18 +109,6 @@ fn tail(text: &str, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-/// A binary of this workspace's debug build (next to the test executable, which `cargo test`
-/// builds with every binary of the workspace).
-pub fn debug_binary(name: &str) -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let dir = exe.parent().and_then(Path::parent).ok_or_else(|| anyhow!("no target dir above {}", exe.display()))?;
-    let bin = dir.join(name);
-    if !bin.is_file() {
-        bail!("{} is not built: run `cargo build -p {name}` (cargo test --workspace builds it)", bin.display());
-    }
-    Ok(bin)
-}
-
 /// `cargo lambda watch --only-lambda-apis` on a loopback port, stopped when dropped.
 pub struct Emulator {
     child: Child,
@@ -162,11 +150,12 @@ impl Emulator {
 
     /// `AWS_LAMBDA_RUNTIME_API` for a function named `function`.
     pub fn runtime_api(&self, function: &str) -> String {
-        format!("127.0.0.1:{}/.rt/{function}", self.port)
+        format!("http://127.0.0.1:{}/.rt/{function}", self.port)
     }
 
-    /// `cargo lambda invoke <function> --data-file <event>`: blocks until the function answered.
-    pub fn invoke(&self, function: &str, event: &Path) -> Result<Output> {
+    /// `cargo lambda invoke <function> --data-file <event>`, running: it exits once the function
+    /// answered, its answer on stdout.
+    pub fn invoke(&self, function: &str, event: &Path) -> Result<Child> {
         let port = self.port.to_string();
         let event = event.to_string_lossy();
         let args = [
@@ -181,7 +170,12 @@ impl Emulator {
             "--output-format",
             "json",
         ];
-        command(&args)?.stdin(Stdio::null()).output().context("running cargo lambda invoke")
+        command(&args)?
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("running cargo lambda invoke")
     }
 
     pub fn log(&self) -> String {

@@ -14,6 +14,7 @@ use dovetail_aws::{load_sdk_config, AwsError, Clients, Config, DynamoStore, Ec2C
 use dovetail_core::reconcile::ports::PortError;
 use dovetail_core::reconcile::{Ports, Reconciler, Report, Settings};
 use dovetail_kube::{adapter_settings, eks_client, ClientError, KubeAdapter};
+use lambda_runtime::{service_fn, LambdaEvent};
 use tokio::sync::{Mutex, MutexGuard};
 
 use crate::clock::SystemClock;
@@ -125,6 +126,53 @@ impl Function {
         let live = self.reconciler().await?;
         let report = handlers::sweep(&self.name, &live.reconciler).await?;
         Ok(Summary::of(&report))
+    }
+}
+
+/// The three functions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Provisioner,
+    Interruption,
+    Sweeper,
+}
+
+impl Kind {
+    /// The name in logs, metrics and Events.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Provisioner => "provisioner",
+            Kind::Interruption => "interruption",
+            Kind::Sweeper => "sweeper",
+        }
+    }
+}
+
+/// A function's whole life, what its `main` runs: JSON logs, init from the environment, then
+/// Lambda's event loop with the function's handler.
+pub async fn run(kind: Kind) -> Result<(), lambda_runtime::Error> {
+    crate::logging::init();
+    let function = Function::from_env(kind.name()).await?;
+    let function = &function;
+    match kind {
+        Kind::Provisioner => {
+            lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+                function.doorbells(event.payload).await.map_err(lambda_runtime::Error::from)
+            }))
+            .await
+        }
+        Kind::Interruption => {
+            lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
+                function.interruptions(event.payload).await.map_err(lambda_runtime::Error::from)
+            }))
+            .await
+        }
+        Kind::Sweeper => {
+            lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
+                function.sweep().await.map_err(lambda_runtime::Error::from)
+            }))
+            .await
+        }
     }
 }
 

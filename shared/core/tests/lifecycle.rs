@@ -4,12 +4,13 @@
 mod lifecycle_support;
 
 use dovetail_core::disruption::{Action, Cluster};
-use dovetail_core::labels::TAINT_UNREGISTERED;
+use dovetail_core::labels::{self, TAINT_UNREGISTERED};
 use dovetail_core::lifecycle::{advance, advance_all, Step};
 use dovetail_core::model::{Taint, TaintEffect};
 use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::termination::EvictionResult;
 use lifecycle_support::*;
+use std::collections::BTreeMap;
 
 /// Same input, same output; carrying the output out and advancing again does nothing new.
 fn settle(claim: &NodeClaim, cluster: &Cluster) -> (Step, Option<NodeClaim>, Cluster) {
@@ -66,18 +67,35 @@ fn launch_timeout_terminates_tagged_instances_and_deletes_the_claim() {
 }
 
 #[test]
-fn registration_by_provider_id_removes_the_taint_and_initializes_a_ready_node() {
-    let claim = launched("a");
+fn registration_by_provider_id_labels_the_node_removes_the_taint_and_initializes_a_ready_node() {
+    let mut claim = launched("a");
+    claim.labels.insert("team".into(), "payments".into());
+    claim.labels.insert(labels::NODECLAIM.into(), "a".into());
     let mut n = node("a");
     n.taints.push(unregistered_taint());
+    // What the launch template's --node-labels gave the kubelet.
+    n.labels.insert("team".into(), "payments".into());
     let now = T0.plus(secs(90));
     let c = cluster(now, &claim, "running", Some(n));
     let (step, next, world) = settle(&claim, &c);
-    assert_eq!(actions(&step), vec![Action::RemoveTaint { node: "node-a".into(), key: TAINT_UNREGISTERED.into() }]);
+    let registration_labels = BTreeMap::from([
+        (labels::CAPACITY_TYPE.to_string(), "on-demand".to_string()),
+        (labels::NODECLAIM.to_string(), "a".to_string()),
+        (labels::INSTANCE_TYPE.to_string(), "m7i.large".to_string()),
+        (labels::ZONE.to_string(), "us-east-1a".to_string()),
+    ]);
+    assert_eq!(
+        actions(&step),
+        vec![
+            Action::LabelNode { node: "node-a".into(), labels: registration_labels.clone() },
+            Action::RemoveTaint { node: "node-a".into(), key: TAINT_UNREGISTERED.into() },
+        ]
+    );
     assert_eq!(
         sentences(&step),
         vec![
             "a registered as node node-a (providerID aws:///us-east-1a/i-a)".to_string(),
+            "labelling node node-a as a's: dovetail.dev/nodeclaim, karpenter.sh/capacity-type, node.kubernetes.io/instance-type, topology.kubernetes.io/zone".to_string(),
             "removing dovetail.dev/unregistered from node node-a: it is matched to a".to_string(),
             "a initialized: node node-a is Ready".to_string(),
         ]
@@ -88,7 +106,10 @@ fn registration_by_provider_id_removes_the_taint_and_initializes_a_ready_node() 
     assert_eq!((next.registered_at, next.initialized_at), (Some(now), Some(now)));
     assert_eq!(next.version, claim.version + 1, "one write per step");
     assert!(world.nodes[0].taints.is_empty());
+    assert!(registration_labels.iter().all(|(k, v)| world.nodes[0].labels.get(k) == Some(v)));
     assert_eq!(step.requeue, None);
+    // Labelled once: the next step finds them.
+    assert!(advance(&next, &world).is_quiet());
 }
 
 #[test]

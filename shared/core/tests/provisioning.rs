@@ -10,7 +10,7 @@ use dovetail_core::catalog::{self, CapacityType, OfferingKey};
 use dovetail_core::disruption::{Action, Cluster, Decision};
 use dovetail_core::labels;
 use dovetail_core::model::{NodeClass, NodePool, Pod, Taint, TaintEffect};
-use dovetail_core::nodeclaim::{NodeClaim, Phase, Reason};
+use dovetail_core::nodeclaim::{launched_labels, NodeClaim, Phase, Reason};
 use dovetail_core::provisioning::{self, claim_name, intent, offers, plan, pool_usage};
 use dovetail_core::requirements::{Operator, Requirement};
 use dovetail_core::resources::Resources;
@@ -218,6 +218,26 @@ fn offers_stay_in_the_zones_the_class_has_subnets_in() {
     let groups = offers(&claim, catalog::embedded(), &spot_gone, &class_zones);
     assert_eq!(groups.len(), 1);
     assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
+}
+
+#[test]
+fn a_launch_relabels_the_claim_for_the_type_zone_and_capacity_the_fleet_chose() {
+    let catalog = catalog::embedded();
+    // Planned on its cheapest candidate, m7i.large on demand in us-east-1a…
+    let mut planned = catalog.get("m7i.large").unwrap().requirements.single_valued_labels();
+    planned.insert(labels::ZONE.into(), "us-east-1a".into());
+    planned.insert(labels::CAPACITY_TYPE.into(), "on-demand".into());
+    planned.insert("team".into(), "payments".into());
+    // …launched as m6i.xlarge spot in us-east-1b.
+    let got = launched_labels(&planned, "m6i.xlarge", "us-east-1b", CapacityType::Spot, catalog);
+    assert_eq!(got[labels::INSTANCE_TYPE], "m6i.xlarge");
+    assert_eq!(got[labels::ZONE], "us-east-1b");
+    assert_eq!(got[labels::CAPACITY_TYPE], "spot");
+    assert_eq!(got["team"], "payments");
+    assert_eq!(got.get(labels::ZONE_ID).map(String::as_str), catalog.zone_id("us-east-1b"));
+    for (k, v) in catalog.get("m6i.xlarge").unwrap().requirements.single_valued_labels() {
+        assert_eq!(got.get(&k), Some(&v), "{k}");
+    }
 }
 
 #[test]

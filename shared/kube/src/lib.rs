@@ -20,6 +20,7 @@ mod read;
 mod status;
 mod taints;
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use dovetail_api::crd::{NodePool, API_VERSION};
@@ -195,6 +196,16 @@ impl Kube for KubeAdapter {
     async fn remove_taint(&self, node: &str, key: &str) -> PortResult<()> {
         // A node that is gone has no taints left to remove.
         self.change_taints(node, |current| taints::without_key(current, key)).await.map(|_| ())
+    }
+
+    async fn label(&self, node: &str, labels: &BTreeMap<String, String>) -> PortResult<()> {
+        let patch = json!({ "metadata": { "labels": labels } });
+        match self.nodes().patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => Ok(()),
+            // A node that is gone needs no labels.
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(port_error(&format!("label node {node}"), e)),
+        }
     }
 
     async fn evict(&self, namespace: &str, name: &str) -> PortResult<EvictionResult> {

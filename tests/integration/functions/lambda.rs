@@ -1,15 +1,21 @@
 //! The functions as Lambda runs them: the three `bootstrap` binaries that
-//! `cargo lambda build --release --arm64` packages, and a smoke run of the provisioner binary
+//! `cargo lambda build --release --arm64` packages, and a smoke run of the provisioner process
 //! under `cargo lambda watch`'s runtime API emulator, invoked by `cargo lambda invoke` with a
 //! recorded SQS event — against moto for AWS and a private local control plane for Kubernetes
 //! (through `DOVETAIL_KUBECONFIG`), where a real pending pod gets an instance.
+//!
+//! The process is this test binary run again with only [`provisioner_process`] selected, which
+//! runs what the provisioner's `main` runs (`dovetail_runtime::aws::run`): `cargo test` does not
+//! build the functions' binaries, and building them here would recompile the SDK for another
+//! feature set.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use dovetail_tests::controlplane::ControlPlane;
-use dovetail_tests::lambda::{artifacts, debug_binary, elf_machine, Emulator, FUNCTIONS};
+use dovetail_tests::lambda::{artifacts, elf_machine, Emulator, FUNCTIONS};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
@@ -20,6 +26,27 @@ use crate::controlplane::{eventually, pod_scheduled, SCHEDULING_TIMEOUT};
 
 /// ELF `e_machine` of AArch64.
 const AARCH64: u16 = 183;
+
+/// Set in the child's environment: [`provisioner_process`] runs the provisioner only then.
+const CHILD: &str = "DOVETAIL_PROVISIONER_TEST_CHILD";
+
+/// Not a test: the provisioner process the smoke test starts.
+#[test]
+#[ignore = "the provisioner process the smoke test starts; not a test of its own"]
+fn provisioner_process() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let code = match runtime.block_on(dovetail_runtime::aws::run(dovetail_runtime::aws::Kind::Provisioner)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("provisioner: {e}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
 
 #[test]
 fn cargo_lambda_packages_three_arm64_bootstraps() {
@@ -82,45 +109,56 @@ async fn the_provisioner_binary_serves_a_recorded_sqs_event_under_cargo_lambda()
     let emulator = Emulator::start().expect("cargo lambda watch --only-lambda-apis");
     let event = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/lambda/sqs-doorbells.json");
     // The invocation waits in the emulator until the function asks for its next event.
-    let invoke = {
-        let emulator = &emulator;
-        let event = event.clone();
-        std::thread::scope(|s| {
-            let invoking = s.spawn(move || emulator.invoke("dovetail-provisioner", &event));
-            let log = std::env::temp_dir().join(format!("dovetail-provisioner-{}.log", emulator.port));
-            let out = std::fs::File::create(&log).unwrap();
-            let mut function = Command::new(debug_binary("dovetail-provisioner").unwrap())
-                .env_clear()
-                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .env("AWS_LAMBDA_RUNTIME_API", emulator.runtime_api("dovetail-provisioner"))
-                .env("AWS_LAMBDA_FUNCTION_NAME", "dovetail-provisioner")
-                .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
-                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-                .env("AWS_ACCESS_KEY_ID", "testing")
-                .env("AWS_SECRET_ACCESS_KEY", "testing")
-                .env("AWS_REGION", dovetail_tests::moto::REGION)
-                .env("AWS_EC2_METADATA_DISABLED", "true")
-                .env("DOVETAIL_CLUSTER_NAME", CLUSTER)
-                .env("DOVETAIL_TABLE_NAME", TABLE)
-                .env("DOVETAIL_RESUME_QUEUE_URL", &rig.interruption_url)
-                .env("DOVETAIL_DOORBELL_QUEUE_URL", &rig.doorbell_url)
-                .env("DOVETAIL_ENDPOINT_URL", rig.aws.config.endpoint_url.as_deref().unwrap())
-                .env("DOVETAIL_SSM_PREFIX", SSM_PREFIX)
-                .env("DOVETAIL_KUBECONFIG", control_plane.kubeconfig())
-                .env("RUST_LOG", "info")
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .unwrap();
-            let result = invoking.join().unwrap();
+    let mut invoke = emulator.invoke("dovetail-provisioner", &event).expect("cargo lambda invoke");
+    let log = std::env::temp_dir().join(format!("dovetail-provisioner-{}.log", emulator.port));
+    let out = std::fs::File::create(&log).unwrap();
+    let mut function = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "functions::lambda::provisioner_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .env_clear()
+        .env(CHILD, "1")
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("AWS_LAMBDA_RUNTIME_API", emulator.runtime_api("dovetail-provisioner"))
+        .env("AWS_LAMBDA_FUNCTION_NAME", "dovetail-provisioner")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "1")
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", dovetail_tests::moto::REGION)
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("DOVETAIL_CLUSTER_NAME", CLUSTER)
+        .env("DOVETAIL_TABLE_NAME", TABLE)
+        .env("DOVETAIL_RESUME_QUEUE_URL", &rig.interruption_url)
+        .env("DOVETAIL_DOORBELL_QUEUE_URL", &rig.doorbell_url)
+        .env("DOVETAIL_ENDPOINT_URL", rig.aws.config.endpoint_url.as_deref().unwrap())
+        .env("DOVETAIL_SSM_PREFIX", SSM_PREFIX)
+        .env("DOVETAIL_KUBECONFIG", control_plane.kubeconfig())
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .unwrap();
+    let function_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        if invoke.try_wait().unwrap().is_some() {
+            break;
+        }
+        if let Some(status) = function.try_wait().unwrap() {
+            let _ = invoke.kill();
+            panic!("the provisioner exited ({status}) before answering:\n{}", function_log());
+        }
+        if Instant::now() > deadline {
+            let _ = invoke.kill();
             let _ = function.kill();
-            let _ = function.wait();
-            (result, std::fs::read_to_string(&log).unwrap_or_default())
-        })
-    };
-    let (output, function_log) = invoke;
-    let output = output.unwrap();
+            panic!("no answer within 120 s; provisioner log:\n{}\nemulator log:\n{}", function_log(), emulator.log());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let output = invoke.wait_with_output().unwrap();
+    let _ = function.kill();
+    let _ = function.wait();
+    let function_log = function_log();
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -136,7 +174,9 @@ async fn the_provisioner_binary_serves_a_recorded_sqs_event_under_cargo_lambda()
     assert_eq!(instances.len(), 1, "one instance for the pod: {instances:?}\nfunction log:\n{function_log}");
     rig.assert_exactly_once("smoke run").await;
     // JSON decision logs and an EMF metrics document.
-    let lines: Vec<Value> = function_log.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    // (The first line also carries libtest's "test … ..." before the JSON.)
+    let lines: Vec<Value> =
+        function_log.lines().filter_map(|l| serde_json::from_str(&l[l.find('{')?..]).ok()).collect();
     assert!(lines.iter().any(|l| l["fields"]["action"] == "Launch"), "a Launch decision logged:\n{function_log}");
     let emf = lines.iter().find(|l| l.get("_aws").is_some()).expect("an EMF document");
     assert_eq!(emf["Function"], "provisioner");

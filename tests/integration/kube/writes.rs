@@ -1,5 +1,5 @@
 //! The adapter's writes against the real API server, as the functions' RBAC allows them: taints
-//! (idempotent, other taints kept), evictions through the Eviction API (a PDB's refusal, then
+//! (idempotent, other taints kept), registration labels, evictions through the Eviction API (a PDB's refusal, then
 //! success once the budget allows), pod and node deletion, Events, and NodePool status.
 
 use std::time::Instant;
@@ -75,6 +75,28 @@ async fn taints_are_added_and_removed_idempotently() -> Result<()> {
     adapter.remove_taint(&format!("{ns}-ghost"), "any").await?;
     let e = adapter.taint(&format!("{ns}-ghost"), &disrupted).await.unwrap_err();
     assert!(matches!(e, PortError::Rejected(ref m) if m.contains("does not exist")), "{e}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn registration_labels_are_added_and_others_kept() -> Result<()> {
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-label").await?;
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let name = test_node(&admin, &ns, "n", json!([])).await?.metadata.name.unwrap();
+    let labels = std::collections::BTreeMap::from([
+        (dovetail_core::labels::CAPACITY_TYPE.to_string(), "spot".to_string()),
+        (dovetail_core::labels::NODECLAIM.to_string(), "default-abc12".to_string()),
+    ]);
+    for _ in 0..2 {
+        adapter.label(&name, &labels).await?;
+    }
+    let got = nodes.get(&name).await?.metadata.labels.unwrap_or_default();
+    for (k, v) in &labels {
+        assert_eq!(got.get(k), Some(v), "{k}");
+    }
+    assert_eq!(got.get("dovetail.dev/test"), Some(&ns), "the node's own labels stay");
+    // A node that is gone needs no labels.
+    adapter.label(&format!("{ns}-ghost"), &labels).await?;
     Ok(())
 }
 

@@ -103,6 +103,12 @@ pub enum Action {
         node: String,
         taint: Taint,
     },
+    /// Set these labels on the Node (registration: what the launch template could not carry).
+    /// Setting labels it already has is a no-op, so the action is safe to repeat.
+    LabelNode {
+        node: String,
+        labels: BTreeMap<String, String>,
+    },
     /// Remove every taint with this key (e.g. `dovetail.dev/unregistered` once the Node is matched
     /// to its claim). Removing an absent taint is a no-op, so the action is safe to repeat.
     RemoveTaint {
@@ -153,6 +159,7 @@ impl Action {
             Action::DeleteClaim { .. } => "DeleteClaim",
             Action::TaintNode { .. } => "TaintNode",
             Action::RemoveTaint { .. } => "RemoveTaint",
+            Action::LabelNode { .. } => "LabelNode",
             Action::Evict { .. } => "Evict",
             Action::DeletePod { .. } => "DeletePod",
             Action::DeleteNode { .. } => "DeleteNode",

@@ -14,6 +14,7 @@
 //! only repeats idempotent actions.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::disruption::{Action, Cluster, Decision};
@@ -50,6 +51,19 @@ impl Step {
     pub fn is_quiet(&self) -> bool {
         self.claim.is_none() && self.actions().next().is_none()
     }
+}
+
+/// The labels a claim's Node must carry: the claim's (recorded for the launched type at launch,
+/// see [`crate::nodeclaim::launched_labels`]), with the launch's type, zone and capacity type
+/// whatever an older record says.
+pub fn node_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
+    let mut labels = claim.labels.clone();
+    if let Some(l) = &claim.launch {
+        labels.insert(crate::labels::INSTANCE_TYPE.into(), l.instance_type.clone());
+        labels.insert(crate::labels::ZONE.into(), l.zone.clone());
+        labels.insert(crate::labels::CAPACITY_TYPE.into(), l.capacity_type.as_str().into());
+    }
+    labels
 }
 
 /// Advances one claim as far as the snapshot allows.
@@ -158,6 +172,18 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
     if next.phase == Phase::Registered {
         let node = next.node_name.as_ref().and_then(|n| cluster.nodes.iter().find(|x| &x.name == n));
         if let Some(node) = node {
+            // Labels first, taint second (as Karpenter): once the taint goes, pods that select
+            // the capacity type, the instance type or the claim must find them on the Node.
+            let missing: BTreeMap<String, String> =
+                node_labels(&next).into_iter().filter(|(k, v)| node.labels.get(k) != Some(v)).collect();
+            if !missing.is_empty() {
+                let keys: Vec<&str> = missing.keys().map(String::as_str).collect();
+                out.decisions.push(Decision::act(
+                    Some(name),
+                    Action::LabelNode { node: node.name.clone(), labels: missing.clone() },
+                    format!("labelling node {} as {name}'s: {}", node.name, keys.join(", ")),
+                ));
+            }
             // Level-triggered: as long as the Node carries the taint, ask for its removal.
             if node.taints.iter().any(|t| t.key == TAINT_UNREGISTERED) {
                 out.decisions.push(Decision::act(

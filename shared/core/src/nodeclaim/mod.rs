@@ -10,7 +10,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
-use crate::catalog::CapacityType;
+use crate::catalog::{CapacityType, Catalog};
+use crate::labels;
 use crate::model::Taint;
 use crate::requirements::Requirements;
 use crate::time::Time;
@@ -156,6 +157,35 @@ pub struct NodeClaim {
     pub disruption: Option<Disruption>,
     /// Drain progress while Draining / Terminating.
     pub drain: Option<crate::termination::DrainState>,
+}
+
+/// The labels of the Node a launch becomes: `labels` (the pool's, custom ones, the claim's name,
+/// and the planned cheapest candidate's instance-type labels) with the candidate's instance-type
+/// labels replaced by those of the type the fleet launched, and the zone (with its id) and
+/// capacity type it launched in. A launch template carries only what every instance of a pool
+/// shares, so registration puts these on the Node, as Karpenter does; the simulator's kubelets
+/// register with them.
+pub fn launched_labels(
+    labels: &BTreeMap<String, String>,
+    instance_type: &str,
+    zone: &str,
+    capacity_type: CapacityType,
+    catalog: &Catalog,
+) -> BTreeMap<String, String> {
+    let mut out = labels.clone();
+    if let Some(t) = catalog.get(instance_type) {
+        for k in t.requirements.keys() {
+            out.remove(k);
+        }
+        out.extend(t.requirements.single_valued_labels());
+    }
+    out.insert(labels::ZONE.into(), zone.to_string());
+    match catalog.zone_id(zone) {
+        Some(id) => out.insert(labels::ZONE_ID.into(), id.to_string()),
+        None => out.remove(labels::ZONE_ID),
+    };
+    out.insert(labels::CAPACITY_TYPE.into(), capacity_type.as_str().into());
+    out
 }
 
 impl NodeClaim {

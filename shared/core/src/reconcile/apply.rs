@@ -106,6 +106,13 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 }
                 Ok(())
             }
+            Action::LabelNode { node, labels } => {
+                p.kube.label(node, labels).await?;
+                if let Some(n) = view.cluster.nodes.iter_mut().find(|n| &n.name == node) {
+                    n.labels.extend(labels.clone());
+                }
+                Ok(())
+            }
             Action::RemoveTaint { node, key } => {
                 p.kube.remove_taint(node, key).await?;
                 if let Some(n) = view.cluster.nodes.iter_mut().find(|n| &n.name == node) {
@@ -148,6 +155,7 @@ fn describe(action: &Action) -> String {
         Action::DeleteClaim { name } => format!("delete claim {name}"),
         Action::TaintNode { node, taint } => format!("taint node {node} with {taint}"),
         Action::RemoveTaint { node, key } => format!("remove taint {key} from node {node}"),
+        Action::LabelNode { node, .. } => format!("label node {node}"),
         Action::Evict { namespace, name } => format!("evict pod {namespace}/{name}"),
         Action::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
         Action::DeleteNode { node } => format!("delete node {node}"),

@@ -17,7 +17,7 @@ use super::ports::{Clock, Cloud, Kube, LaunchOutcome, LaunchRequest, PortError, 
 use super::{Reconciler, Report, View};
 use crate::disruption::{Action, Decision};
 use crate::interruption::SPOT_UNAVAILABLE_FOR as UNAVAILABLE_FOR;
-use crate::nodeclaim::{Launch, NodeClaim, Phase};
+use crate::nodeclaim::{launched_labels, Launch, NodeClaim, Phase};
 use crate::provisioning;
 use crate::scheduler::PlannedClaim;
 
@@ -139,6 +139,8 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let mut next = attempt;
         next.version += 1;
         next.phase = Phase::Launched;
+        next.labels =
+            launched_labels(&next.labels, &launch.instance_type, &launch.zone, launch.capacity_type, &view.catalog);
         next.launch = Some(launch);
         let name = next.name.clone();
         match self.ports.store.put_claim(&next).await {

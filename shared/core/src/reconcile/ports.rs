@@ -78,6 +78,8 @@ pub trait Kube: Send + Sync {
     fn taint(&self, node: &str, taint: &Taint) -> impl Future<Output = PortResult<()>> + Send;
     /// Removes every taint with `key`.
     fn remove_taint(&self, node: &str, key: &str) -> impl Future<Output = PortResult<()>> + Send;
+    /// Sets labels on a node (others stay). A node that is gone is not an error.
+    fn label(&self, node: &str, labels: &BTreeMap<String, String>) -> impl Future<Output = PortResult<()>> + Send;
     /// Through the Eviction subresource; a PDB refusal (HTTP 429) is `Ok(Refused)`, not an error.
     fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = PortResult<EvictionResult>> + Send;
     fn delete_pod(

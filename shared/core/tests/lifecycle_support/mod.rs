@@ -178,6 +178,11 @@ pub fn apply(cluster: &mut Cluster, claim: &NodeClaim, step: &Step, answer: Answ
                     n.taints.retain(|t| &t.key != key);
                 }
             }
+            Action::LabelNode { node, labels } => {
+                if let Some(n) = cluster.nodes.iter_mut().find(|n| &n.name == node) {
+                    n.labels.extend(labels.clone());
+                }
+            }
             Action::Evict { namespace, name } => {
                 let key = format!("{namespace}/{name}");
                 let found = cluster.nodes.iter().flat_map(|n| &n.pods).find(|p| p.key() == key).cloned();

@@ -284,6 +284,11 @@ impl World {
                         n.taints.retain(|t| &t.key != key);
                     }
                 }
+                Action::LabelNode { node, labels } => {
+                    if let Some(n) = self.node_mut(node) {
+                        n.labels.extend(labels.clone());
+                    }
+                }
                 Action::Evict { namespace, name } => {
                     let key = format!("{namespace}/{name}");
                     let Some(p) = self.cluster.nodes.iter().flat_map(|n| &n.pods).find(|p| p.key() == key).cloned()

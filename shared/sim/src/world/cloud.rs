@@ -14,7 +14,7 @@ use dovetail_core::disruption::{Instance, ResolvedClass};
 use dovetail_core::interruption::{REBALANCE_RECOMMENDATION, SOURCE_EC2, SPOT_INTERRUPTION, STATE_CHANGE};
 use dovetail_core::labels;
 use dovetail_core::model::{KubeletConfig, NodeClass, Taint, TaintEffect};
-use dovetail_core::nodeclaim::Launch;
+use dovetail_core::nodeclaim::{launched_labels, Launch};
 use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortError, PortResult};
 use dovetail_core::resources::Resources;
 use dovetail_core::time::Time;
@@ -472,21 +472,12 @@ pub fn registration(
     zones: &[dovetail_core::catalog::Zone],
     node: String,
 ) -> Registration {
-    let mut labels = spec.labels.clone();
-    let mut allocatable = Resources::default();
-    if let Some(t) = catalog.get(&spec.instance_type) {
-        for k in t.requirements.keys() {
-            labels.remove(k);
-        }
-        labels.extend(t.requirements.single_valued_labels());
-        allocatable = t.allocatable(&spec.kubelet);
-    }
-    labels.insert(labels::ZONE.into(), spec.zone.clone());
+    let mut labels = launched_labels(&spec.labels, &spec.instance_type, &spec.zone, spec.capacity_type, catalog);
     if let Some(z) = zones.iter().find(|z| z.name == spec.zone) {
         labels.insert(labels::ZONE_ID.into(), z.id.clone());
     }
-    labels.insert(labels::CAPACITY_TYPE.into(), spec.capacity_type.as_str().into());
     labels.insert(labels::HOSTNAME.into(), node.clone());
+    let allocatable = catalog.get(&spec.instance_type).map(|t| t.allocatable(&spec.kubelet)).unwrap_or_default();
     let mut taints = spec.taints.clone();
     if spec.unregistered_taint {
         taints.push(Taint::new(labels::TAINT_UNREGISTERED, "", TaintEffect::NoExecute));

@@ -499,6 +499,13 @@ impl Kube for SimKube {
         ready(Ok(()))
     }
 
+    fn label(&self, node: &str, labels: &BTreeMap<String, String>) -> impl Future<Output = PortResult<()>> + Send {
+        if let Some(n) = self.0.lock().kube.nodes.get_mut(node) {
+            n.node.labels.extend(labels.clone());
+        }
+        ready(Ok(()))
+    }
+
     fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = PortResult<EvictionResult>> + Send {
         ready(Ok(self.0.lock().evict(namespace, name)))
     }
