@@ -29,6 +29,10 @@ pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<EC2NodeCla
     class.to_core()?;
     check_image(&class, notes);
     check_launch(&class.spec, notes);
+    // Other families get the warning that their nodes would not join; their root devices differ.
+    if matches!(class.ami_family(), AmiFamily::Al2023 | AmiFamily::Custom) {
+        check_root_volume(&class.spec, notes);
+    }
     Ok(class)
 }
 
@@ -46,10 +50,8 @@ fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
         ),
         family => {
             let (field, how) = match (alias, &spec.ami_family) {
-                (Some(i), None) => {
-                    (format!("spec.amiSelectorTerms[{i}].alias"), "Dovetail resolves only al2023 aliases")
-                }
-                _ => ("spec.amiFamily".to_string(), "Dovetail writes AL2023 nodeadm user data for every node"),
+                (Some(i), None) => (format!("spec.amiSelectorTerms[{i}].alias"), "it resolves only al2023 aliases"),
+                _ => ("spec.amiFamily".to_string(), "it writes AL2023 nodeadm user data for every node"),
             };
             notes.warn(
                 field,
@@ -92,8 +94,11 @@ fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
             ),
         );
     }
-    // Karpenter sizes a node's ephemeral storage from its root volume; Dovetail's planner assumes
-    // AL2023's default root volume whatever the mappings say.
+}
+
+/// Karpenter sizes a node's ephemeral storage from its root volume; Dovetail's planner assumes
+/// AL2023's default root volume whatever the mappings say.
+fn check_root_volume(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
     let mappings = &spec.block_device_mappings;
     let root = mappings
         .iter()
