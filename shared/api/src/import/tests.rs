@@ -1,5 +1,5 @@
 //! One rule at a time, on small inline manifests. The fixture files and their golden output are
-//! checked in `tests/import.rs`.
+//! checked, through the binary, in `cli/tests/import.rs`.
 
 use super::*;
 use crate::crd::{AmiFamily, HttpTokens, Operator};
@@ -45,6 +45,14 @@ fn pool(edit: impl Fn(&mut serde_yaml_ng::Value)) -> String {
     serde_yaml_ng::to_string(&doc).unwrap()
 }
 
+/// `POOL` renamed and edited.
+fn named_pool(name: &str, edit: impl Fn(&mut serde_yaml_ng::Value)) -> String {
+    pool(|d| {
+        d["metadata"]["name"] = name.into();
+        edit(d);
+    })
+}
+
 fn class(edit: impl Fn(&mut serde_yaml_ng::Value)) -> String {
     let mut doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(CLASS).unwrap();
     edit(&mut doc);
@@ -77,26 +85,20 @@ fn errors(report: &Report) -> String {
     lines(&report.errors)
 }
 
+/// The converted `kind name`; fails listing the errors when there is none.
+fn object<'r>(report: &'r Report, kind: &str, name: &str) -> &'r Converted {
+    let found = report.objects.iter().find(|o| o.kind() == kind && o.name() == name);
+    found.unwrap_or_else(|| panic!("no {kind} {name}; errors:\n{}", errors(report)))
+}
+
 fn pool_of(report: &Report, name: &str) -> NodePool {
-    report
-        .objects
-        .iter()
-        .find_map(|o| match o {
-            Converted::NodePool(p) if o.name() == name => Some((**p).clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no NodePool {name}; errors:\n{}", errors(report)))
+    let Converted::NodePool(pool) = object(report, "NodePool", name) else { unreachable!("a NodePool") };
+    (**pool).clone()
 }
 
 fn class_of(report: &Report, name: &str) -> EC2NodeClass {
-    report
-        .objects
-        .iter()
-        .find_map(|o| match o {
-            Converted::EC2NodeClass(c) if o.name() == name => Some((**c).clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no EC2NodeClass {name}; errors:\n{}", errors(report)))
+    let Converted::EC2NodeClass(class) = object(report, "EC2NodeClass", name) else { unreachable!("a class") };
+    (**class).clone()
 }
 
 #[test]
@@ -213,14 +215,7 @@ fn fields_dovetail_lacks_are_dropped_with_their_path() {
 
 #[test]
 fn a_static_pool_is_refused_and_the_others_still_convert() {
-    let report = with_class(&format!(
-        "{}---\n{}",
-        pool(|d| {
-            d["metadata"]["name"] = "static".into();
-            d["spec"]["replicas"] = 3.into();
-        }),
-        POOL
-    ));
+    let report = with_class(&[named_pool("static", |d| d["spec"]["replicas"] = 3.into()), POOL.into()].join("---\n"));
     assert_eq!(report.errors.len(), 1, "{}", errors(&report));
     let e = report.errors[0].to_string();
     assert!(e.starts_with("in.yaml: document 2 (NodePool static): spec.replicas: static NodePools"), "{e}");
@@ -231,19 +226,12 @@ fn a_static_pool_is_refused_and_the_others_still_convert() {
 
 #[test]
 fn invalid_objects_name_object_and_field_and_stop_nothing_else() {
-    let report = with_class(&format!(
-        "{}---\n{}---\n{}",
-        pool(|d| {
-            d["metadata"]["name"] = "heavy".into();
-            d["spec"]["weight"] = 500.into();
-            d["spec"]["disruption"] = yaml("{budgets: [{nodes: ten%}]}");
-        }),
-        pool(|d| {
-            d["metadata"]["name"] = "misfit".into();
-            d["spec"]["template"]["spec"]["requirements"] = yaml("{key: a}");
-        }),
-        POOL
-    ));
+    let heavy = named_pool("heavy", |d| {
+        d["spec"]["weight"] = 500.into();
+        d["spec"]["disruption"] = yaml("{budgets: [{nodes: ten%}]}");
+    });
+    let misfit = named_pool("misfit", |d| d["spec"]["template"]["spec"]["requirements"] = yaml("{key: a}"));
+    let report = with_class(&[heavy, misfit, POOL.into()].join("---\n"));
     let text = errors(&report);
     assert!(text.contains("in.yaml: document 2 (NodePool heavy): spec.weight: 500 is outside 1-100"), "{text}");
     assert!(text.contains("(NodePool heavy): spec.disruption.budgets[0].nodes: \"ten%\""), "{text}");
