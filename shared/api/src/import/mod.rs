@@ -11,11 +11,11 @@
 //!   finalizers, owner references and any other envelope field go with a warning.
 //! - `ignored`: fields of the spec that Dovetail's types do not have are dropped with a warning
 //!   (found by deserializing, so the list of supported fields is the types themselves).
-//! - `nodepool`: `nodeClassRef.group` `karpenter.k8s.aws` becomes `dovetail.dev`; Karpenter keys
-//!   with a Dovetail equivalent in template annotations and taints are renamed
-//!   (`karpenter.sh/do-not-disrupt` → `dovetail.dev/do-not-disrupt`, ...); values and settings
-//!   Dovetail reads but does not act on the same way are kept and warned about (capacity type
-//!   `reserved`, a `nodes` limit, ...). A static pool (`replicas`) is refused.
+//! - `nodepool`: `nodeClassRef.group` `karpenter.k8s.aws` becomes `dovetail.dev`, and the template
+//!   annotation `karpenter.sh/do-not-disrupt` takes Dovetail's spelling (both are honoured);
+//!   values and settings Dovetail reads but does not act on the same way are kept and warned
+//!   about (capacity type `reserved`, os `windows`, a `nodes` limit, Karpenter's own taints and
+//!   annotations). A static pool (`replicas`) is refused.
 //! - `nodeclass`: settings Dovetail's launches treat differently from Karpenter's (AMI families
 //!   other than AL2023, `role` without a Dovetail-made instance profile, capacity reservations,
 //!   instance-store RAID0, the root volume's size in planning) are kept and warned about.
@@ -146,7 +146,7 @@ pub fn convert<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Repor
 }
 
 /// The warnings of one object, collected while it is converted.
-pub(crate) struct Notes<'a> {
+struct Notes<'a> {
     source: &'a Source,
     object: &'a str,
     list: Vec<Warning>,
@@ -157,7 +157,7 @@ impl<'a> Notes<'a> {
         Notes { source, object, list: Vec::new() }
     }
 
-    pub(crate) fn warn(&mut self, field: impl Into<String>, message: impl Into<String>) {
+    fn warn(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.list.push(Warning {
             source: self.source.clone(),
             object: self.object.to_string(),
