@@ -56,6 +56,7 @@ pub const KARPENTER_NODECLASS_API_VERSION: &str = "karpenter.k8s.aws/v1";
 /// <message>` (without `<field>: ` when it is about the whole object).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {
+    /// Where the object is: file, document, item of a `List`.
     pub source: Source,
     /// `Kind name` as in the input, e.g. `NodePool default`.
     pub object: String,

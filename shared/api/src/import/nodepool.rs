@@ -81,10 +81,15 @@ fn rewrite(spec: &mut Value, notes: &mut Notes<'_>) {
     }
     if let Some(annotations) = spec.pointer_mut("/template/metadata/annotations").and_then(Value::as_object_mut) {
         for &(from, to, why) in RENAMED_ANNOTATIONS {
-            // An explicit Dovetail spelling wins over the Karpenter one.
             let Some(v) = annotations.remove(from) else { continue };
-            annotations.entry(to).or_insert(v);
-            notes.warn(format!("spec.template.metadata.annotations[{from}]"), format!("renamed to {to}: {why}"));
+            let field = format!("spec.template.metadata.annotations[{from}]");
+            // An explicit Dovetail spelling wins over the Karpenter one.
+            if annotations.contains_key(to) {
+                notes.warn(field, format!("dropped: {to} is set too, and is the one kept"));
+            } else {
+                annotations.insert(to.into(), v);
+                notes.warn(field, format!("renamed to {to}: {why}"));
+            }
         }
         for key in annotations.keys().filter(|k| is_karpenter_key(k)) {
             notes.warn(

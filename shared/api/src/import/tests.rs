@@ -334,6 +334,9 @@ fn do_not_disrupt_takes_dovetails_spelling() {
         annotations.into_iter().collect::<Vec<_>>(),
         [("dovetail.dev/do-not-disrupt".to_string(), "2h".to_string())]
     );
+    let dropped =
+        warning(&report, "NodePool default", "spec.template.metadata.annotations[karpenter.sh/do-not-disrupt]");
+    assert!(dropped.message.starts_with("dropped: dovetail.dev/do-not-disrupt is set too"), "{dropped}");
 }
 
 #[test]
