@@ -1,6 +1,7 @@
 //! `dovetail`: explain what Dovetail would do, before it does it.
 
 mod bench;
+mod import;
 mod plan;
 mod simulate;
 
@@ -30,6 +31,9 @@ enum Command {
     /// Run Dovetail's functions over a simulated day (or a scenario file): an in-memory AWS and
     /// cluster, virtual time, a cost and latency report, optionally against Cluster Autoscaler.
     Simulate(simulate::Args),
+    /// Convert Karpenter v1 NodePools and EC2NodeClasses (files, or `kubectl get -o yaml` on
+    /// stdin) into Dovetail's, warning about everything that does not carry over exactly.
+    Import(import::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => plan::run(args),
         Command::Bench(args) => bench::run(args).map(|()| ExitCode::SUCCESS),
         Command::Simulate(args) => simulate::run(args),
+        Command::Import(args) => import::run(args),
     };
     match result {
         Ok(code) => code,

@@ -24,9 +24,7 @@
 //! pod, one node per 1-vCPU batch pod, pool selectors ignored), so they stay fixed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use dovetail_core::catalog::{self, Catalog, InstanceType};
 use dovetail_core::labels;
@@ -35,16 +33,8 @@ use dovetail_core::resources::Resources;
 use dovetail_core::scheduler::{Plan, PlannedClaim};
 use dovetail_core::snapshot::Snapshot;
 
-const BIN: &str = env!("CARGO_BIN_EXE_dovetail");
-
-/// The repository root: examples and their goldens are addressed from there, as in the README.
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("cli/ has a parent").to_path_buf()
-}
-
-fn blessing() -> bool {
-    std::env::var_os("DOVETAIL_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
-}
+mod common;
+use common::{dovetail, root, text};
 
 /// An example's manifests, sorted by name (what a shell glob `examples/<name>/*.yaml` gives),
 /// relative to the repository root.
@@ -59,22 +49,6 @@ fn manifests(example: &str) -> Vec<String> {
     files.sort();
     assert!(!files.is_empty(), "examples/{example} has no *.yaml manifests");
     files
-}
-
-/// Runs `dovetail <args>` from the repository root, feeding `stdin` if given.
-fn dovetail(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut cmd = Command::new(BIN);
-    cmd.args(args).current_dir(root()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
-    let mut child = cmd.spawn().expect("run the dovetail binary");
-    if let Some(input) = stdin {
-        child.stdin.take().expect("piped stdin").write_all(input).expect("write stdin");
-    }
-    child.wait_with_output().expect("wait for dovetail")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).expect("UTF-8 output")
 }
 
 /// `dovetail plan -o <format> -f <files…>`, which must succeed; its stdout.
@@ -92,29 +66,7 @@ fn plan_output(files: &[String], format: &str) -> String {
 
 /// Compares `actual` with the golden file, or rewrites it when blessing.
 fn check_golden(path: &Path, actual: &str) {
-    if blessing() {
-        std::fs::write(path, actual).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        return;
-    }
-    let expected = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!("{}: {e} (create it with DOVETAIL_BLESS=1 cargo test -p dovetail --test plan_golden)", path.display())
-    });
-    if expected != actual {
-        let line = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or_else(|| expected.lines().count().min(actual.lines().count()));
-        panic!(
-            "{} differs from the plan, first at line {}:\n  golden: {:?}\n  actual: {:?}\n\
-             If the change is intended, rewrite it with DOVETAIL_BLESS=1 cargo test -p dovetail --test plan_golden \
-             and review the diff.",
-            path.display(),
-            line + 1,
-            expected.lines().nth(line).unwrap_or("<end of file>"),
-            actual.lines().nth(line).unwrap_or("<end of file>"),
-        );
-    }
+    common::check_golden(path, actual, "plan_golden");
 }
 
 /// What an example plans to, checked against its goldens and against the catalog and manifests.

@@ -3,6 +3,8 @@
 //!   `v1`), their validation, the CRDs generated from them, and their conversion to the core;
 //! - `convert`: single k8s-openapi objects (Pod, Node, DaemonSet, volumes) onto
 //!   `dovetail_core::model` exactly as kube-scheduler and Karpenter read them;
+//! - `import`: Karpenter v1 NodePools and EC2NodeClasses into Dovetail's, with a warning for
+//!   everything that does not carry over exactly (`dovetail import`);
 //! - `manifest`: multi-document YAML/JSON files (or `kubectl get -o yaml` dumps) into
 //!   [`manifest::Inputs`] for `dovetail plan` / `dovetail simulate`.
 //!
@@ -10,4 +12,5 @@
 
 pub mod convert;
 pub mod crd;
+pub mod import;
 pub mod manifest;

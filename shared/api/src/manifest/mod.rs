@@ -19,8 +19,9 @@ mod read;
 mod snapshot;
 
 pub use error::{LoadError, LoadErrorKind};
-pub(crate) use objects::decode;
-pub use read::STDIN_NAME;
+pub(crate) use objects::{decode, header, Header};
+pub(crate) use read::{documents, Doc};
+pub use read::{read_paths, STDIN_NAME};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -38,8 +39,7 @@ use crate::convert::{
     StorageIndex,
 };
 use expand::Expansion;
-use objects::{Header, Object};
-use read::Doc;
+use objects::Object;
 
 /// Where an object came from. `document` and `item` are 1-based (see [`LoadError`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

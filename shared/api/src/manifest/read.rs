@@ -17,8 +17,10 @@ const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
 
 /// Reads every path: `-` is stdin, a directory contributes its `*.yaml`, `*.yml` and `*.json`
 /// files sorted by name (not recursing, so a `kustomize` base next to overlays is not pulled in
-/// by accident), anything else is read as a file whatever its extension.
-pub(crate) fn read_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<(String, String)>, LoadError> {
+/// by accident), anything else is read as a file whatever its extension. Returns `(name, text)`
+/// pairs in order, names as messages show them ([`STDIN_NAME`] for stdin); the first unreadable
+/// path is the error.
+pub fn read_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<(String, String)>, LoadError> {
     let mut out = vec![];
     for p in paths {
         let p = p.as_ref();

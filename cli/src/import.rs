@@ -1,0 +1,113 @@
+//! `dovetail import [FILE…] [-o FILE]`: Karpenter v1 NodePools and EC2NodeClasses into Dovetail's.
+//!
+//! The conversion is `dovetail_api::import` (a pure function); this reads the files, prints the
+//! YAML and the warnings, and sets the exit code: 0 when every object converted (warnings or
+//! not), 2 when a file or an object could not be converted (the others are still printed), 1 for
+//! anything else (the output file cannot be written).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use dovetail_api::import::{self, Converted, Report};
+use dovetail_api::manifest::{self, LoadError};
+
+/// The user's guide to `dovetail import`, shown by `dovetail import --help`.
+const HELP: &str = "\
+What changes:
+  apiVersion                      karpenter.sh/v1 and karpenter.k8s.aws/v1 become dovetail.dev/v1
+  nodeClassRef.group              karpenter.k8s.aws becomes dovetail.dev
+  karpenter.sh/do-not-disrupt     in template annotations, becomes dovetail.dev/do-not-disrupt
+                                  (Dovetail honours both on pods and nodes)
+  metadata                        only name, labels and annotations are kept; what the API server
+                                  and kubectl recorded (uid, resourceVersion, managedFields, the
+                                  last-applied annotation, ...) is dropped silently
+  defaults                        written out, as the API server stores them (expireAfter: 720h,
+                                  disruption budgets of 10%, IMDS settings, ...)
+
+Everything else keeps its value: requirement keys and node labels need no mapping, because
+Dovetail's nodes carry Karpenter's well-known labels (karpenter.sh/capacity-type,
+karpenter.k8s.aws/instance-family, ...), so pod selectors and affinities keep working.
+
+Warnings (stderr) name the file, document, object and field of whatever does not carry over
+exactly:
+  - dropped: status, Karpenter's own annotations, labels and finalizers (drift hashes, migration
+    state), owner references, and any field Dovetail's types do not have (e.g. a NodePool's
+    kubelet, which belongs in the EC2NodeClass since Karpenter v1);
+  - kept but treated differently by Dovetail today: AMI families other than AL2023 (alias
+    al2/bottlerocket/windows*, amiFamily AL2, Bottlerocket, Windows*: such nodes would not join),
+    amiFamily Custom (Dovetail still appends its AL2023 nodeadm NodeConfig), role (Dovetail creates
+    no instance profile: one named like the role must exist), capacity reservations and capacity
+    type reserved, instanceStorePolicy, a root volume other than 20Gi (planning assumes 20Gi of
+    ephemeral storage), a nodes limit (not enforced), os windows, Karpenter's own taints;
+  - a NodePool whose EC2NodeClass was not converted with it;
+  - documents of other kinds, which are skipped (NodeClaims, NodeOverlays, ConfigMaps, ...).
+
+Errors (stderr, exit code 2) are objects that cannot be converted; the others are still written:
+a field of the wrong type, a value Dovetail's validation refuses (every converted object passes
+the validation Dovetail's functions apply), a static NodePool (replicas), Karpenter's pre-v1 APIs
+(v1beta1 NodePools, Provisioners, AWSNodeTemplates: migrate them with Karpenter first), an object
+defined twice, a file that is not YAML or JSON.
+
+When moving workloads over, note that Dovetail's instances are tagged dovetail.dev/nodepool,
+dovetail.dev/nodeclaim and dovetail.dev/cluster (not karpenter.sh/*), and that its drain and
+registration taints are dovetail.dev/disrupted and dovetail.dev/unregistered: tolerations of
+Karpenter's taints do not match them.
+
+Examples:
+  dovetail import nodepools.yaml ec2nodeclasses.yaml > dovetail.yaml
+  kubectl get nodepools.karpenter.sh,ec2nodeclasses.karpenter.k8s.aws -o yaml | dovetail import -o dovetail.yaml
+  dovetail import karpenter/ -o dovetail.yaml && dovetail plan -f dovetail.yaml -f workloads/";
+
+#[derive(clap::Args)]
+#[command(after_long_help = HELP)]
+pub struct Args {
+    /// Karpenter manifests: files, directories (their *.yaml, *.yml, *.json) or `-` for stdin
+    /// (the default). Multi-document YAML, JSON and `kubectl get -o yaml` lists are read.
+    files: Vec<PathBuf>,
+    /// Writes the Dovetail manifests to FILE instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let paths = if args.files.is_empty() { vec![PathBuf::from("-")] } else { args.files };
+    // One path at a time, so an unreadable file stops only itself.
+    let mut texts = Vec::new();
+    let mut unreadable: Vec<LoadError> = Vec::new();
+    for path in &paths {
+        match manifest::read_paths(std::slice::from_ref(path)) {
+            Ok(read) => texts.extend(read),
+            Err(e) => unreadable.push(e),
+        }
+    }
+    let report = import::convert(texts.iter().map(|(name, text)| (name.as_str(), text.as_str())));
+    let yaml = report.yaml();
+    match &args.output {
+        Some(path) => std::fs::write(path, &yaml).with_context(|| format!("cannot write {}", path.display()))?,
+        None => print!("{yaml}"),
+    }
+    for w in &report.warnings {
+        eprintln!("dovetail: warning: {w}");
+    }
+    let errors: Vec<&LoadError> = unreadable.iter().chain(&report.errors).collect();
+    for e in &errors {
+        eprintln!("dovetail: error: {e}");
+    }
+    eprintln!("dovetail: {}", summary(&report, errors.len()));
+    Ok(if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}
+
+/// `converted 2 NodePools and 1 EC2NodeClass, 3 warnings, 1 error`.
+fn summary(report: &Report, errors: usize) -> String {
+    let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let pools = report.objects.iter().filter(|o| matches!(o, Converted::NodePool(_))).count();
+    let classes = report.objects.len() - pools;
+    format!(
+        "converted {} and {}, {}, {}",
+        count(pools, "NodePool", "NodePools"),
+        count(classes, "EC2NodeClass", "EC2NodeClasses"),
+        count(report.warnings.len(), "warning", "warnings"),
+        count(errors, "error", "errors"),
+    )
+}

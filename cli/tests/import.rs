@@ -1,0 +1,221 @@
+//! `dovetail import`, run as a user runs it: the built binary on realistic Karpenter manifests, on
+//! files, on stdin, with `-o`.
+//!
+//! Each `fixtures/import/<name>.yaml` must print `expected/<name>.yaml` on stdout (the Dovetail
+//! manifests) and `expected/<name>.stderr` (the warnings and errors, each naming file, document,
+//! object and field, then the summary), and exit 0 with warnings only, 2 when anything failed.
+//! The migration example is imported too (`examples/karpenter-migration/expected/import.yaml`),
+//! and the converted objects must plan exactly as the Karpenter originals do: the import changes
+//! nothing Dovetail decides with. After a deliberate change, rewrite the goldens and review the
+//! diff:
+//!
+//! ```text
+//! DOVETAIL_BLESS=1 cargo test -p dovetail --test import
+//! ```
+//!
+//! A re-bless accepts whatever the import does, so each fixture also asserts what it exists to
+//! show on the library's report (`dovetail_api::import`), which must be what the binary printed,
+//! and every output must load and validate as Dovetail manifests.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{check_golden, dovetail, root, text};
+use dovetail_api::import::{convert, Converted, Report};
+use dovetail_api::manifest;
+
+const FIXTURES: &str = "cli/tests/fixtures/import";
+
+fn read(path: impl AsRef<Path>) -> String {
+    let path = root().join(path);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A fresh directory for one test's output files.
+fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("import").join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    dir
+}
+
+/// Runs `dovetail import` on a fixture: stdout and stderr against the goldens, the exit code, the
+/// output loading as Dovetail manifests. Returns the library's report of the same conversion.
+fn fixture(name: &str, exit_code: i32) -> Report {
+    let path = format!("{FIXTURES}/{name}.yaml");
+    let out = dovetail(&["import", &path], None);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    let expected = root().join(FIXTURES).join("expected");
+    check_golden(&expected.join(format!("{name}.yaml")), &stdout, "import");
+    check_golden(&expected.join(format!("{name}.stderr")), &stderr, "import");
+    assert_eq!(out.status.code(), Some(exit_code), "{stderr}");
+
+    let report = convert([(path.as_str(), read(&path).as_str())]);
+    assert_eq!(report.yaml(), stdout, "the binary prints the library's conversion");
+    assert_eq!(stderr.lines().count(), report.warnings.len() + report.errors.len() + 1, "{stderr}");
+    if !report.objects.is_empty() {
+        let inputs = manifest::load_str("out.yaml", &stdout).expect("the output loads as manifests");
+        let snapshot = inputs.snapshot().expect("the output passes Dovetail's validation");
+        let pools = report.objects.iter().filter(|o| matches!(o, Converted::NodePool(_))).count();
+        assert_eq!((snapshot.nodepools.len(), snapshot.nodeclasses.len()), (pools, report.objects.len() - pools));
+    }
+    report
+}
+
+fn messages(report: &Report) -> String {
+    let warnings = report.warnings.iter().map(|w| format!("warning: {w}\n"));
+    warnings.chain(report.errors.iter().map(|e| format!("error: {e}\n"))).collect()
+}
+
+/// Fails unless there is a warning on `field` of `object` saying `says`.
+fn warned(report: &Report, object: &str, field: &str, says: &str) {
+    let found = report.warnings.iter().any(|w| w.object == object && w.field == field && w.message.contains(says));
+    assert!(found, "no warning on {object} {field} saying {says:?}:\n{}", messages(report));
+}
+
+fn names(report: &Report) -> Vec<String> {
+    report.objects.iter().map(|o| format!("{} {}", o.kind(), o.name())).collect()
+}
+
+#[test]
+fn kubectl_get_list() {
+    let report = fixture("kubectl-get", 0);
+    assert!(report.errors.is_empty(), "{}", messages(&report));
+    assert_eq!(names(&report), ["NodePool default", "NodePool gpu", "EC2NodeClass default", "EC2NodeClass gpu"]);
+    let out = report.yaml();
+    for gone in [
+        "status:",
+        "uid:",
+        "resourceVersion",
+        "managedFields",
+        "last-applied",
+        "-hash",
+        "finalizers",
+        "karpenter.sh/v1",
+    ] {
+        assert!(!out.contains(gone), "{gone} is still in the output:\n{out}");
+    }
+    // User labels, even Helm's, are the user's.
+    assert!(out.contains("app.kubernetes.io/managed-by: Helm"), "{out}");
+    for object in ["NodePool default", "NodePool gpu", "EC2NodeClass default", "EC2NodeClass gpu"] {
+        warned(&report, object, "status", "dropped");
+        warned(&report, object, "metadata.annotations", "-hash-version");
+    }
+    warned(&report, "NodePool gpu", "spec.template.spec.nodeClassRef.group", "karpenter.k8s.aws → dovetail.dev");
+    warned(&report, "EC2NodeClass default", "metadata.finalizers", "karpenter.k8s.aws/termination");
+    warned(&report, "EC2NodeClass default", "spec.role", "instance profile named \"KarpenterNodeRole-prod-eks\"");
+    warned(&report, "EC2NodeClass gpu", "spec.amiSelectorTerms[0].alias", "would not join");
+    // Dovetail's budgets and schedules are Karpenter's: nothing to say about the GPU pool's.
+    assert!(report.warnings.iter().all(|w| !w.field.starts_with("spec.disruption")), "{}", messages(&report));
+}
+
+#[test]
+fn gitops_multi_document_file() {
+    let report = fixture("gitops", 0);
+    assert!(report.errors.is_empty(), "{}", messages(&report));
+    assert_eq!(
+        names(&report),
+        ["NodePool batch", "NodePool training", "EC2NodeClass default", "EC2NodeClass training"]
+    );
+    warned(&report, "NodePool batch", "spec.template.metadata.annotations[karpenter.sh/do-not-disrupt]", "renamed");
+    warned(&report, "NodePool batch", "spec.limits[nodes]", "does not enforce");
+    warned(&report, "NodePool training", "spec.template.spec.requirements[0]", "reserved");
+    warned(&report, "NodePool training", "spec.template.spec.kubelet", "EC2NodeClass's spec.kubelet");
+    warned(
+        &report,
+        "EC2NodeClass training",
+        "spec.capacityReservationSelectorTerms",
+        "never into capacity reservations",
+    );
+    warned(&report, "EC2NodeClass training", "spec.instanceStorePolicy", "RAID0");
+    warned(&report, "EC2NodeClass training", "spec.blockDeviceMappings[0].ebs.volumeSize", "500Gi");
+    warned(&report, "EC2NodeClass training", "spec.ipPrefixCount", "dropped");
+    warned(&report, "ConfigMap karpenter/karpenter-global-settings", "", "skipped");
+    // A 20Gi root volume is what Dovetail plans with; an instance profile needs no warning.
+    assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass default" && w.field.starts_with("spec.block"))));
+    assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass training" && w.field == "spec.role")));
+    let out = report.yaml();
+    assert!(out.contains("dovetail.dev/do-not-disrupt: 'true'"), "{out}");
+    assert!(out.contains("shutdownGracePeriod: 60s"), "userData is carried over: {out}");
+    assert!(!out.contains("maxPods: 110"), "the pool's kubelet is dropped: {out}");
+}
+
+#[test]
+fn malformed_objects_next_to_a_good_one() {
+    let report = fixture("malformed", 2);
+    assert_eq!(names(&report), ["NodePool good"]);
+    let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+    let has = |object: &str, field: &str| {
+        let found = errors.iter().any(|e| e.contains(&format!("({object}): {field}")));
+        assert!(found, "no error on {object} {field}:\n{}", errors.join("\n"));
+    };
+    has("NodePool typos", "spec.template.spec.taints[0].effect: \"NoScheduleOrElse\"");
+    has("NodePool typos", "spec.template.spec.requirements[0].operator: \"Equals\"");
+    has("NodePool typos", "spec.disruption.budgets[0].schedule");
+    has("EC2NodeClass default", "spec.metadataOptions.httpPutResponseHopLimit: invalid type");
+    has("NodePool static", "spec.replicas: static NodePools");
+    has("NodePool legacy", "apiVersion \"karpenter.sh/v1beta1\" is not supported");
+    assert_eq!(errors.len(), 6, "{}", errors.join("\n"));
+    // The good pool's class failed: it is told so.
+    warned(&report, "NodePool good", "spec.template.spec.nodeClassRef.name", "no EC2NodeClass \"default\"");
+}
+
+#[test]
+fn stdin_by_default_or_dash_and_an_output_file() {
+    let input = read(format!("{FIXTURES}/kubectl-get.yaml"));
+    let yaml = read(format!("{FIXTURES}/expected/kubectl-get.yaml"));
+    let out = dovetail(&["import"], Some(input.as_bytes()));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), yaml);
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("warning: <stdin>: document 1, item 4 (EC2NodeClass gpu): spec.amiSelectorTerms[0].alias"),
+        "{err}"
+    );
+    assert!(err.ends_with("dovetail: converted 2 NodePools and 2 EC2NodeClasses, 14 warnings, 0 errors\n"), "{err}");
+
+    let file = scratch("stdin").join("dovetail.yaml");
+    let out = dovetail(&["import", "-", "-o", file.to_str().unwrap()], Some(input.as_bytes()));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "", "with -o nothing goes to stdout");
+    assert_eq!(read(&file), yaml);
+}
+
+#[test]
+fn an_unreadable_file_stops_only_itself() {
+    let out = dovetail(&["import", "no-such-file.yaml", &format!("{FIXTURES}/gitops.yaml")], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(text(&out.stdout), read(format!("{FIXTURES}/expected/gitops.yaml")));
+    let err = text(&out.stderr);
+    assert!(err.contains("dovetail: error: no-such-file.yaml: cannot read: "), "{err}");
+    assert!(err.ends_with("converted 2 NodePools and 2 EC2NodeClasses, 12 warnings, 1 error\n"), "{err}");
+}
+
+#[test]
+fn the_migration_example_imports_and_plans_the_same() {
+    let example = "examples/karpenter-migration";
+    let file = scratch("example").join("dovetail.yaml");
+    let (pool, class) = (format!("{example}/nodepool.yaml"), format!("{example}/ec2nodeclass.yaml"));
+    let out = dovetail(&["import", &pool, &class, "-o", file.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let imported = read(&file);
+    check_golden(&root().join(example).join("expected/import.yaml"), &imported, "import");
+    assert!(imported.contains("group: dovetail.dev") && !imported.contains("karpenter.sh/v1"), "{imported}");
+
+    // Dovetail reads Karpenter's objects as its own, so the plan must not move.
+    let workloads = format!("{example}/workloads.yaml");
+    let plan = dovetail(&["plan", "-o", "json", "-f", file.to_str().unwrap(), "-f", &workloads], None);
+    assert!(plan.status.success(), "{}", text(&plan.stderr));
+    assert_eq!(text(&plan.stdout), read(format!("{example}/expected/plan.json")));
+}
+
+#[test]
+fn help_explains_the_conversion() {
+    let out = dovetail(&["import", "--help"], None);
+    assert!(out.status.success());
+    let help = text(&out.stdout);
+    for part in ["What changes:", "Warnings (stderr)", "Errors (stderr, exit code 2)", "-o, --output <FILE>"] {
+        assert!(help.contains(part), "{part:?} missing from:\n{help}");
+    }
+}

@@ -1,0 +1,121 @@
+//! `karpenter.k8s.aws/v1` EC2NodeClass → `dovetail.dev/v1` EC2NodeClass.
+//!
+//! Nothing is rewritten: every field keeps its value. The warnings are about what Dovetail's
+//! launches (`shared/aws`) and planning (`shared/core`) do differently from Karpenter with the same
+//! settings today; each says what happens and what to change. When Dovetail closes one of these
+//! gaps, its check here goes with it.
+
+use serde_json::Value;
+
+use dovetail_core::overhead::DEFAULT_ROOT_VOLUME_BYTES;
+use dovetail_core::resources::parse_units;
+
+use super::object;
+use super::Notes;
+use crate::crd::{AmiFamily, EC2NodeClass, EC2NodeClassSpec, FieldError, EC2_NODE_CLASS_KIND};
+
+/// AL2023's root device, whose size Karpenter takes as the node's ephemeral storage when no
+/// mapping says `rootVolume: true`.
+const AL2023_ROOT_DEVICE: &str = "/dev/xvda";
+
+/// Converts one Karpenter EC2NodeClass (as read) into Dovetail's, or says why it cannot be.
+pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<EC2NodeClass, Vec<FieldError>> {
+    let mut value = input.clone();
+    object::prepare(&mut value, notes);
+    let class: EC2NodeClass =
+        object::decode::<EC2NodeClass, EC2NodeClassSpec>(EC2_NODE_CLASS_KIND, &value, notes, |_| {
+            "dropped: Dovetail's EC2NodeClass has no such field".into()
+        })?;
+    class.to_core()?;
+    check_image(&class, notes);
+    check_launch(&class.spec, notes);
+    // Other families get the warning that their nodes would not join; their root devices differ.
+    if matches!(class.ami_family(), AmiFamily::Al2023 | AmiFamily::Custom) {
+        check_root_volume(&class.spec, notes);
+    }
+    Ok(class)
+}
+
+/// Dovetail writes AL2023 user data (a nodeadm NodeConfig) for every class and resolves only
+/// `al2023` aliases, so other families do not bootstrap, and `Custom` gets that NodeConfig too.
+fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
+    let spec = &class.spec;
+    let alias = spec.ami_selector_terms.iter().position(|t| t.alias.is_some());
+    match class.ami_family() {
+        AmiFamily::Al2023 => {}
+        AmiFamily::Custom => notes.warn(
+            "spec.amiFamily",
+            "kept Custom: Karpenter passes userData unchanged and adds no bootstrap, but Dovetail always \
+             appends its AL2023 nodeadm NodeConfig after userData, so the AMIs must be AL2023-based",
+        ),
+        family => {
+            let (field, how) = match (alias, &spec.ami_family) {
+                (Some(i), None) => (format!("spec.amiSelectorTerms[{i}].alias"), "it resolves only al2023 aliases"),
+                _ => ("spec.amiFamily".to_string(), "it writes AL2023 nodeadm user data for every node"),
+            };
+            notes.warn(
+                field,
+                format!(
+                    "kept {family}, but Dovetail launches AL2023 nodes only ({how}): nodes of this class would not \
+                     join the cluster. Use alias al2023@latest, or AL2023 AMIs with amiFamily AL2023, and \
+                     rewrite userData{} as nodeadm configuration",
+                    if spec.user_data.is_some() { "" } else { " (if you add any)" }
+                ),
+            );
+        }
+    }
+}
+
+/// Launch settings Dovetail keeps but applies differently.
+fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
+    if let Some(role) = &spec.role {
+        // shared/aws puts the role's name where the launch template wants an instance profile.
+        notes.warn(
+            "spec.role",
+            format!(
+                "kept, but Karpenter creates an instance profile for the role and Dovetail creates none: it \
+                 launches with the instance profile named {role:?}, which must exist and hold the role (or \
+                 set spec.instanceProfile instead)"
+            ),
+        );
+    }
+    if !spec.capacity_reservation_selector_terms.is_empty() {
+        notes.warn(
+            "spec.capacityReservationSelectorTerms",
+            "kept, but Dovetail launches spot and on-demand capacity only, never into capacity reservations",
+        );
+    }
+    if let Some(policy) = &spec.instance_store_policy {
+        notes.warn(
+            "spec.instanceStorePolicy",
+            format!(
+                "kept {policy}, but not applied: Dovetail's user data does not configure the instance-store \
+                 disks, so they stay unused"
+            ),
+        );
+    }
+}
+
+/// Karpenter sizes a node's ephemeral storage from its root volume; Dovetail's planner assumes
+/// AL2023's default root volume whatever the mappings say.
+fn check_root_volume(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
+    let mappings = &spec.block_device_mappings;
+    let root = mappings
+        .iter()
+        .position(|m| m.root_volume)
+        .or_else(|| mappings.iter().position(|m| m.device_name.as_deref() == Some(AL2023_ROOT_DEVICE)));
+    let Some(i) = root else { return };
+    let Some(size) = mappings[i].ebs.as_ref().and_then(|e| e.volume_size.as_ref()) else { return };
+    if parse_units(&size.0).is_ok_and(|bytes| bytes != DEFAULT_ROOT_VOLUME_BYTES) {
+        notes.warn(
+            format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
+            format!(
+                "nodes get this {} root volume, but Dovetail plans ephemeral-storage as on AL2023's default \
+                 {}Gi one (Karpenter uses this size): pods that request ephemeral-storage are packed for {}Gi",
+                size.0,
+                DEFAULT_ROOT_VOLUME_BYTES >> 30,
+                DEFAULT_ROOT_VOLUME_BYTES >> 30
+            ),
+        );
+    }
+}

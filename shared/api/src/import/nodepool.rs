@@ -1,0 +1,150 @@
+//! `karpenter.sh/v1` NodePool → `dovetail.dev/v1` NodePool.
+//!
+//! The fields are the same; what changes is the node class reference (Dovetail's own group) and
+//! the one node annotation Dovetail has its own spelling for. What is kept but behaves
+//! differently under Dovetail (requirement values it never offers, limits it does not enforce,
+//! Karpenter's own taints) is warned about; a static pool, whose meaning Dovetail cannot keep at
+//! all, is refused.
+
+use serde_json::Value;
+
+use dovetail_core::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, OS, TAINT_DISRUPTED, TAINT_UNREGISTERED};
+
+use super::object::{self, is_karpenter_key};
+use super::Notes;
+use crate::crd::{FieldError, NodePool, NodePoolSpec, Operator, EC2_NODE_CLASS_KIND, GROUP, KARPENTER_AWS_GROUP};
+
+const KIND: &str = "NodePool";
+
+/// Converts one Karpenter NodePool (as read) into Dovetail's, or says why it cannot be.
+pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<NodePool, Vec<FieldError>> {
+    let mut value = input.clone();
+    object::prepare(&mut value, notes);
+    if let Some(spec) = value.get_mut("spec") {
+        refuse_static(input, spec)?;
+        rewrite(spec, notes);
+    }
+    let pool: NodePool = object::decode::<NodePool, NodePoolSpec>(KIND, &value, notes, unsupported)?;
+    pool.to_core()?;
+    check(&pool, notes);
+    Ok(pool)
+}
+
+/// Karpenter's static NodePools keep `replicas` nodes whatever the pods need; Dovetail only
+/// launches for pending pods. Dropping the field would turn a fixed-size pool into an autoscaled
+/// one bounded only by limits, so the pool is refused instead.
+fn refuse_static(input: &Value, spec: &Value) -> Result<(), Vec<FieldError>> {
+    if spec.get("replicas").is_none_or(Value::is_null) {
+        return Ok(());
+    }
+    Err(vec![FieldError {
+        kind: KIND,
+        name: input.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
+        field: "spec.replicas".into(),
+        message: "static NodePools (a fixed number of nodes) are not supported: Dovetail launches nodes for \
+                  pending pods only. Keep this pool in Karpenter, or remove replicas and set limits to make \
+                  it an autoscaled pool"
+            .into(),
+    }])
+}
+
+/// Why a field Dovetail's NodePool does not have is dropped.
+fn unsupported(field: &str) -> String {
+    match field {
+        "spec.template.spec.kubelet" => {
+            "dropped: kubelet settings belong in the EC2NodeClass's spec.kubelet since Karpenter v1".into()
+        }
+        _ => "dropped: Dovetail's NodePool has no such field".into(),
+    }
+}
+
+/// Karpenter keys a pool puts on its nodes that Dovetail spells its own way, and that spelling.
+const RENAMED_ANNOTATIONS: &[(&str, &str, &str)] =
+    &[(DO_NOT_DISRUPT[0], DO_NOT_DISRUPT[1], "Dovetail honours both spellings on pods and nodes, and writes its own")];
+
+/// Karpenter's own taints, which Karpenter adds and removes itself, and Dovetail's counterparts.
+const KARPENTER_TAINTS: &[(&str, &str)] =
+    &[("karpenter.sh/disrupted", TAINT_DISRUPTED), ("karpenter.sh/unregistered", TAINT_UNREGISTERED)];
+
+/// Rewrites, on the spec as read, what has a Dovetail equivalent: the node class group and the
+/// template annotations Dovetail spells its own way.
+fn rewrite(spec: &mut Value, notes: &mut Notes<'_>) {
+    if let Some(class) = spec.pointer_mut("/template/spec/nodeClassRef").and_then(Value::as_object_mut) {
+        let karpenter = class.get("group").and_then(Value::as_str) == Some(KARPENTER_AWS_GROUP);
+        if karpenter && class.get("kind").and_then(Value::as_str) == Some(EC2_NODE_CLASS_KIND) {
+            class.insert("group".into(), GROUP.into());
+            notes.warn(
+                "spec.template.spec.nodeClassRef.group",
+                format!("{KARPENTER_AWS_GROUP} → {GROUP}: the pool uses the converted EC2NodeClass of the same name"),
+            );
+        }
+    }
+    if let Some(annotations) = spec.pointer_mut("/template/metadata/annotations").and_then(Value::as_object_mut) {
+        for &(from, to, why) in RENAMED_ANNOTATIONS {
+            let Some(v) = annotations.remove(from) else { continue };
+            let field = format!("spec.template.metadata.annotations[{from}]");
+            // An explicit Dovetail spelling wins over the Karpenter one.
+            if annotations.contains_key(to) {
+                notes.warn(field, format!("dropped: {to} is set too, and is the one kept"));
+            } else {
+                annotations.insert(to.into(), v);
+                notes.warn(field, format!("renamed to {to}: {why}"));
+            }
+        }
+        for key in annotations.keys().filter(|k| is_karpenter_key(k)) {
+            notes.warn(
+                format!("spec.template.metadata.annotations[{key}]"),
+                "kept: Karpenter's own annotation, which Dovetail puts on the nodes like any other but does \
+                 not act on",
+            );
+        }
+    }
+}
+
+/// Requirement values Dovetail reads but never offers.
+const NEVER_OFFERED: &[(&str, &str, &str)] = &[
+    (
+        CAPACITY_TYPE,
+        "reserved",
+        "Dovetail launches spot and on-demand capacity only, never into capacity reservations: this value \
+         matches nothing",
+    ),
+    (OS, "windows", "Dovetail launches Linux (AL2023) nodes only: this value matches nothing"),
+];
+
+/// Warnings about what the typed pool keeps but Dovetail treats differently from Karpenter.
+fn check(pool: &NodePool, notes: &mut Notes<'_>) {
+    let template = &pool.spec.template.spec;
+    for (i, req) in template.requirements.iter().enumerate() {
+        if req.operator != Operator::In {
+            continue;
+        }
+        for &(key, value, why) in NEVER_OFFERED {
+            if req.key == key && req.values.iter().any(|v| v == value) {
+                notes.warn(format!("spec.template.spec.requirements[{i}]"), format!("kept {key} {value}: {why}"));
+            }
+        }
+    }
+    for (list, taints) in [("taints", &template.taints), ("startupTaints", &template.startup_taints)] {
+        for (i, taint) in taints.iter().enumerate() {
+            if let Some((_, ours)) = KARPENTER_TAINTS.iter().find(|(theirs, _)| *theirs == taint.key) {
+                notes.warn(
+                    format!("spec.template.spec.{list}[{i}]"),
+                    format!(
+                        "kept {}: Karpenter adds and removes this taint itself, Dovetail does neither (its own \
+                         is {ours}), so the nodes keep it",
+                        taint.key
+                    ),
+                );
+            }
+        }
+    }
+    if pool.spec.limits.contains_key("nodes") {
+        // The core counts limits in resources of the pool's nodes (cpu, memory, GPUs); a node
+        // count is not one of them.
+        notes.warn(
+            "spec.limits[nodes]",
+            "kept, but Dovetail does not enforce a node count yet: bound the pool with cpu or memory limits",
+        );
+    }
+}
