@@ -1,7 +1,7 @@
 //! A function's cold start: from process start to its first request for an event
 //! (`GET /2018-06-01/runtime/invocation/next`), with every SDK client built, DescribeCluster
-//! answered, the table and the resume queue reached and the Kubernetes client made — what Lambda
-//! bills as init and what the first pending pod waits for.
+//! answered, the table and the resume queue reached and the Kubernetes client made (from a
+//! kubeconfig: see below) — what Lambda bills as init and what the first pending pod waits for.
 //!
 //! ```sh
 //! cargo build --release -p dovetail-provisioner
@@ -52,6 +52,19 @@ async fn main() -> Result<()> {
         .send()
         .await?;
 
+    // moto's DescribeCluster answers with a CA that is not a certificate, so the EKS client
+    // cannot be built from it: the function reaches "the cluster" through a kubeconfig instead
+    // (building the client connects to nothing; minting the EKS token would be a local
+    // signature, no round trip either).
+    let kubeconfig = std::env::temp_dir().join("dovetail-function-start.kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: bench\n\
+         clusters: [{name: bench, cluster: {server: 'https://127.0.0.1:6443', insecure-skip-tls-verify: true}}]\n\
+         users: [{name: bench, user: {token: bench}}]\n\
+         contexts: [{name: bench, context: {cluster: bench, user: bench}}]\n",
+    )?;
+
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         let runtime_api = TcpListener::bind("127.0.0.1:0")?;
@@ -71,14 +84,32 @@ async fn main() -> Result<()> {
             .env("DOVETAIL_TABLE_NAME", "dovetail")
             .env("DOVETAIL_RESUME_QUEUE_URL", &queue_url)
             .env("DOVETAIL_ENDPOINT_URL", &moto.endpoint)
+            .env("DOVETAIL_KUBECONFIG", &kubeconfig)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()?;
-        let (mut stream, _) = runtime_api.accept()?;
+        // The clock stops at the first connection; a function that exits first (init failed)
+        // or never connects fails the benchmark with its stderr instead of hanging it.
+        runtime_api.set_nonblocking(true)?;
+        let deadline = started + Duration::from_secs(10);
+        let mut stream = loop {
+            match runtime_api.accept() {
+                Ok((stream, _)) => break stream,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e.into()),
+            }
+            if child.try_wait()?.is_some() || Instant::now() > deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output()?;
+                bail!("the function never asked for an event; stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        let elapsed = started.elapsed();
+        stream.set_nonblocking(false)?;
         let mut first = [0u8; 64];
         let n = stream.read(&mut first)?;
-        let elapsed = started.elapsed();
         let request = String::from_utf8_lossy(&first[..n]).to_string();
         let _ = child.kill();
         let out = child.wait_with_output()?;

@@ -23,18 +23,11 @@ pub struct Handled<R> {
 /// one: when the reconcile could not run (the store or the cluster unreachable), every message
 /// is reported failed and comes back after the visibility timeout. A doorbell that is not JSON
 /// is logged, naming the message, and consumed: the reconcile it rang has run.
-pub async fn doorbells<K, C, S, Q, T>(
+pub async fn doorbells<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
     function: &str,
     reconciler: &Reconciler<K, C, S, Q, T>,
     event: &SqsEvent,
-) -> Handled<SqsBatchResponse>
-where
-    K: Kube,
-    C: Cloud,
-    S: Store,
-    Q: Queue,
-    T: Clock,
-{
+) -> Handled<SqsBatchResponse> {
     let started = Instant::now();
     for m in sqs::messages(event) {
         if let Err(e) = serde_json::from_str::<serde_json::Value>(&m.body) {
@@ -51,18 +44,11 @@ where
 
 /// The interruption function: EventBridge events and `{"resume": …}` messages, each standing
 /// alone — a malformed one fails by itself (and reaches the DLQ after its retries).
-pub async fn interruptions<K, C, S, Q, T>(
+pub async fn interruptions<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
     function: &str,
     reconciler: &Reconciler<K, C, S, Q, T>,
     event: &SqsEvent,
-) -> Handled<SqsBatchResponse>
-where
-    K: Kube,
-    C: Cloud,
-    S: Store,
-    Q: Queue,
-    T: Clock,
-{
+) -> Handled<SqsBatchResponse> {
     let started = Instant::now();
     let batch = reconciler.interrupt(&sqs::messages(event)).await;
     finish(function, &reconciler.settings.cluster, &batch.report, started);
@@ -71,14 +57,10 @@ where
 
 /// The sweeper (a scheduled event, whatever its payload). An error means the sweep could not
 /// read the cluster at all; the next schedule tick tries again.
-pub async fn sweep<K, C, S, Q, T>(function: &str, reconciler: &Reconciler<K, C, S, Q, T>) -> Result<Report, PortError>
-where
-    K: Kube,
-    C: Cloud,
-    S: Store,
-    Q: Queue,
-    T: Clock,
-{
+pub async fn sweep<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
+    function: &str,
+    reconciler: &Reconciler<K, C, S, Q, T>,
+) -> Result<Report, PortError> {
     let started = Instant::now();
     let result = reconciler.sweep().await;
     let report = match &result {

@@ -10,20 +10,7 @@ use super::{World, CLUSTER, K8S_VERSION};
 #[tokio::test]
 async fn cluster_access_from_describe_cluster_and_a_presigned_token() {
     let world = World::new().await;
-    world
-        .clients
-        .eks
-        .create_cluster()
-        .name(CLUSTER)
-        .version(K8S_VERSION)
-        .role_arn("arn:aws:iam::123456789012:role/eks")
-        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
-        .kubernetes_network_config(
-            aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder().service_ipv4_cidr("10.100.0.0/16").build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    world.eks_cluster().await;
     let eks = Eks::new(world.clients.eks.clone(), &world.sdk, CLUSTER);
     let access = eks.access().await.unwrap();
     assert!(access.endpoint.starts_with("https://"), "{}", access.endpoint);

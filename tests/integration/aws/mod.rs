@@ -80,6 +80,25 @@ impl World {
         }
     }
 
+    /// The cluster in moto's EKS (DescribeCluster answers with an endpoint, a CA and the version).
+    pub async fn eks_cluster(&self) {
+        self.clients
+            .eks
+            .create_cluster()
+            .name(CLUSTER)
+            .version(K8S_VERSION)
+            .role_arn("arn:aws:iam::123456789012:role/eks")
+            .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+            .kubernetes_network_config(
+                aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
+                    .service_ipv4_cidr("10.100.0.0/16")
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+
     pub fn cloud(&self) -> Ec2Cloud {
         Ec2Cloud::new(&self.clients, &self.config, World::facts())
     }

@@ -74,19 +74,7 @@ async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone
 
     let sdk = &rig.aws.sdk;
     let events = aws_sdk_eventbridge::Client::new(sdk);
-    let arn = rig
-        .aws
-        .clients
-        .sqs
-        .get_queue_attributes()
-        .queue_url(&rig.interruption_url)
-        .attribute_names(QueueAttributeName::QueueArn)
-        .send()
-        .await
-        .unwrap()
-        .attributes()
-        .unwrap()[&QueueAttributeName::QueueArn]
-        .clone();
+    let arn = rig.queue_arn(&rig.interruption_url).await;
     for (name, pattern) in rules() {
         events.put_rule().name(name).event_pattern(pattern.to_string()).send().await.unwrap();
         let target = Target::builder().id("interruption-queue").arn(&arn).build().unwrap();

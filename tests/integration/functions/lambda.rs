@@ -21,7 +21,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{json, Value};
 
 use super::Rig;
-use crate::aws::{CLUSTER, K8S_VERSION, SSM_PREFIX, TABLE};
+use crate::aws::{CLUSTER, SSM_PREFIX, TABLE};
 use crate::controlplane::{eventually, pod_scheduled, SCHEDULING_TIMEOUT};
 
 /// ELF `e_machine` of AArch64.
@@ -92,17 +92,7 @@ async fn pending_pod(control_plane: &ControlPlane) -> anyhow::Result<()> {
 #[tokio::test]
 async fn the_provisioner_binary_serves_a_recorded_sqs_event_under_cargo_lambda() {
     let rig = Rig::new(&["on-demand"]).await;
-    rig.aws
-        .clients
-        .eks
-        .create_cluster()
-        .name(CLUSTER)
-        .version(K8S_VERSION)
-        .role_arn("arn:aws:iam::123456789012:role/eks")
-        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
-        .send()
-        .await
-        .unwrap();
+    rig.aws.eks_cluster().await;
     let control_plane = ControlPlane::start().expect("a private control plane");
     pending_pod(&control_plane).await.unwrap();
 

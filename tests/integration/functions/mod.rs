@@ -123,20 +123,26 @@ impl Rig {
         }
     }
 
-    /// What Lambda's SQS poller would hand the function: up to 10 messages received from the
-    /// queue, as an SQS event (`eventSource`, `eventSourceARN`, `receiptHandle`, attributes).
-    pub async fn receive(&self, url: &str) -> SqsEvent {
-        let sqs = &self.aws.clients.sqs;
-        let arn = sqs
+    /// The ARN of the queue at `url` (event source mappings and EventBridge targets name it).
+    pub async fn queue_arn(&self, url: &str) -> String {
+        let out = self
+            .aws
+            .clients
+            .sqs
             .get_queue_attributes()
             .queue_url(url)
             .attribute_names(QueueAttributeName::QueueArn)
             .send()
             .await
-            .unwrap()
-            .attributes()
-            .and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned())
             .unwrap();
+        out.attributes().and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned()).unwrap()
+    }
+
+    /// What Lambda's SQS poller would hand the function: up to 10 messages received from the
+    /// queue, as an SQS event (`eventSource`, `eventSourceARN`, `receiptHandle`, attributes).
+    pub async fn receive(&self, url: &str) -> SqsEvent {
+        let sqs = &self.aws.clients.sqs;
+        let arn = self.queue_arn(url).await;
         let got = sqs
             .receive_message()
             .queue_url(url)
@@ -282,9 +288,10 @@ impl Rig {
     }
 }
 
-/// A doorbell as the forwarder rings it.
+/// A doorbell as the forwarder rings it (its own encoder).
 pub fn doorbell(pod: &str) -> String {
-    serde_json::json!({"pod": format!("payments/{pod}"), "unschedulableAt": "2026-11-21T15:05:45.624Z"}).to_string()
+    let at = k8s_openapi::jiff::Timestamp::now();
+    dovetail_forwarder::doorbell::Doorbell::Pod { namespace: "payments".into(), name: pod.into(), at }.body()
 }
 
 pub fn now() -> Time {

@@ -56,7 +56,7 @@ impl Step {
 /// The labels a claim's Node must carry: the claim's (recorded for the launched type at launch,
 /// see [`crate::nodeclaim::launched_labels`]), with the launch's type, zone and capacity type
 /// whatever an older record says.
-pub fn node_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
+fn node_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
     let mut labels = claim.labels.clone();
     if let Some(l) = &claim.launch {
         labels.insert(crate::labels::INSTANCE_TYPE.into(), l.instance_type.clone());
