@@ -3,4 +3,5 @@
 //! missing and how CI installs it; nothing is silently skipped.
 
 pub mod controlplane;
+pub mod lambda;
 pub mod moto;
