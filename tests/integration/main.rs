@@ -3,4 +3,5 @@
 
 mod aws;
 mod controlplane;
+mod infra;
 mod kube;
