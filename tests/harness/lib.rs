@@ -3,5 +3,6 @@
 //! missing and how CI installs it; nothing is silently skipped.
 
 pub mod controlplane;
+pub mod forwarder;
 pub mod lambda;
 pub mod moto;

@@ -147,7 +147,7 @@ fn sam_template_keeps_the_functions_contract() -> Result<()> {
             ensure!(timeout <= MAX_TIMEOUT_SECONDS, "{id}: timeout {timeout} s, too close to the lease's TTL");
         }
     }
-    assert_eq!(binaries, lambda::BINARIES.iter().map(|b| b.to_string()).collect());
+    assert_eq!(binaries, lambda::FUNCTIONS.iter().map(|b| b.to_string()).collect());
 
     // Queues: visibility at least 6 x the consumer's timeout plus its batching window; DLQs.
     for (function_id, event) in [("ProvisionerFunction", "Doorbells"), ("InterruptionFunction", "Interruptions")] {
@@ -335,13 +335,13 @@ fn cdk_synth_passes_cdk_nag_and_packages_the_built_functions() -> Result<()> {
             let asset =
                 resource["Metadata"]["aws:asset:path"].as_str().with_context(|| format!("{name}: {id} asset"))?;
             let staged = std::fs::read(out.join(asset).join("bootstrap"))?;
-            let binary = lambda::BINARIES
+            let binary = lambda::FUNCTIONS
                 .iter()
                 .find(|b| std::fs::read(lambda_dir.join(b).join("bootstrap")).is_ok_and(|built| built == staged))
                 .with_context(|| format!("{name}: {id} packages no built bootstrap"))?;
             packaged.insert(*binary);
         }
-        assert_eq!(packaged, lambda::BINARIES.into_iter().collect(), "{name}");
+        assert_eq!(packaged, lambda::FUNCTIONS.into_iter().collect(), "{name}");
     }
     Ok(())
 }

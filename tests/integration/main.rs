@@ -3,5 +3,7 @@
 
 mod aws;
 mod controlplane;
+mod forwarder;
+mod functions;
 mod infra;
 mod kube;

@@ -99,6 +99,7 @@ fn cluster(n: usize) -> Cluster {
         images: BTreeMap::from([("amd64".to_string(), "ami-0new".to_string())]),
         subnets: vec!["subnet-a".into(), "subnet-b".into()],
         security_groups: vec!["sg-1".into(), "sg-2".into()],
+        zones: vec![],
     });
     for i in 0..n {
         let name = format!("default-{i}");

@@ -181,7 +181,7 @@ fn an_intent_carries_what_launch_and_drift_need() {
 fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = vec!["m7i.large".into(), "m6i.large".into(), "c7i.xlarge".into()];
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new());
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &[]);
     assert_eq!(groups.len(), 2);
     assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::Spot));
     assert!(groups[1].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
@@ -196,7 +196,7 @@ fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
         zone: "us-east-1b".into(),
         capacity_type: CapacityType::OnDemand,
     };
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]));
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]), &[]);
     assert_eq!(groups.len(), 1);
     assert!(groups[0].iter().all(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::OnDemand));
     assert!(!groups[0].iter().any(|o| o.key() == gone));
@@ -204,10 +204,27 @@ fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
 }
 
 #[test]
+fn offers_stay_in_the_zones_the_class_has_subnets_in() {
+    let mut claim = NodeClaim::launching("x", "default", "default", T0);
+    claim.instance_types = vec!["m7i.large".into(), "m6i.large".into()];
+    let class_zones = ["us-east-1a".to_string(), "us-east-1c".to_string()];
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &class_zones);
+    assert_eq!(groups.len(), 2);
+    for g in &groups {
+        assert!(!g.is_empty() && g.iter().all(|o| class_zones.contains(&o.zone)), "{g:?}");
+    }
+    // Every spot offering in those zones ruled out: on-demand is next, not spot elsewhere.
+    let spot_gone: BTreeSet<OfferingKey> = groups[0].iter().map(|o| o.key()).collect();
+    let groups = offers(&claim, catalog::embedded(), &spot_gone, &class_zones);
+    assert_eq!(groups.len(), 1);
+    assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
+}
+
+#[test]
 fn offers_are_capped_at_sixty() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = catalog::embedded().types.iter().map(|t| t.name.clone()).take(200).collect();
-    for g in offers(&claim, catalog::embedded(), &BTreeSet::new()) {
+    for g in offers(&claim, catalog::embedded(), &BTreeSet::new(), &[]) {
         assert_eq!(g.len(), provisioning::MAX_OFFERS);
     }
 }

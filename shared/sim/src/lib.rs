@@ -9,11 +9,13 @@
 //!   messages, the sweeper's schedule — calling the functions where the Lambdas would run.
 //! - [`baseline`]: a Cluster Autoscaler-like policy over the same world.
 //! - [`report`]: what a run cost and how long pods waited, as a table, JSON or an HTML page.
+//! - [`faults`]: crashes injected into any `Cloud` and `Store`, for the exactly-once tests.
 //!
 //! Everything is deterministic for a seed: seeded `SmallRng`, `BTreeMap` iteration, virtual time.
 
 pub mod baseline;
 pub mod driver;
+pub mod faults;
 pub mod report;
 pub mod scenario;
 pub mod world;

@@ -4,131 +4,20 @@
 //! second successful CreateFleet, and the pods' demand was covered once: as many claims as a run
 //! without faults launches.
 
-use std::collections::BTreeMap;
-use std::future::Future;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use dovetail_core::catalog::{Catalog, OfferingKey};
-use dovetail_core::disruption::{Instance, ResolvedClass};
 use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod};
-use dovetail_core::nodeclaim::{Launch, NodeClaim, Phase};
-use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, Lease, PortError, PortResult, Store};
+use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::reconcile::{Ports, QueueMessage, Reconciler, Settings};
 use dovetail_core::resources::Resources;
-use dovetail_core::time::Time;
 use dovetail_sim::block_on;
+use dovetail_sim::faults::{Faults, FaultyCloud, FaultyStore};
 use dovetail_sim::world::{SimClock, SimCloud, SimKube, SimQueue, SimStore, World, WorldConfig};
 
 const GIB: i64 = 1 << 30;
 
-/// A crash after `budget` port calls: that call and every later one of the invocation fail.
-/// Counts successful CreateFleet calls per claim either way.
-#[derive(Default)]
-struct Faults {
-    budget: AtomicI64,
-    calls: AtomicI64,
-    launches: Mutex<BTreeMap<String, u32>>,
-}
-
-impl Faults {
-    fn crash_after(n: i64) -> Arc<Faults> {
-        let f = Faults::default();
-        f.budget.store(n, Ordering::SeqCst);
-        Arc::new(f)
-    }
-
-    fn never() -> Arc<Faults> {
-        Faults::crash_after(i64::MAX)
-    }
-
-    fn disarm(&self) {
-        self.budget.store(i64::MAX, Ordering::SeqCst);
-    }
-
-    fn call(&self) -> PortResult<()> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        if self.budget.fetch_sub(1, Ordering::SeqCst) <= 0 {
-            self.budget.store(0, Ordering::SeqCst);
-            return Err(PortError::Unavailable("injected crash".into()));
-        }
-        Ok(())
-    }
-}
-
-struct FaultyCloud(SimCloud, Arc<Faults>);
-struct FaultyStore(SimStore, Arc<Faults>);
-
-impl Cloud for FaultyCloud {
-    fn catalog(&self) -> impl Future<Output = PortResult<Arc<Catalog>>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.catalog()));
-        async move { r? }
-    }
-    fn instances(&self) -> impl Future<Output = PortResult<Vec<Instance>>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.instances()));
-        async move { r? }
-    }
-    fn resolve(&self, class: &NodeClass) -> impl Future<Output = PortResult<ResolvedClass>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.resolve(class)));
-        async move { r? }
-    }
-    fn launch(&self, request: &LaunchRequest) -> impl Future<Output = PortResult<LaunchOutcome>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.launch(request)));
-        if let Ok(Ok(LaunchOutcome::Launched(_))) = &r {
-            *self.1.launches.lock().unwrap().entry(request.claim.name.clone()).or_default() += 1;
-        }
-        async move { r? }
-    }
-    fn find_launched(&self, claim: &str) -> impl Future<Output = PortResult<Option<Launch>>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.find_launched(claim)));
-        async move { r? }
-    }
-    fn terminate(&self, instance_id: &str) -> impl Future<Output = PortResult<()>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.terminate(instance_id)));
-        async move { r? }
-    }
-}
-
-impl Store for FaultyStore {
-    fn claims(&self) -> impl Future<Output = PortResult<Vec<NodeClaim>>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.claims()));
-        async move { r? }
-    }
-    fn claim(&self, name: &str) -> impl Future<Output = PortResult<Option<NodeClaim>>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.claim(name)));
-        async move { r? }
-    }
-    fn put_claim(&self, claim: &NodeClaim) -> impl Future<Output = PortResult<()>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.put_claim(claim)));
-        async move { r? }
-    }
-    fn delete_claim(&self, name: &str, version: u64) -> impl Future<Output = PortResult<()>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.delete_claim(name, version)));
-        async move { r? }
-    }
-    fn unavailable(
-        &self,
-        now: Time,
-    ) -> impl Future<Output = PortResult<std::collections::BTreeSet<OfferingKey>>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.unavailable(now)));
-        async move { r? }
-    }
-    fn mark_unavailable(&self, offering: &OfferingKey, until: Time) -> impl Future<Output = PortResult<()>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.mark_unavailable(offering, until)));
-        async move { r? }
-    }
-    fn lease(&self, holder: &str, now: Time, ttl: Duration) -> impl Future<Output = PortResult<Lease>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.lease(holder, now, ttl)));
-        async move { r? }
-    }
-    fn release(&self, holder: &str, now: Time, ttl: Duration) -> impl Future<Output = PortResult<bool>> + Send {
-        let r = self.1.call().map(|_| block_on(self.0.release(holder, now, ttl)));
-        async move { r? }
-    }
-}
-
-type Faulty = Reconciler<SimKube, FaultyCloud, FaultyStore, SimQueue, SimClock>;
+type Faulty = Reconciler<SimKube, FaultyCloud<SimCloud>, FaultyStore<SimStore>, SimQueue, SimClock>;
 type Plain = Reconciler<SimKube, SimCloud, SimStore, SimQueue, SimClock>;
 
 fn faulty(w: &World, faults: &Arc<Faults>, holder: &str) -> Faulty {
@@ -182,8 +71,8 @@ fn settle_cluster(w: &World) {
 
 /// Live instances and live claims pair up one to one; no claim had two successful launches.
 fn assert_exactly_once(w: &World, faults: &Faults, context: &str) {
-    for (claim, n) in faults.launches.lock().unwrap().iter() {
-        assert_eq!(*n, 1, "{context}: claim {claim} got {n} successful CreateFleet calls");
+    for (claim, n) in faults.launches() {
+        assert_eq!(n, 1, "{context}: claim {claim} got {n} successful CreateFleet calls");
     }
     let s = w.lock();
     let live: Vec<&NodeClaim> = s.store.claims.values().filter(|c| c.phase != Phase::Terminated).collect();
@@ -212,7 +101,7 @@ fn clean_run(pods: usize) -> (usize, i64) {
     let w = world(pods);
     let faults = Faults::never();
     block_on(faulty(&w, &faults, "a").provision()).unwrap();
-    let calls = faults.calls.load(Ordering::SeqCst);
+    let calls = faults.calls();
     settle_cluster(&w);
     assert_exactly_once(&w, &faults, "clean run");
     (live_claims(&w), calls)

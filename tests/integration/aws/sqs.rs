@@ -2,9 +2,9 @@
 
 use std::time::Duration;
 
-use dovetail_aws::sqs::Resume;
 use dovetail_aws::SqsQueue;
 use dovetail_core::reconcile::ports::Queue;
+use dovetail_core::reconcile::Resume;
 
 use super::World;
 

@@ -186,6 +186,12 @@ impl DynamoStore {
         &self.layout
     }
 
+    /// Reads one item (the lease), so a Lambda's init opens the connection and a missing table or
+    /// permission fails there, with DynamoDB's message, not in the first invocation.
+    pub async fn check(&self) -> AwsResult<()> {
+        self.get_lease().await.map(|_| ())
+    }
+
     /// Items of this cluster whose sort key starts with `prefix` (strongly consistent).
     async fn query_prefix(&self, prefix: &str) -> AwsResult<Vec<Item>> {
         let mut out = Vec::new();

@@ -155,6 +155,7 @@ impl Resolver {
                 images,
                 subnets: subnets.iter().map(|s| s.id.clone()).collect(),
                 security_groups,
+                zones: subnets.iter().map(|s| s.zone.clone()).collect(),
             },
             subnets,
         })

@@ -6,20 +6,15 @@
 
 use std::time::Duration;
 
+use aws_sdk_sqs::types::QueueAttributeName;
 use aws_sdk_sqs::Client;
 use dovetail_core::reconcile::ports::{PortResult, Queue};
-use serde::{Deserialize, Serialize};
+use dovetail_core::reconcile::Resume;
 
-use crate::error::api_error;
+use crate::error::{api_error, AwsResult};
 
 /// SQS's longest message delay.
 pub const MAX_DELAY: Duration = Duration::from_secs(900);
-
-/// The body of a delayed "come back for this claim" message.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Resume {
-    pub resume: String,
-}
 
 /// The delay SQS is asked for: whole seconds, rounded up, at most [`MAX_DELAY`].
 pub fn delay_seconds(after: Duration) -> i32 {
@@ -37,6 +32,19 @@ pub struct SqsQueue {
 impl SqsQueue {
     pub fn new(client: Client, url: &str) -> SqsQueue {
         SqsQueue { client, url: url.to_string() }
+    }
+
+    /// Reaches the queue once (GetQueueAttributes), so a Lambda's init opens the connection and
+    /// a wrong URL or a missing permission fails there, naming the queue, not in the first drain.
+    pub async fn check(&self) -> AwsResult<()> {
+        self.client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(QueueAttributeName::QueueArn)
+            .send()
+            .await
+            .map_err(|e| api_error("GetQueueAttributes", e))?;
+        Ok(())
     }
 }
 

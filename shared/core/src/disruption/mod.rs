@@ -47,6 +47,9 @@ pub struct ResolvedClass {
     pub images: BTreeMap<String, String>,
     pub subnets: Vec<String>,
     pub security_groups: Vec<String>,
+    /// Zones the subnets are in: where a launch can go (empty when unknown: anywhere).
+    #[serde(default)]
+    pub zones: Vec<String>,
 }
 
 /// The live state disruption decisions are made from.

@@ -15,6 +15,7 @@ use crate::labels;
 use crate::model::{DaemonSet, Node, NodeKind, NodePool, Taint};
 use crate::nodeclaim::{Hashes, NodeClaim, Phase};
 use crate::reconcile::ports::Offer;
+use crate::requirements::{Operator, Requirement};
 use crate::resources::Resources;
 use crate::scheduler::{schedule, PlannedClaim};
 use crate::snapshot::Snapshot;
@@ -158,7 +159,15 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
     let nodepools = cluster
         .nodepools
         .iter()
-        .map(|p| NodePool { usage: usage.get(&p.name).cloned().unwrap_or_default(), ..p.clone() })
+        .map(|p| {
+            let mut pool = NodePool { usage: usage.get(&p.name).cloned().unwrap_or_default(), ..p.clone() };
+            // A pool launches only where its class has subnets (Karpenter narrows offerings the
+            // same way): planning elsewhere would pick offerings no launch can use.
+            if let Some(zones) = class_zones(cluster, &p.node_class) {
+                pool.requirements.add(Requirement::new(labels::ZONE, Operator::In, zones).expect("zone names"));
+            }
+            pool
+        })
         .collect();
     Snapshot {
         pods: cluster.pending.clone(),
@@ -169,6 +178,11 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
     }
+}
+
+/// The zones the resolved class `name` has subnets in, when known.
+fn class_zones<'a>(cluster: &'a Cluster, name: &str) -> Option<&'a [String]> {
+    cluster.resolved.iter().find(|r| r.name == name).map(|r| r.zones.as_slice()).filter(|z| !z.is_empty())
 }
 
 /// A claim name no earlier decision used: the pool's name and a short hash of the moment and the
@@ -278,9 +292,17 @@ pub fn intent(planned: &PlannedClaim, cluster: &Cluster, now: Time) -> NodeClaim
 
 /// What CreateFleet may choose from for a claim, in the order to try: one group per capacity type
 /// the claim allows (spot first), each cheapest first and at most [`MAX_OFFERS`] long. Offerings
-/// marked unavailable are left out.
-pub fn offers(claim: &NodeClaim, catalog: &Catalog, unavailable: &BTreeSet<OfferingKey>) -> Vec<Vec<Offer>> {
+/// marked unavailable, and those in zones where the class has no subnet (`class_zones`, when
+/// known), are left out — so once capacity errors rule out a capacity type in the class's zones,
+/// the next group is tried rather than offers no launch could use.
+pub fn offers(
+    claim: &NodeClaim,
+    catalog: &Catalog,
+    unavailable: &BTreeSet<OfferingKey>,
+    class_zones: &[String],
+) -> Vec<Vec<Offer>> {
     let zones = claim.requirements.get(labels::ZONE);
+    let in_class = |zone: &str| class_zones.is_empty() || class_zones.iter().any(|z| z == zone);
     let capacity = claim.requirements.get(labels::CAPACITY_TYPE);
     let mut groups = Vec::new();
     for ct in [CapacityType::Spot, CapacityType::OnDemand] {
@@ -293,6 +315,7 @@ pub fn offers(claim: &NodeClaim, catalog: &Catalog, unavailable: &BTreeSet<Offer
             .filter_map(|n| catalog.get(n))
             .flat_map(|t| t.offerings.iter().map(move |o| (t, o)))
             .filter(|(_, o)| o.available && o.capacity_type == ct && zones.is_none_or(|z| z.has(&o.zone)))
+            .filter(|(_, o)| in_class(&o.zone))
             .map(|(t, o)| Offer {
                 instance_type: t.name.clone(),
                 zone: o.zone.clone(),

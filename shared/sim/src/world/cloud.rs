@@ -429,6 +429,7 @@ impl State {
             images: self.cloud.images(),
             subnets: self.config.zones.iter().map(|z| subnet_of(&z.name)).collect(),
             security_groups: vec![SECURITY_GROUP.to_string()],
+            zones: self.config.zones.iter().map(|z| z.name.clone()).collect(),
         }
     }
 

@@ -311,6 +311,13 @@ impl State {
         self.stats.nodes_registered += 1;
     }
 
+    /// A Node joins for an instance launched outside this world (on moto, in the functions'
+    /// tests): the kubelet registers it as the world's own instances do, and the forwarder rings.
+    pub fn join(&mut self, reg: &Registration, zone: &str, instance_id: &str, price: f64) {
+        self.register_node(reg, format!("aws:///{zone}/{instance_id}"), instance_id, price);
+        self.node_registered(reg);
+    }
+
     /// The forwarder's node doorbell, and a resume for the node's claim so registration is
     /// recorded (and the unregistered taint removed) without waiting for the sweeper.
     pub(super) fn node_registered(&mut self, reg: &Registration) {

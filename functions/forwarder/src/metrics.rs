@@ -1,0 +1,191 @@
+//! Counters, served in Prometheus' text format on `/metrics` and logged once a minute when they
+//! moved, and a limiter that keeps a failing dependency from flooding the logs.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::review::Outcome;
+
+/// Monotonic counters since the process started.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub reviews_pod_doorbell: AtomicU64,
+    pub reviews_node_doorbell: AtomicU64,
+    pub reviews_ignored: AtomicU64,
+    pub reviews_dry_run: AtomicU64,
+    pub reviews_malformed: AtomicU64,
+    /// Bodies refused before decoding (too large, unreadable).
+    pub reviews_unread: AtomicU64,
+    /// Doorbells dropped because the queue to the sender was full (or closing).
+    pub doorbells_dropped: AtomicU64,
+    /// Doorbells folded into an identical one in the same coalescing window.
+    pub doorbells_coalesced: AtomicU64,
+    pub messages_sent: AtomicU64,
+    /// Messages given up on after the retries (or refused by SQS for good).
+    pub messages_failed: AtomicU64,
+    pub batches_sent: AtomicU64,
+    pub batch_retries: AtomicU64,
+}
+
+fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+impl Metrics {
+    pub fn review(&self, outcome: &Outcome) {
+        let counter = match outcome {
+            Outcome::Doorbell(crate::doorbell::Doorbell::Pod { .. }) => &self.reviews_pod_doorbell,
+            Outcome::Doorbell(crate::doorbell::Doorbell::Node { .. }) => &self.reviews_node_doorbell,
+            Outcome::Ignored => &self.reviews_ignored,
+            Outcome::DryRun => &self.reviews_dry_run,
+            Outcome::Malformed(_) => &self.reviews_malformed,
+        };
+        bump(counter, 1);
+    }
+
+    pub fn add(counter: &AtomicU64, by: u64) {
+        bump(counter, by);
+    }
+
+    /// Every counter with its Prometheus name, label and help text.
+    fn counters(&self) -> [(&'static str, Option<&'static str>, &'static str, &AtomicU64); 12] {
+        const REVIEWS: &str = "AdmissionReview requests answered, by what they meant.";
+        const DOORBELLS: &str = "Doorbells not sent, by why.";
+        [
+            ("dovetail_forwarder_reviews_total", Some("outcome=\"pod_doorbell\""), REVIEWS, &self.reviews_pod_doorbell),
+            (
+                "dovetail_forwarder_reviews_total",
+                Some("outcome=\"node_doorbell\""),
+                REVIEWS,
+                &self.reviews_node_doorbell,
+            ),
+            ("dovetail_forwarder_reviews_total", Some("outcome=\"ignored\""), REVIEWS, &self.reviews_ignored),
+            ("dovetail_forwarder_reviews_total", Some("outcome=\"dry_run\""), REVIEWS, &self.reviews_dry_run),
+            ("dovetail_forwarder_reviews_total", Some("outcome=\"malformed\""), REVIEWS, &self.reviews_malformed),
+            ("dovetail_forwarder_reviews_total", Some("outcome=\"unread\""), REVIEWS, &self.reviews_unread),
+            (
+                "dovetail_forwarder_doorbells_skipped_total",
+                Some("reason=\"queue_full\""),
+                DOORBELLS,
+                &self.doorbells_dropped,
+            ),
+            (
+                "dovetail_forwarder_doorbells_skipped_total",
+                Some("reason=\"coalesced\""),
+                DOORBELLS,
+                &self.doorbells_coalesced,
+            ),
+            ("dovetail_forwarder_messages_sent_total", None, "Doorbells SQS accepted.", &self.messages_sent),
+            ("dovetail_forwarder_messages_failed_total", None, "Doorbells given up on.", &self.messages_failed),
+            ("dovetail_forwarder_batches_sent_total", None, "SendMessageBatch calls made.", &self.batches_sent),
+            ("dovetail_forwarder_batch_retries_total", None, "SendMessageBatch calls repeated.", &self.batch_retries),
+        ]
+    }
+
+    /// The Prometheus text exposition format.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(2048);
+        let mut last = "";
+        for (name, label, help, value) in self.counters() {
+            if name != last {
+                let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+                last = name;
+            }
+            let value = value.load(Ordering::Relaxed);
+            match label {
+                Some(label) => writeln!(out, "{name}{{{label}}} {value}"),
+                None => writeln!(out, "{name} {value}"),
+            }
+            .expect("writing to a String");
+        }
+        out
+    }
+
+    /// The counters' values in order, to tell whether anything moved since the last look.
+    pub fn snapshot(&self) -> Vec<u64> {
+        self.counters().iter().map(|(.., value)| value.load(Ordering::Relaxed)).collect()
+    }
+
+    /// Logs the counters as one JSON line.
+    pub fn log(&self) {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        tracing::info!(
+            pod_doorbells = load(&self.reviews_pod_doorbell),
+            node_doorbells = load(&self.reviews_node_doorbell),
+            ignored = load(&self.reviews_ignored),
+            dry_run = load(&self.reviews_dry_run),
+            malformed = load(&self.reviews_malformed),
+            unread = load(&self.reviews_unread),
+            dropped = load(&self.doorbells_dropped),
+            coalesced = load(&self.doorbells_coalesced),
+            sent = load(&self.messages_sent),
+            failed = load(&self.messages_failed),
+            batches = load(&self.batches_sent),
+            retries = load(&self.batch_retries),
+            "counters"
+        );
+    }
+}
+
+/// Lets one log line through per interval and counts the ones it held back, so a dependency
+/// failing on every request (SQS down, a full queue at 1,000 events/s) logs once in a while with
+/// how often it happened.
+#[derive(Debug)]
+pub struct LogLimiter {
+    interval: Duration,
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl LogLimiter {
+    pub const fn new(interval: Duration) -> LogLimiter {
+        LogLimiter { interval, state: Mutex::new((None, 0)) }
+    }
+
+    /// `Some(n)` when a line may be logged now, `n` being how many were held back since the last
+    /// one; `None` to stay quiet.
+    pub fn allow(&self, now: Instant) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (last, held) = &mut *state;
+        match last {
+            Some(at) if now.duration_since(*at) < self.interval => {
+                *held += 1;
+                None
+            }
+            _ => {
+                *last = Some(now);
+                Some(std::mem::take(held))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let metrics = Metrics::default();
+        metrics.review(&Outcome::Ignored);
+        metrics.review(&Outcome::Ignored);
+        Metrics::add(&metrics.messages_sent, 7);
+        let text = metrics.render();
+        assert!(text.contains("dovetail_forwarder_reviews_total{outcome=\"ignored\"} 2\n"), "{text}");
+        assert!(text.contains("dovetail_forwarder_messages_sent_total 7\n"), "{text}");
+        assert_eq!(text.matches("# TYPE dovetail_forwarder_reviews_total counter").count(), 1, "{text}");
+        assert_eq!(text.matches("# TYPE").count(), 6, "{text}");
+    }
+
+    #[test]
+    fn limiter_lets_one_line_through_per_interval() {
+        let limiter = LogLimiter::new(Duration::from_secs(10));
+        let start = Instant::now();
+        assert_eq!(limiter.allow(start), Some(0));
+        assert_eq!(limiter.allow(start + Duration::from_secs(1)), None);
+        assert_eq!(limiter.allow(start + Duration::from_secs(2)), None);
+        assert_eq!(limiter.allow(start + Duration::from_secs(11)), Some(2));
+        assert_eq!(limiter.allow(start + Duration::from_secs(12)), None);
+    }
+}

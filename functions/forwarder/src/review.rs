@@ -1,0 +1,411 @@
+//! Decoding `admission.k8s.io/v1` AdmissionReview requests into doorbells, and the response,
+//! which always allows. Pure — no I/O, no clock (the caller passes the time) — so recorded
+//! payloads from a real kube-apiserver test it (`fixtures/`).
+//!
+//! What rings:
+//! - **pods/status UPDATE** where the new pod is *provisionable* and the old one was not. A pod is
+//!   provisionable as Karpenter counts it: `PodScheduled=False` with reason `Unschedulable`, not
+//!   owned by a DaemonSet or a Node (mirror pods), and not preempting (no `nominatedNodeName`).
+//!   Comparing the whole predicate, not just the condition, also rings when a pod that was
+//!   nominated for preemption loses its nomination and is left unschedulable.
+//! - **pods CREATE** of a pod that is already provisionable. The API server resets a new pod's
+//!   status before validating admission runs (`fixtures/pod-create-with-status.json`: the client
+//!   sent the condition, the webhook saw none), so this never rings and the manifest does not
+//!   register pods CREATE; it is decoded all the same so that a configuration that does send it
+//!   gets the same rule.
+//! - **nodes CREATE** → `registered`; **nodes/status UPDATE** where `Ready` turns `True` →
+//!   `ready`; **nodes DELETE** → `gone`.
+//!
+//! Dry-run requests never ring (nothing is stored). Everything else — other resources and
+//! operations, heartbeats that change nothing — is allowed without a doorbell.
+//!
+//! Only the few fields the rules read are decoded; the rest of each object (often kilobytes of
+//! pod spec) is skipped by the parser without being allocated.
+
+use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+
+use crate::doorbell::{Doorbell, NodeEvent};
+
+/// The decoded request: the response to send, and what it meant.
+#[derive(Debug)]
+pub struct Reviewed {
+    /// The AdmissionReview response body (always `allowed: true`).
+    pub response: Vec<u8>,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Doorbell(Doorbell),
+    /// A well-formed request that changes nothing we ring for.
+    Ignored,
+    /// A dry run of something that would have rung.
+    DryRun,
+    /// The body did not decode; allowed anyway (with the request's uid when it could be read, so
+    /// the API server accepts the answer; without one it counts a webhook error and, under
+    /// `failurePolicy: Ignore`, admits the request all the same).
+    Malformed(String),
+}
+
+impl Outcome {
+    /// A stable label for logs and metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Outcome::Doorbell(Doorbell::Pod { .. }) => "pod_doorbell",
+            Outcome::Doorbell(Doorbell::Node { .. }) => "node_doorbell",
+            Outcome::Ignored => "ignored",
+            Outcome::DryRun => "dry_run",
+            Outcome::Malformed(_) => "malformed",
+        }
+    }
+}
+
+/// Decodes an AdmissionReview request body seen at `now`.
+pub fn review(body: &[u8], now: Timestamp) -> Reviewed {
+    match serde_json::from_slice::<ReviewIn>(body) {
+        Ok(ReviewIn { request: Some(request) }) => {
+            let outcome = decide(&request, now);
+            Reviewed { response: allow(&request.uid), outcome }
+        }
+        Ok(ReviewIn { request: None }) => {
+            Reviewed { response: allow(""), outcome: Outcome::Malformed("no request in the AdmissionReview".into()) }
+        }
+        Err(error) => {
+            // Answer with the uid if only the objects were off, so the API server takes the answer.
+            let uid = serde_json::from_slice::<UidOnly>(body).ok().and_then(|r| r.request).map(|r| r.uid);
+            Reviewed { response: allow(uid.as_deref().unwrap_or("")), outcome: Outcome::Malformed(error.to_string()) }
+        }
+    }
+}
+
+fn decide(request: &RequestIn, now: Timestamp) -> Outcome {
+    if !request.resource.group.is_empty() {
+        return Outcome::Ignored;
+    }
+    let sub = request.sub_resource.as_deref().unwrap_or("");
+    let doorbell = match (request.resource.resource.as_str(), sub, request.operation.as_str()) {
+        ("pods", "status", "UPDATE") | ("pods", "", "CREATE") => pod_doorbell(request, now),
+        ("nodes", "", "CREATE") => node_doorbell(request, NodeEvent::Registered, now),
+        ("nodes", "status", "UPDATE") => {
+            let became_ready =
+                request.object.as_ref().is_some_and(node_ready) && !request.old_object.as_ref().is_some_and(node_ready);
+            became_ready.then(|| node_doorbell(request, NodeEvent::Ready, now)).flatten()
+        }
+        ("nodes", "", "DELETE") => node_doorbell(request, NodeEvent::Gone, now),
+        _ => None,
+    };
+    match doorbell {
+        Some(_) if request.dry_run.unwrap_or(false) => Outcome::DryRun,
+        Some(doorbell) => Outcome::Doorbell(doorbell),
+        None => Outcome::Ignored,
+    }
+}
+
+fn pod_doorbell(request: &RequestIn, now: Timestamp) -> Option<Doorbell> {
+    let pod = request.object.as_ref()?;
+    if !provisionable(pod) || request.old_object.as_ref().is_some_and(provisionable) {
+        return None;
+    }
+    // `name` can be empty on CREATE (generateName); the object has the generated one by then.
+    let name = non_empty(&request.name).or(pod.metadata.name.as_deref())?;
+    let namespace = request.namespace.as_deref().or(pod.metadata.namespace.as_deref())?;
+    Some(Doorbell::Pod { namespace: namespace.to_string(), name: name.to_string(), at: now })
+}
+
+fn node_doorbell(request: &RequestIn, event: NodeEvent, now: Timestamp) -> Option<Doorbell> {
+    // DELETE sends the node as `oldObject` and no `object`.
+    let from_object = |o: &Option<ObjectIn>| o.as_ref().and_then(|o| o.metadata.name.clone());
+    let name = non_empty(&request.name)
+        .map(str::to_string)
+        .or_else(|| from_object(&request.object))
+        .or_else(|| from_object(&request.old_object))?;
+    Some(Doorbell::Node { name, event, at: now })
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    (!s.is_empty()).then_some(s)
+}
+
+/// Karpenter's provisionable pod (see the module documentation).
+fn provisionable(pod: &ObjectIn) -> bool {
+    let unschedulable = condition(pod, "PodScheduled")
+        .is_some_and(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"));
+    let owned_by_daemon_or_node =
+        pod.metadata.owner_references.iter().flatten().any(|o| o.kind == "DaemonSet" || o.kind == "Node");
+    let preempting = pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).is_some_and(|n| !n.is_empty());
+    unschedulable && !owned_by_daemon_or_node && !preempting
+}
+
+fn node_ready(node: &ObjectIn) -> bool {
+    condition(node, "Ready").is_some_and(|c| c.status == "True")
+}
+
+fn condition<'a>(object: &'a ObjectIn, type_: &str) -> Option<&'a ConditionIn> {
+    object.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == type_)
+}
+
+/// The always-allowing response for request `uid`.
+fn allow(uid: &str) -> Vec<u8> {
+    let review = ReviewOut {
+        api_version: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        response: ResponseOut { uid, allowed: true },
+    };
+    serde_json::to_vec(&review).expect("string fields always serialize")
+}
+
+// The decoded subset. Optional fields are `Option` rather than `#[serde(default)]` where the API
+// server may send `null`.
+
+#[derive(Deserialize)]
+struct ReviewIn {
+    request: Option<RequestIn>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn {
+    uid: String,
+    resource: ResourceIn,
+    sub_resource: Option<String>,
+    operation: String,
+    #[serde(default)]
+    name: String,
+    namespace: Option<String>,
+    dry_run: Option<bool>,
+    object: Option<ObjectIn>,
+    old_object: Option<ObjectIn>,
+}
+
+#[derive(Deserialize)]
+struct ResourceIn {
+    #[serde(default)]
+    group: String,
+    resource: String,
+}
+
+#[derive(Deserialize)]
+struct ObjectIn {
+    #[serde(default)]
+    metadata: MetaIn,
+    status: Option<StatusIn>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct MetaIn {
+    name: Option<String>,
+    namespace: Option<String>,
+    owner_references: Option<Vec<OwnerIn>>,
+}
+
+#[derive(Deserialize)]
+struct OwnerIn {
+    kind: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusIn {
+    conditions: Option<Vec<ConditionIn>>,
+    nominated_node_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ConditionIn {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct UidOnly {
+    request: Option<UidIn>,
+}
+
+#[derive(Deserialize)]
+struct UidIn {
+    uid: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: ResponseOut<'a>,
+}
+
+#[derive(Serialize)]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// AdmissionReview bodies as kube-apiserver v1.34.10 sent them to a webhook registered like
+    /// `infra/k8s/forwarder/webhook.yaml` (recorded with the test control plane, unedited).
+    fn fixture(name: &str) -> Vec<u8> {
+        let path = format!("{}/fixtures/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn edited(name: &str, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+        let mut review: Value = serde_json::from_slice(&fixture(name)).unwrap();
+        edit(&mut review);
+        serde_json::to_vec(&review).unwrap()
+    }
+
+    fn now() -> Timestamp {
+        "2026-11-21T15:04:47.250Z".parse().unwrap()
+    }
+
+    fn uid_of(body: &[u8]) -> String {
+        let review: Value = serde_json::from_slice(body).unwrap();
+        review["request"]["uid"].as_str().unwrap().to_string()
+    }
+
+    /// The response allows, echoes the uid, and has the v1 envelope.
+    fn assert_allows(reviewed: &Reviewed, uid: &str) {
+        let response: Value = serde_json::from_slice(&reviewed.response).unwrap();
+        assert_eq!(
+            response,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": uid, "allowed": true}})
+        );
+    }
+
+    fn outcome(body: &[u8]) -> Outcome {
+        let reviewed = review(body, now());
+        assert_allows(&reviewed, &uid_of(body));
+        reviewed.outcome
+    }
+
+    #[test]
+    fn pod_marked_unschedulable_rings() {
+        let body = fixture("pod-status-unschedulable");
+        assert_eq!(
+            outcome(&body),
+            Outcome::Doorbell(Doorbell::Pod { namespace: "rec-1".into(), name: "huge".into(), at: now() })
+        );
+    }
+
+    #[test]
+    fn pod_still_unschedulable_does_not_ring() {
+        // Another condition added to a pod that was already Unschedulable.
+        assert_eq!(outcome(&fixture("pod-status-still-unschedulable")), Outcome::Ignored);
+    }
+
+    #[test]
+    fn daemonset_and_mirror_pods_do_not_ring() {
+        assert_eq!(outcome(&fixture("pod-status-unschedulable-daemonset")), Outcome::Ignored);
+        let mirror = edited("pod-status-unschedulable", |r| {
+            r["request"]["object"]["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "1"}]);
+        });
+        assert_eq!(outcome(&mirror), Outcome::Ignored);
+    }
+
+    #[test]
+    fn preempting_pod_rings_when_its_nomination_goes() {
+        let nominated = |r: &mut Value, key: &str| r["request"][key]["status"]["nominatedNodeName"] = json!("n1");
+        let preempting = edited("pod-status-unschedulable", |r| nominated(r, "object"));
+        assert_eq!(outcome(&preempting), Outcome::Ignored);
+        // The pod the scheduler nominated is still pending and the nomination is cleared.
+        let cleared = edited("pod-status-still-unschedulable", |r| nominated(r, "oldObject"));
+        assert!(matches!(outcome(&cleared), Outcome::Doorbell(Doorbell::Pod { .. })));
+    }
+
+    #[test]
+    fn pod_created_with_a_status_does_not_ring() {
+        // The client sent PodScheduled=False/Unschedulable; the API server reset the status
+        // before admission, which is why the manifest does not register pods CREATE.
+        let body = fixture("pod-create-with-status");
+        let review: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(review["request"]["object"]["status"], json!({"phase": "Pending", "qosClass": "Burstable"}));
+        assert_eq!(outcome(&body), Outcome::Ignored);
+        // Were it to come with the condition, it would ring like the status update.
+        let unschedulable = edited("pod-create-with-status", |r| {
+            r["request"]["object"]["status"]["conditions"] =
+                json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]);
+        });
+        assert!(matches!(outcome(&unschedulable), Outcome::Doorbell(Doorbell::Pod { .. })));
+    }
+
+    #[test]
+    fn node_lifecycle_rings() {
+        let node = |event| Outcome::Doorbell(Doorbell::Node { name: "rec-1-n1".into(), event, at: now() });
+        assert_eq!(outcome(&fixture("node-create")), node(NodeEvent::Registered));
+        assert_eq!(outcome(&fixture("node-status-ready")), node(NodeEvent::Ready));
+        assert_eq!(outcome(&fixture("node-delete")), node(NodeEvent::Gone));
+    }
+
+    #[test]
+    fn node_heartbeat_does_not_ring() {
+        assert_eq!(outcome(&fixture("node-status-heartbeat")), Outcome::Ignored);
+        // Nor does a node going NotReady: the provisioner learns of that from its own reads.
+        let not_ready = edited("node-status-heartbeat", |r| {
+            r["request"]["object"]["status"]["conditions"][0]["status"] = json!("False");
+        });
+        assert_eq!(outcome(&not_ready), Outcome::Ignored);
+    }
+
+    #[test]
+    fn dry_runs_do_not_ring() {
+        assert_eq!(outcome(&fixture("node-create-dry-run")), Outcome::DryRun);
+    }
+
+    #[test]
+    fn node_name_comes_from_the_object_when_the_request_has_none() {
+        let unnamed = edited("node-delete", |r| r["request"]["name"] = json!(""));
+        assert!(matches!(outcome(&unnamed), Outcome::Doorbell(Doorbell::Node { name, .. }) if name == "rec-1-n1"));
+    }
+
+    #[test]
+    fn other_resources_are_ignored() {
+        let service = edited("node-create", |r| r["request"]["resource"]["resource"] = json!("services"));
+        assert_eq!(outcome(&service), Outcome::Ignored);
+        let other_group = edited("node-create", |r| r["request"]["resource"]["group"] = json!("example.com"));
+        assert_eq!(outcome(&other_group), Outcome::Ignored);
+        let node_update = edited("node-status-ready", |r| r["request"]["subResource"] = Value::Null);
+        assert_eq!(outcome(&node_update), Outcome::Ignored);
+    }
+
+    #[test]
+    fn malformed_bodies_are_still_allowed() {
+        // The objects do not decode, the uid does: the answer carries it.
+        let odd = edited("node-status-ready", |r| r["request"]["object"]["status"]["conditions"] = json!("Ready"));
+        let reviewed = review(&odd, now());
+        assert_allows(&reviewed, &uid_of(&odd));
+        assert!(
+            matches!(&reviewed.outcome, Outcome::Malformed(why) if why.contains("conditions") || why.contains("invalid type"))
+        );
+
+        for body in [&b"not json"[..], b"", b"{}", br#"{"request": null}"#, br#"{"request": {"uid": 7}}"#] {
+            let reviewed = review(body, now());
+            assert_allows(&reviewed, "");
+            assert!(matches!(reviewed.outcome, Outcome::Malformed(_)), "{:?}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn outcome_labels() {
+        let labels: Vec<&str> = [
+            outcome(&fixture("pod-status-unschedulable")),
+            outcome(&fixture("node-create")),
+            Outcome::Ignored,
+            Outcome::DryRun,
+            Outcome::Malformed(String::new()),
+        ]
+        .iter()
+        .map(Outcome::label)
+        .collect();
+        assert_eq!(labels, ["pod_doorbell", "node_doorbell", "ignored", "dry_run", "malformed"]);
+    }
+}

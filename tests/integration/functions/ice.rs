@@ -1,0 +1,134 @@
+//! Capacity errors: moto never reports them, so an SDK interceptor answers every spot CreateFleet
+//! as EC2 does when spot capacity is short (HTTP 200, no instance, an `errorSet` of
+//! `InsufficientInstanceCapacity`) — the request itself is swapped for a harmless one, so moto
+//! launches nothing behind the adapter's back. The adapter reads the answer, the reconciler marks
+//! the offerings unavailable in DynamoDB and falls back to on-demand.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use aws_sdk_ec2::config::interceptors::{
+    BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextMut,
+};
+use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::config_bag::{Storable, StoreReplace};
+use dovetail_aws::Ec2Cloud;
+use dovetail_core::catalog::CapacityType;
+use dovetail_core::disruption::Action;
+use dovetail_runtime::handlers;
+
+use super::{doorbell, Rig};
+use crate::aws::World;
+
+/// EC2's answer to an instant fleet it could not fill.
+const NO_SPOT_CAPACITY: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<CreateFleetResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
+    <requestId>5a7e1c2b-0000-4000-8000-000000000001</requestId>
+    <fleetId>fleet-0a1b2c3d4e5f60718</fleetId>
+    <errorSet>
+        <item>
+            <errorCode>InsufficientInstanceCapacity</errorCode>
+            <errorMessage>There is no Spot capacity available that matches your request.</errorMessage>
+            <lifecycle>spot</lifecycle>
+        </item>
+    </errorSet>
+    <fleetInstanceSet/>
+</CreateFleetResponse>"#;
+
+/// Marks a call whose answer is replaced.
+#[derive(Debug, Clone)]
+struct Refused;
+
+impl Storable for Refused {
+    type Storer = StoreReplace<Self>;
+}
+
+/// Refuses every spot CreateFleet; counts them.
+#[derive(Debug, Clone, Default)]
+struct NoSpotCapacity {
+    refused: Arc<AtomicUsize>,
+}
+
+impl Intercept for NoSpotCapacity {
+    fn name(&self) -> &'static str {
+        "NoSpotCapacity"
+    }
+
+    fn modify_before_signing(
+        &self,
+        context: &mut BeforeTransmitInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let request = context.request_mut();
+        let body = request.body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+        if body.contains("Action=CreateFleet") && body.contains("DefaultTargetCapacityType=spot") {
+            let harmless = "Action=DescribeRegions&Version=2016-11-15";
+            *request.body_mut() = SdkBody::from(harmless);
+            request.headers_mut().insert("Content-Length", harmless.len().to_string());
+            cfg.interceptor_state().store_put(Refused);
+            self.refused.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    fn modify_before_deserialization(
+        &self,
+        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if cfg.load::<Refused>().is_some() {
+            *context.response_mut().body_mut() = SdkBody::from(NO_SPOT_CAPACITY);
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn spot_capacity_errors_mark_offerings_unavailable_and_fall_back_to_on_demand() {
+    // A pool of three types in two zones: six spot offerings, all short.
+    let rig = Rig::with_types(&["spot", "on-demand"], &["m6g.large", "m6g.xlarge", "c6g.xlarge"]).await;
+    let injector = NoSpotCapacity::default();
+    let mut clients = rig.aws.clients.clone();
+    clients.ec2 = aws_sdk_ec2::Client::from_conf(
+        aws_sdk_ec2::config::Builder::from(&rig.aws.sdk).interceptor(injector.clone()).build(),
+    );
+    let cloud = Ec2Cloud::new(&clients, &rig.aws.config, World::facts());
+
+    rig.send(&rig.doorbell_url, &[doorbell("ledger-0")]).await;
+    let event = rig.receive(&rig.doorbell_url).await;
+    let handled = handlers::doorbells("provisioner", &rig.reconciler_with(cloud, rig.store(), "p"), &event).await;
+    assert!(handled.response.batch_item_failures.is_empty(), "{:?}", handled.report.errors);
+    assert!(handled.report.errors.is_empty(), "{:?}", handled.report.errors);
+
+    let refused = injector.refused.load(Ordering::SeqCst);
+    assert!(refused >= 1, "spot was tried first");
+    let marked: Vec<_> = handled
+        .report
+        .decisions
+        .iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::MarkUnavailable { offering, .. }) => Some(offering.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(!marked.is_empty() && marked.iter().all(|o| o.capacity_type == CapacityType::Spot), "{marked:?}");
+
+    // The marks are in DynamoDB, where the next invocation (any function) reads them.
+    let stored = dovetail_core::reconcile::ports::Store::unavailable(&rig.store(), super::now()).await.unwrap();
+    for o in &marked {
+        assert!(stored.contains(o), "{o:?} stored");
+    }
+
+    let claims = rig.live_claims().await;
+    assert!(!claims.is_empty(), "{:#?}", handled.report.decisions);
+    for c in &claims {
+        assert_eq!(c.launch.as_ref().unwrap().capacity_type, CapacityType::OnDemand, "{} fell back", c.name);
+    }
+    let instances = rig.instances().await;
+    assert!(instances.iter().all(|(_, _, lifecycle)| lifecycle.is_none()), "no spot instance: {instances:?}");
+    rig.assert_exactly_once("after capacity errors").await;
+}
