@@ -225,11 +225,13 @@ fn cdk_lock() -> MutexGuard<'static, ()> {
 /// taken from `lambda_dir`, and the CDK CLI's network features (notices, telemetry) off.
 fn cdk_command(program: &str, lambda_dir: &Path) -> Result<Command> {
     let dir = repo().join("infra/cdk");
-    let node = Command::new("node").arg("--version").stdin(Stdio::null()).output();
-    ensure!(
-        node.is_ok_and(|o| o.status.success()),
-        "Node.js is not installed: .ci/run installs it with `apt-get install nodejs npm` (Debian)"
-    );
+    for tool in ["node", program] {
+        let found = Command::new(tool).arg("--version").stdin(Stdio::null()).output();
+        ensure!(
+            found.is_ok_and(|o| o.status.success()),
+            "{tool} is not installed: .ci/run installs Node.js and npm with `apt-get install nodejs npm` (Debian)"
+        );
+    }
     ensure!(
         dir.join("node_modules/aws-cdk/bin/cdk").is_file() && dir.join("node_modules/aws-cdk-lib").is_dir(),
         "{}/node_modules is not installed: run `npm ci` there (as .ci/run does)",
