@@ -311,7 +311,7 @@ fn cdk_templates() -> Result<&'static Synthesized> {
             let root = tmp.join(format!("cdk-synth-{}", std::process::id()));
             let mut templates = Vec::new();
             for (i, variant) in VARIANTS.iter().enumerate() {
-                let template = cdk_synth(variant.context, &lambda_dir, &root.join(i.to_string()))
+                let template = cdk_synth(variant.context, lambda_dir, &root.join(i.to_string()))
                     .with_context(|| format!("cdk synth ({})", variant.name))?;
                 templates.push((variant.name, template));
             }
@@ -362,7 +362,7 @@ fn cdk_templates_pass_cfn_lint() -> Result<()> {
 #[test]
 fn cdk_assertions_pass() -> Result<()> {
     let lambda_dir = lambda::artifacts()?;
-    let mut command = cdk_command("npm", &lambda_dir)?;
+    let mut command = cdk_command("npm", lambda_dir)?;
     command.args(["test", "--silent"]);
     let _turn = cdk_lock();
     let out = run(&mut command)?;
