@@ -199,7 +199,7 @@ async fn bench(args: &Args, control_plane: &ControlPlane) -> Result<()> {
     let name = "dovetail-forwarder-bench";
     // Selectors that match nothing in this cluster: the load comes from here, not the API server.
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    configurations.create(&PostParams::default(), &webhook_configuration(name, port, "bench")?).await?;
+    configurations.create(&PostParams::default(), &webhook_configuration(name, port, Some("bench"))?).await?;
     let sqs_endpoint = format!("http://127.0.0.1:{sqs_port}");
     let settings = Settings {
         kubeconfig: control_plane.kubeconfig().to_path_buf(),

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Builds the local Kubernetes control plane the integration tests start (kube-apiserver,
-# kube-scheduler), kubectl (the infra tests' `kubectl apply --dry-run=server -k`) and fetches etcd,
-# caching all four under
+# kube-scheduler, and kube-controller-manager for the end-to-end tests' Deployments, StatefulSets
+# and PodDisruptionBudgets), kubectl (the infra tests' `kubectl apply --dry-run=server -k`) and
+# fetches etcd, caching all five under
 #   ${DOVETAIL_CACHE_DIR:-$HOME/.cache/dovetail}/controlplane/<version>/
 # where <version> is the Kubernetes version in tests/controlplane/VERSION (the harness reads the
 # same file). A warm run checks the cache and prints where the binaries are, in seconds; a cache
-# that lacks some of them (built before kubectl was added) gets only those, next to the others.
+# that lacks some of them (built before kubectl or kube-controller-manager was added) gets only
+# those, next to the others.
 #
 # How (no Docker, only the Go module proxy and PyPI):
-# - kube-apiserver, kube-scheduler and kubectl come from the Go module k8s.io/kubernetes. Its go.mod
+# - kube-apiserver, kube-scheduler, kube-controller-manager and kubectl come from the Go module k8s.io/kubernetes. Its go.mod
 #   requires every staging module (k8s.io/api, k8s.io/client-go, ...) at v0.0.0 and replaces them
 #   with ./staging paths that a module download does not carry, so a generated wrapper module
 #   requires k8s.io/kubernetes vX.Y.Z and replaces each of those with its published v0.Y.Z.
@@ -43,7 +45,7 @@ staging_version="v0.$minor.${BASH_REMATCH[2]}"
 log() { echo "controlplane: $*" >&2; }
 
 # Go commands built from k8s.io/kubernetes/cmd/<name>, and everything the cache must hold.
-commands=(kube-apiserver kube-scheduler kubectl)
+commands=(kube-apiserver kube-scheduler kube-controller-manager kubectl)
 binaries=("${commands[@]}" etcd)
 
 report() {
@@ -121,7 +123,7 @@ else
     built+=(etcd)
 fi
 
-# --- kube-apiserver, kube-scheduler, kubectl --------------------------------------------------
+# --- kube-apiserver, kube-scheduler, kube-controller-manager, kubectl -------------------------
 missing=()
 for cmd in "${commands[@]}"; do
     if [[ -x "$out/$cmd" && "$(reported_version "$out/$cmd")" == "Kubernetes $version" ]]; then

@@ -6,10 +6,13 @@
 //! `tests/controlplane/VERSION`). When they are missing, starting fails and says which ones and
 //! how to build them: a test that needs the control plane never silently skips.
 //!
-//! There is no kubelet and no kube-controller-manager: tests act as the kubelet and the node
-//! lifecycle controller ([`register_ready_node`]), and other controllers' work (Deployments →
-//! Pods, namespace deletion, default service accounts, garbage collection) does not happen. The ServiceAccount admission plugin is off so that Pods can
-//! be created without a `default` ServiceAccount.
+//! There is no kubelet: tests act as the kubelet and the node lifecycle controller
+//! ([`register_ready_node`]). kube-controller-manager runs only when a test asks for some of its
+//! controllers ([`ControlPlane::start_with_controllers`]: the end-to-end tests want Deployments,
+//! ReplicaSets, StatefulSets and PodDisruptionBudget status); otherwise their work (Deployments →
+//! Pods, namespace deletion, default service accounts, garbage collection) does not happen. The
+//! ServiceAccount admission plugin is off so that Pods can be created without a `default`
+//! ServiceAccount.
 //!
 //! Tests in one process share a control plane ([`ControlPlane::shared`]) and each uses its own
 //! namespace ([`ControlPlane::namespace`]); [`ControlPlane::start`] gives a private one, stopped
@@ -42,6 +45,8 @@ use serde::Deserialize as _;
 /// `DOVETAIL_KUBE_VERSION`, for both).
 const VERSION_FILE: &str = include_str!("../controlplane/VERSION");
 const COMPONENTS: [&str; 3] = ["etcd", "kube-apiserver", "kube-scheduler"];
+/// Started only for tests that ask for controllers.
+const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 /// Field manager for what the harness applies.
 const MANAGER: &str = "dovetail-tests";
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -96,10 +101,17 @@ impl Binaries {
     /// kubectl of the same version, built by `tests/controlplane/build.sh` next to the control
     /// plane (a cache built before kubectl was added gets just it, in a few minutes).
     pub fn kubectl(&self) -> Result<PathBuf> {
-        let path = self.path("kubectl");
+        self.require("kubectl")
+    }
+
+    /// The path of `binary`, one that only some tests need (kubectl, kube-controller-manager),
+    /// or what to do when a cache built before it was added lacks it.
+    pub fn require(&self, binary: &str) -> Result<PathBuf> {
+        let path = self.path(binary);
         if !is_executable(&path) {
             bail!(
-                "kubectl {} is not built: missing {}. Run tests/controlplane/build.sh (.ci/run does it)",
+                "{binary} {} is not built: missing {}. Run tests/controlplane/build.sh (.ci/run does it; \
+                 a cache without it gets just it, in a few minutes)",
                 self.version,
                 path.display()
             );
@@ -113,7 +125,7 @@ fn is_executable(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// A running etcd + kube-apiserver + kube-scheduler.
+/// A running etcd + kube-apiserver + kube-scheduler (+ kube-controller-manager when asked for).
 pub struct ControlPlane {
     binaries: Binaries,
     dir: PathBuf,
@@ -148,7 +160,19 @@ impl ControlPlane {
     /// lease, CRDs established); it stops when dropped. Callable from sync code and from inside a
     /// Tokio runtime (the asynchronous part runs on a thread of its own).
     pub fn start() -> Result<ControlPlane> {
+        ControlPlane::start_with_controllers(&[])
+    }
+
+    /// [`ControlPlane::start`], with kube-controller-manager running `controllers` (its
+    /// `--controllers` names, e.g. `deployment-controller`) when there are some. Its node
+    /// lifecycle controller is never among them: with no kubelet heartbeating, it would taint
+    /// every Node unreachable.
+    pub fn start_with_controllers(controllers: &[&str]) -> Result<ControlPlane> {
         let binaries = Binaries::locate()?;
+        if !controllers.is_empty() {
+            binaries.require(CONTROLLER_MANAGER)?;
+        }
+        let controllers: Vec<String> = controllers.iter().map(|c| c.to_string()).collect();
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
@@ -156,14 +180,14 @@ impl ControlPlane {
                         .enable_all()
                         .build()
                         .context("building a Tokio runtime")?;
-                    runtime.block_on(Self::start_with(binaries))
+                    runtime.block_on(Self::start_with(binaries, &controllers))
                 })
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })
     }
 
-    async fn start_with(binaries: Binaries) -> Result<ControlPlane> {
+    async fn start_with(binaries: Binaries, controllers: &[String]) -> Result<ControlPlane> {
         let begun = Instant::now();
         let mut attempt = 1;
         loop {
@@ -181,7 +205,7 @@ impl ControlPlane {
             };
             // On error the partly started control plane is dropped: processes stopped, dir
             // removed.
-            match control_plane.boot().await {
+            match control_plane.boot(controllers).await {
                 Ok(()) => {
                     control_plane.startup = begun.elapsed();
                     return Ok(control_plane);
@@ -199,7 +223,7 @@ impl ControlPlane {
             .any(|process| fs::read_to_string(&process.log).is_ok_and(|log| log.contains("address already in use")))
     }
 
-    async fn boot(&mut self) -> Result<()> {
+    async fn boot(&mut self, controllers: &[String]) -> Result<()> {
         let [etcd_port, etcd_peer_port, api_port] = free_ports()?;
         let pki = Pki::generate(&self.dir)?;
         self.server = format!("https://127.0.0.1:{api_port}");
@@ -280,6 +304,20 @@ impl ControlPlane {
         })
         .await?;
 
+        if !controllers.is_empty() {
+            // As the admin: the tests' controllers need no narrower identity. No HTTPS endpoint
+            // and no leader election (it is alone); it acts once it has synced its informers.
+            self.spawn(
+                CONTROLLER_MANAGER,
+                &[
+                    format!("--kubeconfig={}", path(&self.kubeconfig)),
+                    format!("--controllers={}", controllers.join(",")),
+                    "--leader-elect=false".into(),
+                    "--secure-port=0".into(),
+                    "--use-service-account-credentials=false".into(),
+                ],
+            )?;
+        }
         install_crds(&client).await
     }
 
@@ -726,17 +764,28 @@ pub fn crd_established(crd: &CustomResourceDefinition) -> bool {
 /// with `allocatable` as both capacity and allocatable (e.g. `[("cpu", "4"), ("memory", "16Gi"),
 /// ("pods", "110")]`), and lifts the not-ready taint as the node lifecycle controller would. The
 /// Node's other taints (from `node.spec.taints`) stay.
-pub async fn register_ready_node(client: &Client, mut node: Node, allocatable: &[(&str, &str)]) -> Result<Node> {
-    let nodes: Api<Node> = Api::all(client.clone());
-    let name = node.metadata.name.clone().context("a Node without a name")?;
+pub async fn register_ready_node(client: &Client, node: Node, allocatable: &[(&str, &str)]) -> Result<Node> {
     let resources: std::collections::BTreeMap<String, Quantity> =
         allocatable.iter().map(|(resource, amount)| (resource.to_string(), Quantity(amount.to_string()))).collect();
+    register_node(client, node, resources.clone(), resources).await
+}
+
+/// [`register_ready_node`] with a capacity and an allocatable of their own (what a kubelet
+/// reports: allocatable is capacity less what it reserves).
+pub async fn register_node(
+    client: &Client,
+    mut node: Node,
+    capacity: std::collections::BTreeMap<String, Quantity>,
+    allocatable: std::collections::BTreeMap<String, Quantity>,
+) -> Result<Node> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let name = node.metadata.name.clone().context("a Node without a name")?;
     node.status = None;
     nodes.create(&PostParams::default(), &node).await.with_context(|| format!("creating Node {name}"))?;
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let status = NodeStatus {
-        capacity: Some(resources.clone()),
-        allocatable: Some(resources),
+        capacity: Some(capacity),
+        allocatable: Some(allocatable),
         conditions: Some(vec![NodeCondition {
             type_: "Ready".into(),
             status: "True".into(),

@@ -143,11 +143,11 @@ pub fn manifest(file: &str) -> Result<Vec<Value>> {
     Ok(documents)
 }
 
-/// The manifest's webhook configuration, renamed `name`, pointed at
-/// `https://127.0.0.1:<port>/admission` and narrowed to pods in `namespace` and nodes labelled
-/// `dovetail.dev/test=<namespace>` (a shared control plane serves other tests), its own selectors
-/// kept.
-pub fn webhook_configuration(name: &str, port: u16, namespace: &str) -> Result<ValidatingWebhookConfiguration> {
+/// The manifest's webhook configuration, renamed `name` and pointed at
+/// `https://127.0.0.1:<port>/admission`, its own selectors kept. With `Some(namespace)` (a shared
+/// control plane serves other tests) it is also narrowed to pods in `namespace` and nodes
+/// labelled `dovetail.dev/test=<namespace>`; a private control plane takes it whole (`None`).
+pub fn webhook_configuration(name: &str, port: u16, namespace: Option<&str>) -> Result<ValidatingWebhookConfiguration> {
     let mut configuration: ValidatingWebhookConfiguration =
         serde_json::from_value(manifest("webhook.yaml")?.into_iter().next().context("webhook.yaml is empty")?)?;
     configuration.metadata.name = Some(name.to_string());
@@ -157,6 +157,7 @@ pub fn webhook_configuration(name: &str, port: u16, namespace: &str) -> Result<V
         }
         webhook.client_config =
             WebhookClientConfig { url: Some(format!("https://127.0.0.1:{port}/admission")), ..Default::default() };
+        let Some(namespace) = namespace else { continue };
         let (selector, key) = if webhook.name.starts_with("pods.") {
             (webhook.namespace_selector.get_or_insert_with(Default::default), "kubernetes.io/metadata.name")
         } else {

@@ -82,7 +82,7 @@ impl Doorbells {
 
 /// Starts the forwarder (this binary, running [`forwarder_process`]) for configuration
 /// `configuration`, sending to the queue `queue_url` at `sqs_endpoint`.
-fn start_forwarder(
+pub fn start_forwarder(
     control_plane: &ControlPlane,
     kubeconfig: &Path,
     configuration: &str,
@@ -130,7 +130,7 @@ fn matches(doorbell: &Value, expected: &Value) -> bool {
 /// Runs the forwarder as its ServiceAccount would: `rbac.yaml` applied for the test's
 /// configuration and namespace, and a kubeconfig that impersonates
 /// `system:serviceaccount:<namespace>:dovetail-forwarder` (returned).
-async fn service_account_kubeconfig(
+pub async fn service_account_kubeconfig(
     control_plane: &ControlPlane,
     admin: &Client,
     namespace: &str,
@@ -202,7 +202,7 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     let port = free_port()?;
     let name = format!("dovetail-forwarder-{ns}");
     let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    configurations.create(&PostParams::default(), &webhook_configuration(&name, port, &ns)?).await?;
+    configurations.create(&PostParams::default(), &webhook_configuration(&name, port, Some(&ns))?).await?;
     // As its ServiceAccount, with only what rbac.yaml grants.
     let kubeconfig = service_account_kubeconfig(control_plane, &admin, &ns, &name).await?;
     let moto = Moto::session()?;

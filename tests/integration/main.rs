@@ -3,6 +3,7 @@
 
 mod aws;
 mod controlplane;
+mod e2e;
 mod forwarder;
 mod functions;
 mod infra;

@@ -102,9 +102,16 @@ fn decide(request: &RequestIn, now: Timestamp) -> Outcome {
     }
 }
 
+/// Rings when a pod becomes provisionable, and again when the scheduler re-marks it with a new
+/// verdict (its `PodScheduled` message: it tried again after the cluster changed and still
+/// found no room) — capacity it was nominated to may have gone to other pods, and without a
+/// ring it would wait for the sweeper. The scheduler writes the condition only when it
+/// changes, so this rings once per pod per change of the cluster, not per attempt.
 fn pod_doorbell(request: &RequestIn, now: Timestamp) -> Option<Doorbell> {
     let pod = request.object.as_ref()?;
-    if !provisionable(pod) || request.old_object.as_ref().is_some_and(provisionable) {
+    let verdict = |p: &ObjectIn| condition(p, "PodScheduled").and_then(|c| c.message.clone());
+    let rung_before = request.old_object.as_ref().is_some_and(|old| provisionable(old) && verdict(old) == verdict(pod));
+    if !provisionable(pod) || rung_before {
         return None;
     }
     // `name` can be empty on CREATE (generateName); the object has the generated one by then.
@@ -218,6 +225,7 @@ struct ConditionIn {
     type_: String,
     status: String,
     reason: Option<String>,
+    message: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -300,6 +308,16 @@ mod tests {
     fn pod_still_unschedulable_does_not_ring() {
         // Another condition added to a pod that was already Unschedulable.
         assert_eq!(outcome(&fixture("pod-status-still-unschedulable")), Outcome::Ignored);
+    }
+
+    #[test]
+    fn pod_re_marked_with_a_new_verdict_rings_again() {
+        // The scheduler tried again after a node joined and still found no room for it.
+        let retried = edited("pod-status-still-unschedulable", |r| {
+            r["request"]["object"]["status"]["conditions"][1]["message"] =
+                json!("0/1 nodes are available: 1 Insufficient cpu.");
+        });
+        assert!(matches!(outcome(&retried), Outcome::Doorbell(Doorbell::Pod { .. })));
     }
 
     #[test]

@@ -21,6 +21,7 @@ const MESSAGE_LIMIT: usize = 1024;
 /// type=Warning` shows them); everything else is Normal.
 const WARNINGS: &[&str] = &[
     "FailedScheduling",
+    "ValidationFailed",
     "LaunchTimeout",
     "RegistrationTimeout",
     "InstanceVanished",

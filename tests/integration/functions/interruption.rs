@@ -11,7 +11,7 @@ use super::{doorbell, Rig};
 
 /// The rules that route interruption events to the queue, one per event type (the deployment
 /// templates create the same).
-fn rules() -> Vec<(&'static str, Value)> {
+pub fn rules() -> Vec<(&'static str, Value)> {
     let ec2 = |detail_type: &str| serde_json::json!({"source": ["aws.ec2"], "detail-type": [detail_type]});
     vec![
         ("dovetail-spot-interruption", ec2("EC2 Spot Instance Interruption Warning")),
@@ -28,9 +28,19 @@ fn rules() -> Vec<(&'static str, Value)> {
     ]
 }
 
+/// Puts [`rules`] on moto's default event bus, each targeting the queue `queue_arn`.
+pub async fn route_interruptions(sdk: &aws_config::SdkConfig, queue_arn: &str) {
+    let events = aws_sdk_eventbridge::Client::new(sdk);
+    for (name, pattern) in rules() {
+        events.put_rule().name(name).event_pattern(pattern.to_string()).send().await.unwrap();
+        let target = Target::builder().id("interruption-queue").arn(queue_arn).build().unwrap();
+        events.put_targets().rule(name).targets(target).send().await.unwrap();
+    }
+}
+
 /// The recorded fixture `name`, about `instance` instead of the instances it names, as a
 /// PutEvents entry.
-fn entry(name: &str, instance: &str) -> PutEventsRequestEntry {
+pub fn entry(name: &str, instance: &str) -> PutEventsRequestEntry {
     let path = format!("{}/../shared/core/tests/fixtures/eventbridge/{name}.json", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let mut event: Value = serde_json::from_str(&text).unwrap();
@@ -72,14 +82,8 @@ async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone
     let victim = claims.first().expect("a claim launched").clone();
     let instance = victim.launch.as_ref().unwrap().instance_id.clone();
 
-    let sdk = &rig.aws.sdk;
-    let events = aws_sdk_eventbridge::Client::new(sdk);
-    let arn = rig.queue_arn(&rig.interruption_url).await;
-    for (name, pattern) in rules() {
-        events.put_rule().name(name).event_pattern(pattern.to_string()).send().await.unwrap();
-        let target = Target::builder().id("interruption-queue").arn(&arn).build().unwrap();
-        events.put_targets().rule(name).targets(target).send().await.unwrap();
-    }
+    let events = aws_sdk_eventbridge::Client::new(&rig.aws.sdk);
+    route_interruptions(&rig.aws.sdk, &rig.queue_arn(&rig.interruption_url).await).await;
     let fixtures = [
         "spot-interruption",
         "rebalance-recommendation",

@@ -6,12 +6,12 @@
 
 mod exactly_once;
 mod ice;
-mod interruption;
+pub mod interruption;
 mod lambda;
 mod provisioner;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use aws_sdk_sqs::types::QueueAttributeName;
+use aws_sdk_sqs::types::{Message, QueueAttributeName};
 use dovetail_api::manifest;
 use dovetail_aws::dynamo::create_table;
 use dovetail_aws::{DynamoStore, Ec2Cloud, SqsQueue};
@@ -125,63 +125,19 @@ impl Rig {
 
     /// The ARN of the queue at `url` (event source mappings and EventBridge targets name it).
     pub async fn queue_arn(&self, url: &str) -> String {
-        let out = self
-            .aws
-            .clients
-            .sqs
-            .get_queue_attributes()
-            .queue_url(url)
-            .attribute_names(QueueAttributeName::QueueArn)
-            .send()
-            .await
-            .unwrap();
-        out.attributes().and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned()).unwrap()
+        queue_arn(&self.aws.clients.sqs, url).await
     }
 
     /// What Lambda's SQS poller would hand the function: up to 10 messages received from the
-    /// queue, as an SQS event (`eventSource`, `eventSourceARN`, `receiptHandle`, attributes).
+    /// queue, as an SQS event.
     pub async fn receive(&self, url: &str) -> SqsEvent {
-        let sqs = &self.aws.clients.sqs;
         let arn = self.queue_arn(url).await;
-        let got = sqs
-            .receive_message()
-            .queue_url(url)
-            .max_number_of_messages(10)
-            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
-            .send()
-            .await
-            .unwrap();
-        let records: Vec<serde_json::Value> = got
-            .messages()
-            .iter()
-            .map(|m| {
-                serde_json::json!({
-                    "messageId": m.message_id(),
-                    "receiptHandle": m.receipt_handle(),
-                    "body": m.body(),
-                    "md5OfBody": m.md5_of_body(),
-                    "attributes": m.attributes().map(|a| a.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect::<std::collections::BTreeMap<_, _>>()),
-                    "messageAttributes": {},
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": arn,
-                    "awsRegion": dovetail_tests::moto::REGION,
-                })
-            })
-            .collect();
-        serde_json::from_value(serde_json::json!({ "Records": records })).expect("Lambda's SQS event shape")
+        sqs_event(receive(&self.aws.clients.sqs, url, 10, 0).await, &arn)
     }
 
-    /// What the poller does after the function answered: deletes every message not reported
-    /// failed (those come back after the visibility timeout).
+    /// What the poller does after the function answered (see [`delete_succeeded`]).
     pub async fn delete_succeeded(&self, url: &str, event: &SqsEvent, failed: &[String]) {
-        for r in &event.records {
-            let m: &SqsMessage = r;
-            if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
-                continue;
-            }
-            let handle = m.receipt_handle.clone().unwrap();
-            self.aws.clients.sqs.delete_message().queue_url(url).receipt_handle(handle).send().await.unwrap();
-        }
+        delete_succeeded(&self.aws.clients.sqs, url, event, failed).await
     }
 
     /// The test's kubelets: every launched claim's moto instance joins the in-memory cluster as a
@@ -231,60 +187,121 @@ impl Rig {
         self.store().claims().await.unwrap().into_iter().filter(|c| c.phase != Phase::Terminated).collect()
     }
 
-    /// Instances of this cluster in moto that are pending or running: (id, claim tag, lifecycle).
+    /// Instances of this cluster in moto that are pending or running.
     pub async fn instances(&self) -> Vec<(String, String, Option<String>)> {
-        let out = self
-            .aws
-            .clients
-            .ec2
-            .describe_instances()
-            .filters(aws_sdk_ec2::types::Filter::builder().name("tag:dovetail.dev/cluster").values(CLUSTER).build())
-            .filters(
-                aws_sdk_ec2::types::Filter::builder()
-                    .name("instance-state-name")
-                    .values("pending")
-                    .values("running")
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap();
-        out.reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .map(|i| {
-                let claim = i
-                    .tags()
-                    .iter()
-                    .find(|t| t.key() == Some("dovetail.dev/nodeclaim"))
-                    .and_then(|t| t.value())
-                    .unwrap_or_default()
-                    .to_string();
-                (i.instance_id().unwrap().to_string(), claim, i.instance_lifecycle().map(|l| l.as_str().to_string()))
-            })
-            .collect()
+        cluster_instances(&self.aws.clients.ec2).await
     }
 
-    /// Every live instance belongs to exactly one live claim, every live claim recorded its
-    /// instance, and no pod is left without capacity on its way.
+    /// See [`assert_exactly_once`].
     pub async fn assert_exactly_once(&self, context: &str) {
-        let claims = self.live_claims().await;
-        let instances = self.instances().await;
-        for (id, tag, _) in &instances {
-            let owners: Vec<&NodeClaim> =
-                claims.iter().filter(|c| c.launch.as_ref().is_some_and(|l| &l.instance_id == id)).collect();
-            assert_eq!(owners.len(), 1, "{context}: instance {id} (tag {tag}) is owned by {} claims", owners.len());
-            assert_eq!(&owners[0].name, tag, "{context}: instance {id}'s tag names its claim");
+        assert_exactly_once(&self.live_claims().await, &self.instances().await, context)
+    }
+}
+
+/// Instances of this cluster in moto that are pending or running: (id, claim tag, lifecycle).
+pub async fn cluster_instances(ec2: &aws_sdk_ec2::Client) -> Vec<(String, String, Option<String>)> {
+    let out = ec2
+        .describe_instances()
+        .filters(aws_sdk_ec2::types::Filter::builder().name("tag:dovetail.dev/cluster").values(CLUSTER).build())
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("instance-state-name")
+                .values("pending")
+                .values("running")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .map(|i| {
+            let claim = i
+                .tags()
+                .iter()
+                .find(|t| t.key() == Some("dovetail.dev/nodeclaim"))
+                .and_then(|t| t.value())
+                .unwrap_or_default()
+                .to_string();
+            (i.instance_id().unwrap().to_string(), claim, i.instance_lifecycle().map(|l| l.as_str().to_string()))
+        })
+        .collect()
+}
+
+/// Every live instance belongs to exactly one live claim, and every live claim recorded its
+/// instance.
+pub fn assert_exactly_once(claims: &[NodeClaim], instances: &[(String, String, Option<String>)], context: &str) {
+    for (id, tag, _) in instances {
+        let owners: Vec<&NodeClaim> =
+            claims.iter().filter(|c| c.launch.as_ref().is_some_and(|l| &l.instance_id == id)).collect();
+        assert_eq!(owners.len(), 1, "{context}: instance {id} (tag {tag}) is owned by {} claims", owners.len());
+        assert_eq!(&owners[0].name, tag, "{context}: instance {id}'s tag names its claim");
+    }
+    for c in claims {
+        let launch =
+            c.launch.as_ref().unwrap_or_else(|| panic!("{context}: claim {} never recorded its instance", c.name));
+        assert!(
+            instances.iter().any(|(id, ..)| id == &launch.instance_id),
+            "{context}: claim {} has no live instance",
+            c.name
+        );
+    }
+}
+
+/// The ARN of the queue at `url`.
+pub async fn queue_arn(sqs: &aws_sdk_sqs::Client, url: &str) -> String {
+    let out =
+        sqs.get_queue_attributes().queue_url(url).attribute_names(QueueAttributeName::QueueArn).send().await.unwrap();
+    out.attributes().and_then(|a| a.get(&QueueAttributeName::QueueArn).cloned()).unwrap()
+}
+
+/// One ReceiveMessage call: up to `max` messages, waiting up to `wait_seconds` for the first.
+pub async fn receive(sqs: &aws_sdk_sqs::Client, url: &str, max: i32, wait_seconds: i32) -> Vec<Message> {
+    let got = sqs
+        .receive_message()
+        .queue_url(url)
+        .max_number_of_messages(max)
+        .wait_time_seconds(wait_seconds)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::All)
+        .send()
+        .await
+        .unwrap();
+    got.messages().to_vec()
+}
+
+/// Received messages as Lambda's SQS event hands them to the function (`eventSource`,
+/// `eventSourceARN` = `arn`, `receiptHandle`, attributes).
+pub fn sqs_event(messages: Vec<Message>, arn: &str) -> SqsEvent {
+    let records: Vec<serde_json::Value> = messages
+        .iter()
+        .map(|m| {
+            serde_json::json!({
+                "messageId": m.message_id(),
+                "receiptHandle": m.receipt_handle(),
+                "body": m.body(),
+                "md5OfBody": m.md5_of_body(),
+                "attributes": m.attributes().map(|a| a.iter().map(|(k, v)| (k.as_str().to_string(), v.clone())).collect::<std::collections::BTreeMap<_, _>>()),
+                "messageAttributes": {},
+                "eventSource": "aws:sqs",
+                "eventSourceARN": arn,
+                "awsRegion": dovetail_tests::moto::REGION,
+            })
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({ "Records": records })).expect("Lambda's SQS event shape")
+}
+
+/// What the poller does after the function answered: deletes every message not reported failed
+/// (those come back after the visibility timeout).
+pub async fn delete_succeeded(sqs: &aws_sdk_sqs::Client, url: &str, event: &SqsEvent, failed: &[String]) {
+    for r in &event.records {
+        let m: &SqsMessage = r;
+        if m.message_id.as_ref().is_some_and(|id| failed.contains(id)) {
+            continue;
         }
-        for c in &claims {
-            let launch =
-                c.launch.as_ref().unwrap_or_else(|| panic!("{context}: claim {} never recorded its instance", c.name));
-            assert!(
-                instances.iter().any(|(id, ..)| id == &launch.instance_id),
-                "{context}: claim {} has no live instance",
-                c.name
-            );
-        }
+        let handle = m.receipt_handle.clone().unwrap();
+        sqs.delete_message().queue_url(url).receipt_handle(handle).send().await.unwrap();
     }
 }
 

@@ -36,6 +36,9 @@ use crate::provisioning;
 pub use launch::ATTEMPT_TIMEOUT;
 use ports::{Clock, Cloud, Invalid, Kube, Lease, PoolStatus, PortError, PortResult, Queue, Store};
 
+/// The Event reason for an object skipped as invalid.
+pub const VALIDATION_FAILED: &str = "ValidationFailed";
+
 /// The adapters one reconciler works through.
 pub struct Ports<K, C, S, Q, T> {
     pub kube: K,
@@ -359,6 +362,14 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         for s in &statuses {
             if let Err(e) = self.ports.kube.pool_status(s).await {
                 report.errors.push(format!("NodePool/{} status: {e}", s.name));
+            }
+        }
+        // What was skipped as invalid is said where its owner looks: an Event on the object,
+        // naming the field (repeats fold into one Event with a count).
+        for inv in &view.invalid {
+            let message = format!("skipped: {}: {}", inv.field, inv.message);
+            if let Err(e) = self.ports.kube.event(&inv.object, VALIDATION_FAILED, &message).await {
+                report.errors.push(format!("{} Event: {e}", inv.object));
             }
         }
     }

@@ -1,0 +1,191 @@
+//! The test kubelet (and the bits of the cloud controller manager a node needs): every instance
+//! of the cluster that moto runs joins as a Node the way the EKS AMI's nodeadm would make it —
+//! labels, taints and maxPods read from the user data Dovetail generated (its NodeConfig's
+//! kubelet flags and config), capacity from the instance type, architecture from the image
+//! Dovetail chose, `providerID` `aws:///<zone>/<instance-id>` — and turns Ready. Pods the
+//! scheduler binds to its nodes are started (Running and Ready); pods being deleted are finished
+//! off, as a kubelet does once their containers stop.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use aws_sdk_ec2::types::{Filter, Instance, InstanceAttributeName};
+use base64::Engine as _;
+use dovetail_aws::ec2::userdata::{user_parts, NODECONFIG_TYPE};
+use dovetail_core::catalog::embedded;
+use dovetail_core::model::{KubeletConfig, Taint, TaintEffect};
+use dovetail_tests::controlplane::register_node;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::Client;
+use serde_json::{json, Value};
+
+use super::Shared;
+use crate::aws::CLUSTER;
+
+pub struct Kubelet {
+    admin: Client,
+    ec2: aws_sdk_ec2::Client,
+    /// Instances joined so far (a terminated instance's Node is Dovetail's to delete).
+    joined: BTreeSet<String>,
+}
+
+/// What nodeadm reads from Dovetail's NodeConfig.
+#[derive(Debug, Default, PartialEq)]
+pub struct NodeConfig {
+    pub labels: BTreeMap<String, String>,
+    pub taints: Vec<Taint>,
+    pub max_pods: Option<i64>,
+}
+
+impl Kubelet {
+    pub fn new(admin: Client, ec2: aws_sdk_ec2::Client) -> Kubelet {
+        Kubelet { admin, ec2, joined: BTreeSet::new() }
+    }
+
+    /// Syncs every 250 ms until aborted; failures go to `shared`.
+    pub async fn run(mut self, shared: Arc<Shared>) {
+        loop {
+            if let Err(e) = self.sync().await {
+                shared.fail(format!("test kubelet: {e:#}"));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    async fn sync(&mut self) -> Result<()> {
+        let out = self
+            .ec2
+            .describe_instances()
+            .filters(Filter::builder().name("tag:dovetail.dev/cluster").values(CLUSTER).build())
+            // moto reports some fleet instances `pending` for good (seen in the third zone's subnet);
+            // a real one boots to `running` within seconds either way.
+            .filters(Filter::builder().name("instance-state-name").values("pending").values("running").build())
+            .send()
+            .await?;
+        for instance in out.reservations().iter().flat_map(|r| r.instances()) {
+            let id = instance.instance_id().context("an instance without an id")?;
+            if !self.joined.contains(id) {
+                self.join(instance).await.with_context(|| format!("joining {id}"))?;
+                self.joined.insert(id.to_string());
+            }
+        }
+        self.run_pods().await
+    }
+
+    async fn join(&self, instance: &Instance) -> Result<()> {
+        let id = instance.instance_id().unwrap_or_default();
+        let attribute = self
+            .ec2
+            .describe_instance_attribute()
+            .instance_id(id)
+            .attribute(InstanceAttributeName::UserData)
+            .send()
+            .await?;
+        let encoded = attribute.user_data().and_then(|u| u.value()).context("the instance has no user data")?;
+        let text = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(encoded)?)?;
+        let config = node_config(&text)?;
+
+        let instance_type = instance.instance_type().context("no instance type")?.as_str();
+        let zone = instance.placement().and_then(|p| p.availability_zone()).context("no zone")?;
+        let facts = embedded().get(instance_type).with_context(|| format!("{instance_type} is not in the catalog"))?;
+        let kubelet = KubeletConfig { max_pods: config.max_pods, ..KubeletConfig::default() };
+        let quantities = |r: dovetail_core::resources::Resources| -> BTreeMap<String, Quantity> {
+            r.to_quantities().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
+        };
+        let arch = match instance.architecture().map(|a| a.as_str()) {
+            Some("x86_64") => "amd64",
+            Some("arm64") => "arm64",
+            other => bail!("instance {id} has architecture {other:?}"),
+        };
+        let name = instance.private_dns_name().filter(|n| !n.is_empty()).context("no private DNS name")?;
+        let mut labels = config.labels.clone();
+        labels.extend([
+            ("kubernetes.io/hostname".to_string(), name.to_string()),
+            ("kubernetes.io/os".into(), "linux".into()),
+            ("kubernetes.io/arch".into(), arch.into()),
+            ("node.kubernetes.io/instance-type".into(), instance_type.into()),
+            ("topology.kubernetes.io/zone".into(), zone.into()),
+            ("topology.kubernetes.io/region".into(), zone[..zone.len() - 1].into()),
+        ]);
+        let taints = config.taints.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>()?;
+        let node: Node = serde_json::from_value(json!({
+            "metadata": { "name": name, "labels": labels },
+            "spec": { "providerID": format!("aws:///{zone}/{id}"), "taints": taints },
+        }))?;
+        register_node(&self.admin, node, quantities(facts.capacity(&kubelet)), quantities(facts.allocatable(&kubelet)))
+            .await?;
+        Ok(())
+    }
+
+    /// Starts the pods bound to a node and finishes off those being deleted.
+    async fn run_pods(&self) -> Result<()> {
+        let all: Api<Pod> = Api::all(self.admin.clone());
+        for pod in all.list(&ListParams::default().fields("spec.nodeName!=")).await?.items {
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let pods: Api<Pod> = Api::namespaced(self.admin.clone(), &namespace);
+            if pod.metadata.deletion_timestamp.is_some() {
+                match pods.delete(&name, &DeleteParams::default().grace_period(0)).await {
+                    Err(e) if !gone(&e) => return Err(e).with_context(|| format!("finishing {namespace}/{name}")),
+                    _ => {}
+                }
+                continue;
+            }
+            if super::phase(&pod) == "Pending" {
+                let now = k8s_openapi::jiff::Timestamp::now().to_string();
+                let condition = |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now});
+                let status = json!({"status": {
+                    "phase": "Running",
+                    "startTime": now,
+                    "conditions": [condition("PodScheduled"), condition("Initialized"), condition("ContainersReady"), condition("Ready")],
+                }});
+                match pods.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+                    Err(e) if !gone(&e) => return Err(e).with_context(|| format!("starting {namespace}/{name}")),
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A pod deleted meanwhile: nothing left to do for it.
+fn gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// The labels, taints and maxPods of the NodeConfig part of `user_data` (MIME multipart, as
+/// nodeadm reads it).
+pub fn node_config(user_data: &str) -> Result<NodeConfig> {
+    let parts = user_parts(user_data);
+    let part = parts
+        .iter()
+        .find(|p| p.headers.iter().any(|h| h.contains(NODECONFIG_TYPE)))
+        .context("no NodeConfig part in the user data")?;
+    let doc: Value = serde_yaml_ng::from_str(&part.body).context("the NodeConfig is not YAML")?;
+    if doc["kind"] != "NodeConfig" {
+        bail!("the NodeConfig part is a {}", doc["kind"]);
+    }
+    let mut config =
+        NodeConfig { max_pods: doc["spec"]["kubelet"]["config"]["maxPods"].as_i64(), ..Default::default() };
+    for flag in doc["spec"]["kubelet"]["flags"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        if let Some(list) = flag.strip_prefix("--node-labels=") {
+            for pair in list.split(',') {
+                let (k, v) = pair.split_once('=').with_context(|| format!("label {pair:?}"))?;
+                config.labels.insert(k.into(), v.into());
+            }
+        } else if let Some(list) = flag.strip_prefix("--register-with-taints=") {
+            for taint in list.split(',') {
+                let (kv, effect) = taint.rsplit_once(':').with_context(|| format!("taint {taint:?}"))?;
+                let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+                let effect = TaintEffect::parse(effect).with_context(|| format!("taint effect {effect:?}"))?;
+                config.taints.push(Taint::new(key, value, effect));
+            }
+        }
+    }
+    Ok(config)
+}

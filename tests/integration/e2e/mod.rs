@@ -1,0 +1,555 @@
+//! End to end: a private control plane (etcd, kube-apiserver, kube-scheduler, and
+//! kube-controller-manager's Deployment, ReplicaSet, StatefulSet and PodDisruptionBudget
+//! controllers), moto, the forwarder registered as the cluster's admission webhook and sending
+//! doorbells to moto's SQS, and the three functions' handlers run in-process with the real
+//! adapters — fed the way Lambda feeds them: the provisioner by an SQS poller with the deployed
+//! batching window, the interruption function by a poller of the queue EventBridge rules fill,
+//! the sweeper on a schedule. A test kubelet ([`kubelet`]) turns every instance moto launched into
+//! a Node from the user data Dovetail generated, and runs the pods the real kube-scheduler binds
+//! to it.
+//!
+//! Every scenario starts its own control plane (NodePools are cluster-wide, and the provisioner
+//! reads every pending pod) and holds moto alone for its length (see `tests/harness/moto.rs`).
+//! Scenarios apply the repository's `examples/` manifests, so what the README shows is what runs.
+//!
+//! Each scenario records, for every pod the forwarder rang for, the time from "marked
+//! unschedulable" (the forwarder's `unschedulableAt`: when the API server admitted the scheduler's
+//! status update) to the CreateFleet call that launched the capacity it was nominated to, and
+//! writes them to `$CARGO_TARGET_TMPDIR/e2e-latency/<scenario>.json`; `cargo run -p
+//! dovetail-tests --example e2e-latency` summarises them (a measurement, not an assertion). The
+//! provisioner is measured warm — a provisioner receiving doorbells is — so its first run in
+//! the process (reading the catalog and prices, seconds on moto) happens before the workload.
+
+mod delivery;
+mod disruption;
+mod kubelet;
+mod lambda;
+mod provisioning;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context, Result};
+use aws_sdk_ec2::config::interceptors::BeforeTransmitInterceptorContextRef;
+use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_smithy_runtime_api::box_error::BoxError;
+use dovetail_aws::dynamo::create_table;
+use dovetail_aws::{DynamoStore, Ec2Cloud, SqsQueue};
+use dovetail_core::nodeclaim::{NodeClaim, Phase};
+use dovetail_core::reconcile::ports::Store;
+use dovetail_core::reconcile::{Ports, Reconciler, Settings};
+use dovetail_kube::KubeAdapter;
+use dovetail_runtime::aws::AwsReconciler;
+use dovetail_runtime::clock::SystemClock;
+use dovetail_tests::controlplane::ControlPlane;
+use dovetail_tests::forwarder::{free_port, webhook_configuration, Forwarder};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
+use kube::api::{Api, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::Scope;
+use kube::Client;
+use serde_json::Value;
+
+use crate::aws::{World, CLUSTER, DISCOVERY, TABLE};
+use crate::forwarder::{service_account_kubeconfig, start_forwarder};
+use crate::functions::{assert_exactly_once, cluster_instances, queue_arn};
+
+/// kube-controller-manager's controllers the scenarios need (never the node lifecycle one).
+const CONTROLLERS: &[&str] = &[
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "job-controller",
+    "disruption-controller",
+    // Pods left bound to a Node that is gone.
+    "pod-garbage-collector-controller",
+];
+/// The webhook configuration the forwarder patches.
+const WEBHOOK: &str = "dovetail-forwarder";
+/// Field manager of what the scenarios apply.
+const MANAGER: &str = "dovetail-e2e";
+/// How long a scenario waits for one step (launch, registration, scheduling, drain).
+pub const STEP: Duration = Duration::from_secs(90);
+
+/// How the functions are fed.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Every batch handed to this many execution environments of a function at once (duplicate
+    /// delivery and concurrent invocations together).
+    pub deliveries: usize,
+    /// The sweeper's schedule (`rate(1 minute)` when deployed); `None`: never on its own.
+    pub sweep_every: Option<Duration>,
+    /// Whether the forwarder runs.
+    pub forwarder: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { deliveries: 1, sweep_every: None, forwarder: true }
+    }
+}
+
+/// A CreateFleet call: the claim it launches (from its ClientToken) and when it was made.
+#[derive(Debug, Clone)]
+pub struct FleetCall {
+    pub claim: String,
+    pub at: SystemTime,
+}
+
+/// Records every CreateFleet call the functions make (the moment it leaves the SDK).
+#[derive(Debug, Clone, Default)]
+struct FleetRecorder {
+    calls: Arc<Mutex<Vec<FleetCall>>>,
+}
+
+impl Intercept for FleetRecorder {
+    fn name(&self) -> &'static str {
+        "FleetRecorder"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let body =
+            context.request().body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
+        if !body.contains("Action=CreateFleet") {
+            return Ok(());
+        }
+        let token = body.split('&').find_map(|p| p.strip_prefix("ClientToken=")).unwrap_or_default();
+        // `<claim>-<8 hex>` (see `dovetail_aws::ec2::fleet::client_token`).
+        let claim = token.get(..token.len().saturating_sub(9)).unwrap_or_default().to_string();
+        self.calls.lock().unwrap().push(FleetCall { claim, at: SystemTime::now() });
+        Ok(())
+    }
+}
+
+/// What the background tasks share with the test.
+#[derive(Default)]
+pub struct Shared {
+    /// Failures of the background tasks (a scenario fails on the first it sees).
+    pub failures: Mutex<Vec<String>>,
+    /// Per pod (`namespace/name`), the earliest `unschedulableAt` of the doorbells delivered.
+    pub rung: Mutex<BTreeMap<String, SystemTime>>,
+    /// Batches each function was handed.
+    pub batches: Mutex<BTreeMap<&'static str, usize>>,
+}
+
+impl Shared {
+    pub fn fail(&self, what: String) {
+        eprintln!("e2e background failure: {what}");
+        self.failures.lock().unwrap().push(what);
+    }
+}
+
+/// One scenario's world.
+pub struct EndToEnd {
+    pub scenario: &'static str,
+    pub control_plane: ControlPlane,
+    pub admin: Client,
+    pub aws: World,
+    pub doorbell_url: String,
+    pub interruption_url: String,
+    pub options: Options,
+    forwarder: Mutex<Option<Forwarder>>,
+    pub shared: Arc<Shared>,
+    fleets: FleetRecorder,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for EndToEnd {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl EndToEnd {
+    /// Starts everything; the functions and the kubelet run in the background until dropped.
+    pub async fn start(scenario: &'static str, options: Options) -> Result<EndToEnd> {
+        // moto first: holding it serialises the scenarios, so one control plane runs at a time.
+        let aws = World::new().await;
+        let control_plane = ControlPlane::start_with_controllers(CONTROLLERS)?;
+        let admin = control_plane.client();
+        let network = aws.network().await;
+        // A third zone: the examples spread over three.
+        let subnets = aws.clients.ec2.describe_subnets().subnet_ids(&network.b).send().await?;
+        let vpc = subnets.subnets().first().and_then(|s| s.vpc_id()).context("the network's VPC")?;
+        aws.clients
+            .ec2
+            .create_subnet()
+            .vpc_id(vpc)
+            .cidr_block("10.0.5.0/24")
+            .availability_zone("us-east-1c")
+            .tag_specifications(
+                aws_sdk_ec2::types::TagSpecification::builder()
+                    .resource_type(aws_sdk_ec2::types::ResourceType::Subnet)
+                    .tags(aws_sdk_ec2::types::Tag::builder().key(DISCOVERY).value(CLUSTER).build())
+                    .build(),
+            )
+            .send()
+            .await?;
+        aws.images().await;
+        create_table(&aws.clients.dynamodb, TABLE).await?;
+        let sqs = &aws.clients.sqs;
+        let doorbell_url =
+            sqs.create_queue().queue_name("dovetail-doorbells").send().await?.queue_url().context("url")?.to_string();
+        let interruption_url = sqs
+            .create_queue()
+            .queue_name("dovetail-interruptions")
+            .send()
+            .await?
+            .queue_url()
+            .context("url")?
+            .to_string();
+        crate::functions::interruption::route_interruptions(&aws.sdk, &queue_arn(sqs, &interruption_url).await).await;
+
+        let mut e2e = EndToEnd {
+            scenario,
+            control_plane,
+            admin,
+            aws,
+            doorbell_url,
+            interruption_url,
+            options,
+            forwarder: Mutex::new(None),
+            shared: Arc::new(Shared::default()),
+            fleets: FleetRecorder::default(),
+            tasks: vec![],
+        };
+        if e2e.options.forwarder {
+            e2e.start_forwarder().await?;
+        }
+        e2e.spawn_functions().await?;
+        Ok(e2e)
+    }
+
+    /// The forwarder, as its ServiceAccount, registered by the manifest's webhook configuration
+    /// (pointed at its loopback port).
+    async fn start_forwarder(&mut self) -> Result<()> {
+        let port = free_port()?;
+        let configurations: Api<ValidatingWebhookConfiguration> = Api::all(self.admin.clone());
+        configurations.create(&PostParams::default(), &webhook_configuration(WEBHOOK, port, None)?).await?;
+        let namespace = "dovetail-system";
+        self.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n")).await?;
+        let kubeconfig = service_account_kubeconfig(&self.control_plane, &self.admin, namespace, WEBHOOK).await?;
+        let endpoint = self.aws.config.endpoint_url.clone().context("moto's endpoint")?;
+        let mut forwarder = start_forwarder(
+            &self.control_plane,
+            &kubeconfig,
+            WEBHOOK,
+            namespace,
+            port,
+            (&endpoint, &self.doorbell_url),
+        )?;
+        forwarder.ca_bundle(&self.admin, WEBHOOK).await?;
+        *self.forwarder.lock().unwrap() = Some(forwarder);
+        Ok(())
+    }
+
+    /// Stops the forwarder as a failed pod would (killed).
+    pub fn kill_forwarder(&self) {
+        if let Some(mut f) = self.forwarder.lock().unwrap().take() {
+            f.signal(libc::SIGKILL);
+            let _ = f.child.wait();
+        }
+    }
+
+    /// A function's reconciler with the real adapters: the Kubernetes adapter as a member of
+    /// `dovetail:functions` (only what `infra/k8s/rbac` grants), EC2 with the CreateFleet
+    /// recorder, DynamoDB, SQS.
+    pub async fn reconciler(&self, function: &str) -> Result<AwsReconciler> {
+        let client = crate::kube::functions_client(&self.control_plane, &self.admin).await?;
+        let kube = KubeAdapter::new(client).with_reporting_instance(function);
+        let mut clients = self.aws.clients.clone();
+        clients.ec2 = aws_sdk_ec2::Client::from_conf(
+            aws_sdk_ec2::config::Builder::from(&self.aws.sdk).interceptor(self.fleets.clone()).build(),
+        );
+        let cloud = Ec2Cloud::new(&clients, &self.aws.config, World::facts());
+        let ports = Ports {
+            kube,
+            cloud,
+            store: self.store(),
+            queue: SqsQueue::new(self.aws.clients.sqs.clone(), &self.interruption_url),
+            clock: SystemClock,
+        };
+        Ok(Reconciler::new(ports, Settings::new(CLUSTER, function)))
+    }
+
+    /// `deliveries` execution environments of `function`: reconcilers with lease holders of
+    /// their own, as concurrent Lambda environments have.
+    async fn environments(&self, function: &str) -> Result<Vec<Arc<AwsReconciler>>> {
+        let mut environments = vec![];
+        for i in 0..self.options.deliveries {
+            environments.push(Arc::new(self.reconciler(&format!("{function}/{i}")).await?));
+        }
+        Ok(environments)
+    }
+
+    async fn spawn_functions(&mut self) -> Result<()> {
+        let sqs = self.aws.clients.sqs.clone();
+        let provisioner = lambda::Poller {
+            function: "dovetail-provisioner",
+            sqs: sqs.clone(),
+            arn: queue_arn(&sqs, &self.doorbell_url).await,
+            url: self.doorbell_url.clone(),
+            batch_size: lambda::PROVISIONER_BATCH,
+            window: lambda::PROVISIONER_WINDOW,
+        };
+        let interruption = lambda::Poller {
+            function: "dovetail-interruption",
+            sqs: sqs.clone(),
+            arn: queue_arn(&sqs, &self.interruption_url).await,
+            url: self.interruption_url.clone(),
+            batch_size: lambda::INTERRUPTION_BATCH,
+            window: Duration::ZERO,
+        };
+        let p = self.environments(provisioner.function).await?;
+        // Warm functions, as provisioners receiving doorbells are: the first run in a process
+        // reads the instance-type catalog and prices from EC2 (seconds on moto), later runs
+        // reuse them for their TTL.
+        for r in &p {
+            r.provision().await?;
+        }
+        let i = self.environments(interruption.function).await?;
+        self.tasks.push(tokio::spawn(provisioner.doorbells(p, self.shared.clone())));
+        self.tasks.push(tokio::spawn(interruption.interruptions(i, self.shared.clone())));
+        if let Some(every) = self.options.sweep_every {
+            let s = self.environments("dovetail-sweeper").await?;
+            self.tasks.push(tokio::spawn(lambda::sweeper(s, every, self.shared.clone())));
+        }
+        let kubelet = kubelet::Kubelet::new(self.admin.clone(), self.aws.clients.ec2.clone());
+        self.tasks.push(tokio::spawn(kubelet.run(self.shared.clone())));
+        Ok(())
+    }
+
+    pub fn store(&self) -> DynamoStore {
+        DynamoStore::new(self.aws.clients.dynamodb.clone(), TABLE, CLUSTER, self.aws.config.terminated_ttl)
+    }
+
+    /// Server-side applies every document of `yaml` (any kind the API server knows, CRDs'
+    /// included).
+    pub async fn apply(&self, yaml: &str) -> Result<()> {
+        for document in serde_yaml_ng::Deserializer::from_str(yaml) {
+            let value: Value = serde::Deserialize::deserialize(document)?;
+            if value.is_null() {
+                continue;
+            }
+            let (api, name) = self.api_for(&value).await?;
+            api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&value))
+                .await
+                .with_context(|| format!("applying {} {name}", value["kind"]))?;
+        }
+        Ok(())
+    }
+
+    /// Applies `examples/<path>`.
+    pub async fn apply_example(&self, path: &str) -> Result<()> {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(path);
+        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        self.apply(&text).await.with_context(|| format!("applying {}", file.display()))
+    }
+
+    async fn api_for(&self, value: &Value) -> Result<(Api<DynamicObject>, String)> {
+        let kind = value["kind"].as_str().context("kind")?;
+        let api_version = value["apiVersion"].as_str().context("apiVersion")?;
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, capabilities) = kube::discovery::pinned_kind(&self.admin, &gvk).await?;
+        let name = value["metadata"]["name"].as_str().context("metadata.name")?.to_string();
+        let api = match (capabilities.scope, value["metadata"]["namespace"].as_str()) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.admin.clone(), ns, &resource),
+            (Scope::Namespaced, None) => Api::default_namespaced_with(self.admin.clone(), &resource),
+            (Scope::Cluster, _) => Api::all_with(self.admin.clone(), &resource),
+        };
+        Ok((api, name))
+    }
+
+    /// Polls `check` every 250 ms until it gives a value; fails after `timeout`, when a
+    /// background task failed, or when the forwarder died — saying what it waited for.
+    pub async fn until<T, F, Fut>(&self, what: &str, timeout: Duration, mut check: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<Option<T>>>,
+    {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(f) = self.shared.failures.lock().unwrap().first() {
+                bail!("while waiting for {what}: {f}");
+            }
+            if let Some(forwarder) = self.forwarder.lock().unwrap().as_mut() {
+                forwarder.check_running()?;
+            }
+            if let Some(value) = check().await? {
+                return Ok(value);
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{}: no {what} within {timeout:?}\n{}--- kube-scheduler:\n{}",
+                    self.scenario,
+                    self.diagnose().await.unwrap_or_else(|e| format!("(no diagnosis: {e:#})\n")),
+                    self.control_plane.log_tail("kube-scheduler", 15),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    /// What a timed-out wait reports: pods not running with the last Event about each, the
+    /// claims and the nodes.
+    pub async fn diagnose(&self) -> Result<String> {
+        use std::fmt::Write as _;
+        let mut out = String::from("--- pods not running:\n");
+        for pod in Api::<Pod>::all(self.admin.clone()).list(&ListParams::default()).await?.items {
+            if phase(&pod) == "Running" {
+                continue;
+            }
+            let namespace = pod.metadata.namespace.clone().unwrap_or_default();
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let mut events = self.events(&namespace, "Pod", &name).await?;
+            events.sort_by_key(|e| e.last_timestamp.clone().map(|t| t.0));
+            let last = events.last().map(|e| format!("{:?}: {:?}", e.reason, e.message)).unwrap_or_default();
+            writeln!(out, "  {namespace}/{name} on {:?}: {last}", node_of(&pod))?;
+        }
+        writeln!(out, "--- claims:")?;
+        for c in self.store().claims().await? {
+            let launch =
+                c.launch.map(|l| format!("{} {} {}", l.instance_id, l.instance_type, l.zone)).unwrap_or_default();
+            writeln!(out, "  {} {:?} {launch}", c.name, c.phase)?;
+        }
+        writeln!(out, "--- nodes:")?;
+        for n in self.nodes().await? {
+            let taints: Vec<String> =
+                n.spec.and_then(|s| s.taints).unwrap_or_default().into_iter().map(|t| t.key).collect();
+            writeln!(out, "  {:?} taints {taints:?}", n.metadata.name)?;
+        }
+        Ok(out)
+    }
+
+    /// Pods in `namespace` matching `selector` (`key=value`).
+    pub async fn pods(&self, namespace: &str, selector: &str) -> Result<Vec<Pod>> {
+        let pods: Api<Pod> = Api::namespaced(self.admin.clone(), namespace);
+        Ok(pods.list(&ListParams::default().labels(selector)).await?.items)
+    }
+
+    /// Waits until `count` pods in `namespace` matching `selector` run (bound by the scheduler,
+    /// started by the test kubelet, not terminating); returns them.
+    pub async fn running(&self, namespace: &str, selector: &str, count: usize) -> Result<Vec<Pod>> {
+        let admin = self.admin.clone();
+        let what = format!("{count} running pods {selector} in {namespace}");
+        self.until(&what, STEP, || {
+            let pods: Api<Pod> = Api::namespaced(admin.clone(), namespace);
+            async move {
+                let running: Vec<Pod> = pods
+                    .list(&ListParams::default().labels(selector))
+                    .await?
+                    .items
+                    .into_iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none() && phase(p) == "Running")
+                    .collect();
+                Ok((running.len() == count).then_some(running))
+            }
+        })
+        .await
+    }
+
+    pub async fn nodes(&self) -> Result<Vec<Node>> {
+        Ok(Api::<Node>::all(self.admin.clone()).list(&ListParams::default()).await?.items)
+    }
+
+    /// The Node named `name`, if it exists.
+    pub async fn node(&self, name: &str) -> Result<Node> {
+        Ok(Api::<Node>::all(self.admin.clone()).get(name).await?)
+    }
+
+    /// Live (not Terminated) NodeClaims.
+    pub async fn live_claims(&self) -> Result<Vec<NodeClaim>> {
+        Ok(self.store().claims().await?.into_iter().filter(|c| c.phase != Phase::Terminated).collect())
+    }
+
+    /// Instances of the cluster in moto, pending or running: (id, claim tag, lifecycle).
+    pub async fn instances(&self) -> Vec<(String, String, Option<String>)> {
+        cluster_instances(&self.aws.clients.ec2).await
+    }
+
+    /// Every live instance has exactly one live claim and the reverse.
+    pub async fn assert_exactly_once(&self, context: &str) -> Result<()> {
+        assert_exactly_once(&self.live_claims().await?, &self.instances().await, context);
+        Ok(())
+    }
+
+    /// Events about `kind/name` (in `namespace` for namespaced objects, `default` otherwise: the
+    /// adapter writes cluster-scoped objects' Events there, as kubectl expects).
+    pub async fn events(&self, namespace: &str, kind: &str, name: &str) -> Result<Vec<Event>> {
+        let events: Api<Event> = Api::namespaced(self.admin.clone(), namespace);
+        let fields = format!("involvedObject.kind={kind},involvedObject.name={name}");
+        Ok(events.list(&ListParams::default().fields(&fields)).await?.items)
+    }
+
+    /// Every pod's latency from "marked unschedulable" to the CreateFleet of the claim it was
+    /// nominated to; written for the summary and printed. Pods nominated to capacity launched
+    /// before they were marked are left out (nothing was launched for them).
+    pub async fn report_latency(&self) -> Result<Vec<Duration>> {
+        let rung = self.shared.rung.lock().unwrap().clone();
+        let calls = self.fleets.calls.lock().unwrap().clone();
+        let mut samples = vec![];
+        let mut earlier = 0;
+        for (pod, marked) in &rung {
+            let (namespace, name) = pod.split_once('/').context("namespace/name")?;
+            let claims: Vec<String> = self
+                .events(namespace, "Pod", name)
+                .await?
+                .iter()
+                .filter(|e| e.reason.as_deref() == Some("Nominated"))
+                .filter_map(|e| e.message.as_deref()?.split("nodeclaim/").nth(1)?.split(' ').next().map(String::from))
+                .collect();
+            let launched = calls.iter().filter(|c| claims.contains(&c.claim)).map(|c| c.at).min();
+            match launched.map(|at| at.duration_since(*marked)) {
+                Some(Ok(latency)) => samples.push(latency),
+                Some(Err(_)) => earlier += 1,
+                None => {}
+            }
+        }
+        samples.sort();
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-latency");
+        std::fs::create_dir_all(&dir)?;
+        let millis: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+        std::fs::write(dir.join(format!("{}.json", self.scenario)), serde_json::to_vec(&millis)?)?;
+        let pick = |q: f64| samples.get(((samples.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied();
+        eprintln!(
+            "{}: unschedulable → CreateFleet over {} pods: p50 {:?}, p99 {:?} ({earlier} served by capacity already launching)",
+            self.scenario,
+            samples.len(),
+            pick(0.5),
+            pick(0.99)
+        );
+        Ok(samples)
+    }
+}
+
+/// Whether Dovetail wrote `event` (kube-scheduler writes FailedScheduling Events too).
+pub fn by_dovetail(event: &Event) -> bool {
+    event.source.as_ref().and_then(|s| s.component.as_deref()) == Some(dovetail_kube::SOURCE_COMPONENT)
+}
+
+pub fn phase(pod: &Pod) -> &str {
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()
+}
+
+pub fn node_of(pod: &Pod) -> String {
+    pod.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()
+}
+
+pub fn label<'a>(node: &'a Node, key: &str) -> &'a str {
+    node.metadata.labels.as_ref().and_then(|l| l.get(key)).map(String::as_str).unwrap_or_default()
+}
+
+/// `aws:///<zone>/<instance-id>` → the instance id.
+pub fn instance_of(node: &Node) -> String {
+    let provider = node.spec.as_ref().and_then(|s| s.provider_id.as_deref()).unwrap_or_default();
+    provider.rsplit('/').next().unwrap_or_default().to_string()
+}

@@ -1,0 +1,274 @@
+//! Scale-up end to end: the examples' workloads become Running pods on nodes Dovetail launched,
+//! bound by the real kube-scheduler.
+
+use std::collections::BTreeMap;
+
+use anyhow::{ensure, Context, Result};
+use dovetail_core::labels;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+
+use super::{instance_of, label, node_of, EndToEnd, Options, STEP};
+
+/// Checks that every pod runs on a Node of a live claim, registered as Dovetail registers nodes
+/// (claim and pool labels set, the unregistered taint gone); returns each pod's Node.
+async fn on_dovetail_nodes(e2e: &EndToEnd, pods: &[Pod]) -> Result<Vec<Node>> {
+    let claims = e2e.live_claims().await?;
+    let mut nodes = vec![];
+    for pod in pods {
+        let node = e2e.node(&node_of(pod)).await?;
+        let instance = instance_of(&node);
+        let claim = claims
+            .iter()
+            .find(|c| c.launch.as_ref().is_some_and(|l| l.instance_id == instance))
+            .with_context(|| format!("pod {:?} runs on {instance}, which no live claim launched", pod.metadata.name))?;
+        ensure!(label(&node, labels::NODECLAIM) == claim.name, "{instance} is labelled with its claim");
+        ensure!(label(&node, labels::NODEPOOL) == claim.nodepool, "{instance} is labelled with its pool");
+        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        ensure!(!taints.iter().any(|t| t.key == labels::TAINT_UNREGISTERED), "{instance} was registered");
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+#[tokio::test]
+async fn a_zone_spread_deployment_runs_on_nodes_dovetail_launched() -> Result<()> {
+    let e2e = EndToEnd::start("zone-spread", Options::default()).await?;
+    e2e.apply_example("web-zone-spread/nodepool.yaml").await?;
+    e2e.apply_example("web-zone-spread/web.yaml").await?;
+    let pods = e2e.running("web", "app.kubernetes.io/name=frontend", 9).await?;
+    let nodes = on_dovetail_nodes(&e2e, &pods).await?;
+    // The scheduler spreads over the zones that have nodes when it binds; Dovetail planned for
+    // all three the class has subnets in (a node that comes up after the others took the pods
+    // is consolidated later).
+    let mut per_zone: BTreeMap<&str, usize> = BTreeMap::new();
+    for node in &nodes {
+        *per_zone.entry(label(node, labels::ZONE)).or_default() += 1;
+    }
+    let (least, most) = (per_zone.values().min().unwrap(), per_zone.values().max().unwrap());
+    assert!(most - least <= 1, "maxSkew 1: {per_zone:?}");
+    let launched: std::collections::BTreeSet<String> =
+        e2e.live_claims().await?.into_iter().filter_map(|c| c.launch.map(|l| l.zone)).collect();
+    assert_eq!(launched.len(), 3, "capacity launched in the three zones: {launched:?}");
+    e2e.assert_exactly_once("zone spread").await?;
+    e2e.report_latency().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn gpu_pods_get_tainted_gpu_nodes_and_others_stay_off_them() -> Result<()> {
+    let e2e = EndToEnd::start("gpu", Options::default()).await?;
+    e2e.apply_example("gpu/nodepools.yaml").await?;
+    e2e.apply_example("gpu/workloads.yaml").await?;
+    // A pod that does not tolerate the GPU taint, next to them.
+    e2e.apply(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: plain, namespace: ml, labels: {app: plain}}\n\
+         spec: {containers: [{name: c, image: registry.k8s.io/pause:3.10, resources: {requests: {cpu: '1', memory: 1Gi}}}]}\n",
+    )
+    .await?;
+    let inference = e2e.running("ml", "app.kubernetes.io/name=llm-inference", 3).await?;
+    let finetune = e2e.running("ml", "job-name=finetune", 1).await?;
+    let plain = e2e.running("ml", "app=plain", 1).await?;
+    for pod in inference.iter().chain(&finetune) {
+        let node = &on_dovetail_nodes(&e2e, std::slice::from_ref(pod)).await?[0];
+        let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
+        assert!(taints.iter().any(|t| t.key == "nvidia.com/gpu" && t.effect == "NoSchedule"), "GPU node tainted");
+        let gpus = node.status.as_ref().and_then(|s| s.allocatable.as_ref()).and_then(|a| a.get("nvidia.com/gpu"));
+        assert!(gpus.is_some_and(|q| q.0 != "0"), "{} has GPUs: {gpus:?}", label(node, labels::INSTANCE_TYPE));
+        assert_eq!(label(node, "workload-type"), "gpu", "the pool's template label, from the user data");
+    }
+    let node = &on_dovetail_nodes(&e2e, &plain).await?[0];
+    assert_eq!(label(node, labels::NODEPOOL), "general", "a pod without the toleration gets a general node");
+    // The notebook asks for a GPU without tolerating the taint: no pool can serve it, and it is
+    // told so.
+    let told = e2e
+        .until("the notebook told why it gets no node", STEP, || {
+            let e2e = &e2e;
+            async move {
+                let events = e2e.events("ml", "Pod", "notebook").await?;
+                Ok(events
+                    .into_iter()
+                    .find(|e| super::by_dovetail(e) && e.reason.as_deref() == Some("FailedScheduling")))
+            }
+        })
+        .await?;
+    assert!(told.message.as_deref().is_some_and(|m| m.contains("gpu")), "{:?}", told.message);
+    e2e.assert_exactly_once("gpu").await?;
+    e2e.report_latency().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn arm64_only_pods_get_graviton_nodes() -> Result<()> {
+    let e2e = EndToEnd::start("arm64-only", Options::default()).await?;
+    e2e.apply_example("arm64-only/nodepool.yaml").await?;
+    e2e.apply_example("arm64-only/workload.yaml").await?;
+    let pods = e2e.running("payments", "app.kubernetes.io/name=ledger", 6).await?;
+    for node in on_dovetail_nodes(&e2e, &pods).await? {
+        // The test kubelet takes the architecture from the image Dovetail chose for the type.
+        assert_eq!(label(&node, labels::ARCH), "arm64", "{}", label(&node, labels::INSTANCE_TYPE));
+    }
+    e2e.assert_exactly_once("arm64").await?;
+    e2e.report_latency().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn hostname_anti_affinity_gives_every_replica_a_node_of_its_own() -> Result<()> {
+    let e2e = EndToEnd::start("hostname-anti-affinity", Options::default()).await?;
+    e2e.apply_example("hostname-anti-affinity/nodepool.yaml").await?;
+    e2e.apply(ANTI_AFFINE).await?;
+    let pods = e2e.running("coordination", "app=quorum", 3).await?;
+    let nodes = on_dovetail_nodes(&e2e, &pods).await?;
+    let mut names: Vec<String> = nodes.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), 3, "one node per replica: {names:?}");
+    e2e.assert_exactly_once("anti-affinity").await?;
+    e2e.report_latency().await?;
+    Ok(())
+}
+
+/// The example's StatefulSet asks for volumes a CSI driver would provision; this is its
+/// scheduling constraint alone.
+pub const ANTI_AFFINE: &str = "
+apiVersion: v1
+kind: Namespace
+metadata: {name: coordination}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: quorum, namespace: coordination}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: quorum}}
+  template:
+    metadata: {labels: {app: quorum}}
+    spec:
+      affinity:
+        podAntiAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector: {matchLabels: {app: quorum}}
+              topologyKey: kubernetes.io/hostname
+      containers:
+        - name: c
+          image: registry.k8s.io/pause:3.10
+          resources: {requests: {cpu: 500m, memory: 512Mi}}
+";
+
+/// NodePools' status is the sweeper's to write: these scenarios run it, on a faster schedule
+/// than the deployed one-minute rate.
+const SWEEPING: Options =
+    Options { deliveries: 1, sweep_every: Some(std::time::Duration::from_secs(10)), forwarder: true };
+
+#[tokio::test]
+async fn a_pool_at_its_limit_says_so_on_the_pods_it_cannot_serve() -> Result<()> {
+    let e2e = EndToEnd::start("limits", SWEEPING).await?;
+    e2e.apply_example("limits/nodepools.yaml").await?;
+    e2e.apply_example("limits/workload.yaml").await?;
+    // 10 workers of 2 CPUs, a pool limited to 16 CPUs: some run, the rest are told why not.
+    let admin = e2e.admin.clone();
+    let (running, told) = e2e
+        .until("the analytics pool full and the others told why", STEP, || {
+            let admin = admin.clone();
+            async move {
+                let pods: Api<Pod> = Api::namespaced(admin.clone(), "analytics");
+                let all = pods.list(&Default::default()).await?.items;
+                let running: Vec<Pod> = all.iter().filter(|p| super::phase(p) == "Running").cloned().collect();
+                let mut told = vec![];
+                for p in all.iter().filter(|p| node_of(p).is_empty()) {
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), "analytics");
+                    let fields = format!("involvedObject.kind=Pod,involvedObject.name={name}");
+                    let said = events.list(&kube::api::ListParams::default().fields(&fields)).await?.items;
+                    if let Some(e) =
+                        said.iter().find(|e| e.message.as_deref().is_some_and(|m| m.contains("limit on cpu")))
+                    {
+                        told.push((name, e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()));
+                    }
+                }
+                let done = !running.is_empty() && running.len() + told.len() == all.len() && all.len() == 10;
+                Ok(done.then_some((running, told)))
+            }
+        })
+        .await?;
+    let mut nodes = on_dovetail_nodes(&e2e, &running).await?;
+    nodes.sort_by_key(|n| n.metadata.name.clone());
+    nodes.dedup_by_key(|n| n.metadata.name.clone());
+    let used: i64 = nodes
+        .iter()
+        .map(|n| {
+            let cpu = n.status.as_ref().and_then(|s| s.capacity.as_ref()).and_then(|c| c.get("cpu"));
+            let millis = cpu.and_then(|q| match q.0.strip_suffix('m') {
+                Some(m) => m.parse::<i64>().ok(),
+                None => q.0.parse::<i64>().ok().map(|c| c * 1000),
+            });
+            millis.expect("a Node's cpu capacity")
+        })
+        .sum::<i64>()
+        / 1000;
+    assert!(used <= 16, "the analytics pool stays within 16 CPUs: {used}");
+    assert!(!told.is_empty());
+    for (pod, reason, message) in &told {
+        assert_eq!(reason, "FailedScheduling", "{pod}: {message}");
+        assert!(message.contains("analytics"), "{pod}: the message names the pool: {message}");
+    }
+    // The pool's status counts what it holds (the sweeper writes it).
+    let pools = super::super::kube::nodepools(&e2e.admin);
+    let status = e2e
+        .until("the analytics pool's status", STEP, || {
+            let pools = pools.clone();
+            async move {
+                let status = pools.get("analytics").await?.data["status"].clone();
+                Ok(status["resources"]["nodes"].is_string().then_some(status))
+            }
+        })
+        .await?;
+    let counted: usize = status["resources"]["nodes"].as_str().and_then(|n| n.parse().ok()).unwrap_or_default();
+    assert!(counted >= nodes.len(), "status.resources.nodes counts the pool's nodes: {status}");
+    assert!(status["resources"]["cpu"].is_string(), "{status}");
+    e2e.assert_exactly_once("limits").await?;
+    e2e.report_latency().await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_invalid_nodepool_gets_a_condition_and_an_event_and_the_others_carry_on() -> Result<()> {
+    let e2e = EndToEnd::start("invalid-nodepool", SWEEPING).await?;
+    e2e.apply_example("arm64-only/nodepool.yaml").await?;
+    // Passes the CRD's schema, fails Dovetail's validation: a class of a kind Dovetail does not
+    // know. Its weight would make it the first choice.
+    e2e.apply(
+        "apiVersion: dovetail.dev/v1\nkind: NodePool\nmetadata: {name: broken}\nspec:\n  weight: 100\n  template:\n    spec:\n\
+         \x20     nodeClassRef: {group: example.com, kind: OtherNodeClass, name: default}\n      requirements: []\n",
+    )
+    .await?;
+    e2e.apply_example("arm64-only/workload.yaml").await?;
+    let pods = e2e.running("payments", "app.kubernetes.io/name=ledger", 6).await?;
+    for node in on_dovetail_nodes(&e2e, &pods).await? {
+        assert_eq!(label(&node, labels::NODEPOOL), "default");
+    }
+    let pools = super::super::kube::nodepools(&e2e.admin);
+    let condition = e2e
+        .until("the broken pool's ValidationSucceeded condition", STEP, || {
+            let pools = pools.clone();
+            async move {
+                let pool = pools.get("broken").await?;
+                let conditions = pool.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+                Ok(conditions.into_iter().find(|c| c["type"] == "ValidationSucceeded"))
+            }
+        })
+        .await?;
+    assert_eq!(condition["status"], "False", "{condition}");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(message.contains("spec.template.spec.nodeClassRef"), "the condition names the field: {message}");
+    let events = e2e.events("default", "NodePool", "broken").await?;
+    assert!(
+        events.iter().any(|e| e.reason.as_deref() == Some("ValidationFailed")
+            && e.message.as_deref().is_some_and(|m| m.contains("spec.template.spec.nodeClassRef"))),
+        "an Event on the NodePool: {events:?}"
+    );
+    e2e.assert_exactly_once("invalid pool").await?;
+    e2e.report_latency().await?;
+    Ok(())
+}
