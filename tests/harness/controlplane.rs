@@ -9,10 +9,10 @@
 //! There is no kubelet: tests act as the kubelet and the node lifecycle controller
 //! ([`register_ready_node`]). kube-controller-manager runs only when a test asks for some of its
 //! controllers ([`ControlPlane::start_with_controllers`]: the end-to-end tests want Deployments,
-//! ReplicaSets, StatefulSets and PodDisruptionBudget status); otherwise their work (Deployments →
-//! Pods, namespace deletion, default service accounts, garbage collection) does not happen. The
-//! ServiceAccount admission plugin is off so that Pods can be created without a `default`
-//! ServiceAccount.
+//! ReplicaSets, StatefulSets, Jobs and PodDisruptionBudget status); otherwise their work
+//! (Deployments → Pods, namespace deletion, default service accounts, garbage collection) does
+//! not happen. The ServiceAccount admission plugin is off so that Pods can be created without a
+//! `default` ServiceAccount.
 //!
 //! Tests in one process share a control plane ([`ControlPlane::shared`]) and each uses its own
 //! namespace ([`ControlPlane::namespace`]); [`ControlPlane::start`] gives a private one, stopped
