@@ -703,6 +703,19 @@ fn write_kubeconfig(path: &Path, server: &str, ca: &CertFiles, user: &CertFiles)
     fs::write(path, serde_json::to_vec_pretty(&kubeconfig)?).with_context(|| format!("writing {}", path.display()))
 }
 
+/// The API resource and capabilities (scope) of a manifest document's `apiVersion` and `kind`,
+/// found by discovery.
+pub async fn resource_of(
+    client: &Client,
+    document: &serde_json::Value,
+) -> Result<(kube::api::ApiResource, kube::discovery::ApiCapabilities)> {
+    let kind = document["kind"].as_str().context("a document without a kind")?;
+    let api_version = document["apiVersion"].as_str().context("a document without an apiVersion")?;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    kube::discovery::pinned_kind(client, &gvk).await.with_context(|| format!("discovering {api_version} {kind}"))
+}
+
 /// The repository's `infra/k8s/crds/`.
 pub fn crd_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/k8s/crds")

@@ -17,7 +17,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use dovetail_tests::controlplane::ControlPlane;
+use dovetail_tests::controlplane::{resource_of, ControlPlane};
 use dovetail_tests::forwarder::{free_port, manifest, webhook_configuration, Forwarder, Settings};
 use dovetail_tests::moto::{Moto, Session};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -315,12 +315,7 @@ async fn forwarder_manifests_are_valid() -> Result<()> {
     for file in files {
         for mut document in manifest(file)? {
             let kind = document["kind"].as_str().context("kind")?.to_string();
-            let (group, version) = match document["apiVersion"].as_str().context("apiVersion")?.split_once('/') {
-                Some((group, version)) => (group.to_string(), version.to_string()),
-                None => (String::new(), document["apiVersion"].as_str().unwrap_or_default().to_string()),
-            };
-            let gvk = kube::api::GroupVersionKind::gvk(&group, &version, &kind);
-            let (resource, capabilities) = kube::discovery::pinned_kind(&admin, &gvk).await?;
+            let (resource, capabilities) = resource_of(&admin, &document).await?;
             let api: Api<kube::api::DynamicObject> = if capabilities.scope == kube::discovery::Scope::Namespaced {
                 document["metadata"]["namespace"] = json!(ns);
                 Api::namespaced_with(admin.clone(), &ns, &resource)

@@ -90,10 +90,7 @@ async fn replaced(e2e: &EndToEnd, gone: &str, replicas: usize) -> Result<Vec<k8s
             let fewest = &fewest;
             async move {
                 let pods = e2e.pods("shop", "app=api").await?;
-                let running: Vec<_> = pods
-                    .into_iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none() && super::phase(p) == "Running")
-                    .collect();
+                let running: Vec<_> = pods.into_iter().filter(super::runs).collect();
                 let live = e2e.instances().await.iter().any(|(id, ..)| id == gone);
                 let node_left = e2e.nodes().await?.iter().any(|n| instance_of(n) == gone);
                 let mut f = fewest.lock().unwrap();

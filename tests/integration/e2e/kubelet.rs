@@ -15,6 +15,7 @@ use aws_sdk_ec2::types::{Filter, Instance, InstanceAttributeName};
 use base64::Engine as _;
 use dovetail_aws::ec2::userdata::{user_parts, NODECONFIG_TYPE};
 use dovetail_core::catalog::embedded;
+use dovetail_core::labels;
 use dovetail_core::model::{KubeletConfig, Taint, TaintEffect};
 use dovetail_tests::controlplane::register_node;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -104,12 +105,12 @@ impl Kubelet {
         let name = instance.private_dns_name().filter(|n| !n.is_empty()).context("no private DNS name")?;
         let mut labels = config.labels.clone();
         labels.extend([
-            ("kubernetes.io/hostname".to_string(), name.to_string()),
-            ("kubernetes.io/os".into(), "linux".into()),
-            ("kubernetes.io/arch".into(), arch.into()),
-            ("node.kubernetes.io/instance-type".into(), instance_type.into()),
-            ("topology.kubernetes.io/zone".into(), zone.into()),
-            ("topology.kubernetes.io/region".into(), zone[..zone.len() - 1].into()),
+            (labels::HOSTNAME.to_string(), name.to_string()),
+            (labels::OS.into(), "linux".into()),
+            (labels::ARCH.into(), arch.into()),
+            (labels::INSTANCE_TYPE.into(), instance_type.into()),
+            (labels::ZONE.into(), zone.into()),
+            (labels::REGION.into(), zone[..zone.len() - 1].into()),
         ]);
         let taints = config.taints.iter().map(serde_json::to_value).collect::<Result<Vec<_>, _>>()?;
         let node: Node = serde_json::from_value(json!({

@@ -42,11 +42,11 @@ use dovetail_core::reconcile::{Ports, Reconciler, Settings};
 use dovetail_kube::KubeAdapter;
 use dovetail_runtime::aws::AwsReconciler;
 use dovetail_runtime::clock::SystemClock;
-use dovetail_tests::controlplane::ControlPlane;
+use dovetail_tests::controlplane::{resource_of, ControlPlane};
 use dovetail_tests::forwarder::{free_port, webhook_configuration, Forwarder};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::Scope;
 use kube::Client;
 use serde_json::Value;
@@ -355,11 +355,7 @@ impl EndToEnd {
     }
 
     async fn api_for(&self, value: &Value) -> Result<(Api<DynamicObject>, String)> {
-        let kind = value["kind"].as_str().context("kind")?;
-        let api_version = value["apiVersion"].as_str().context("apiVersion")?;
-        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (resource, capabilities) = kube::discovery::pinned_kind(&self.admin, &gvk).await?;
+        let (resource, capabilities) = resource_of(&self.admin, value).await?;
         let name = value["metadata"]["name"].as_str().context("metadata.name")?.to_string();
         let api = match (capabilities.scope, value["metadata"]["namespace"].as_str()) {
             (Scope::Namespaced, Some(ns)) => Api::namespaced_with(self.admin.clone(), ns, &resource),
@@ -444,13 +440,8 @@ impl EndToEnd {
         self.until(&what, STEP, || {
             let pods: Api<Pod> = Api::namespaced(admin.clone(), namespace);
             async move {
-                let running: Vec<Pod> = pods
-                    .list(&ListParams::default().labels(selector))
-                    .await?
-                    .items
-                    .into_iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none() && phase(p) == "Running")
-                    .collect();
+                let running: Vec<Pod> =
+                    pods.list(&ListParams::default().labels(selector)).await?.items.into_iter().filter(runs).collect();
                 Ok((running.len() == count).then_some(running))
             }
         })
@@ -493,7 +484,7 @@ impl EndToEnd {
     /// Every pod's latency from "marked unschedulable" to the CreateFleet of the claim it was
     /// nominated to; written for the summary and printed. Pods nominated to capacity launched
     /// before they were marked are left out (nothing was launched for them).
-    pub async fn report_latency(&self) -> Result<Vec<Duration>> {
+    pub async fn report_latency(&self) -> Result<()> {
         let rung = self.shared.rung.lock().unwrap().clone();
         let calls = self.fleets.calls.lock().unwrap().clone();
         let mut samples = vec![];
@@ -527,13 +518,18 @@ impl EndToEnd {
             pick(0.5),
             pick(0.99)
         );
-        Ok(samples)
+        Ok(())
     }
 }
 
 /// Whether Dovetail wrote `event` (kube-scheduler writes FailedScheduling Events too).
 pub fn by_dovetail(event: &Event) -> bool {
     event.source.as_ref().and_then(|s| s.component.as_deref()) == Some(dovetail_kube::SOURCE_COMPONENT)
+}
+
+/// Started by the kubelet and not being deleted.
+pub fn runs(pod: &Pod) -> bool {
+    pod.metadata.deletion_timestamp.is_none() && phase(pod) == "Running"
 }
 
 pub fn phase(pod: &Pod) -> &str {

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use anyhow::{ensure, Context, Result};
 use dovetail_core::labels;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::Api;
 
 use super::{instance_of, label, node_of, EndToEnd, Options, STEP};
 
@@ -167,20 +166,16 @@ async fn a_pool_at_its_limit_says_so_on_the_pods_it_cannot_serve() -> Result<()>
     e2e.apply_example("limits/nodepools.yaml").await?;
     e2e.apply_example("limits/workload.yaml").await?;
     // 10 workers of 2 CPUs, a pool limited to 16 CPUs: some run, the rest are told why not.
-    let admin = e2e.admin.clone();
     let (running, told) = e2e
         .until("the analytics pool full and the others told why", STEP, || {
-            let admin = admin.clone();
+            let e2e = &e2e;
             async move {
-                let pods: Api<Pod> = Api::namespaced(admin.clone(), "analytics");
-                let all = pods.list(&Default::default()).await?.items;
+                let all = e2e.pods("analytics", "app.kubernetes.io/name=spark-worker").await?;
                 let running: Vec<Pod> = all.iter().filter(|p| super::phase(p) == "Running").cloned().collect();
                 let mut told = vec![];
                 for p in all.iter().filter(|p| node_of(p).is_empty()) {
                     let name = p.metadata.name.clone().unwrap_or_default();
-                    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(admin.clone(), "analytics");
-                    let fields = format!("involvedObject.kind=Pod,involvedObject.name={name}");
-                    let said = events.list(&kube::api::ListParams::default().fields(&fields)).await?.items;
+                    let said = e2e.events("analytics", "Pod", &name).await?;
                     if let Some(e) =
                         said.iter().find(|e| e.message.as_deref().is_some_and(|m| m.contains("limit on cpu")))
                     {
