@@ -2,15 +2,16 @@
 //! AdmissionReview requests, and the response times a client sees.
 //!
 //! ```sh
-//! cargo build --release -p dovetail-forwarder --bin dovetail-forwarder
+//! cargo build --profile forwarder -p dovetail-forwarder --bin dovetail-forwarder
 //! cargo run --release -p dovetail-tests --example forwarder-bench -- [--rate 1000] [--seconds 30] [--connections 8]
 //! ```
 //!
 //! It starts a private local control plane (the forwarder patches its webhook configuration's
 //! `caBundle` there, as in a cluster), an in-process stand-in for SQS that accepts every
 //! SendMessageBatch (so the figures are the forwarder's, not a local SQS emulator's), and the
-//! release forwarder binary (`target/release/dovetail-forwarder`, or `--forwarder PATH`) with its
-//! production log level. Then:
+//! forwarder binary of the workspace's `forwarder` profile, the build its image ships
+//! (`target/forwarder/dovetail-forwarder`, or `--forwarder PATH`), with its production log level.
+//! Then:
 //! 1. idle: RSS after 10 s of nothing, and its split into anonymous memory (heap, stacks,
 //!    relocated data) and file pages (the executable's and the shared libraries' code and
 //!    read-only data);
@@ -54,8 +55,12 @@ struct Args {
 
 fn args() -> Result<Args> {
     let exe = std::env::current_exe()?;
-    // target/release/examples/forwarder-bench → target/release/dovetail-forwarder
-    let built = exe.parent().and_then(|examples| examples.parent()).map(|dir| dir.join("dovetail-forwarder"));
+    // target/release/examples/forwarder-bench → target/forwarder/dovetail-forwarder
+    let built = exe
+        .parent()
+        .and_then(|examples| examples.parent())
+        .and_then(|release| release.parent())
+        .map(|target| target.join("forwarder").join("dovetail-forwarder"));
     let mut args = Args { rate: 1000, seconds: 30, connections: 8, forwarder: built.unwrap_or_default() };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -70,7 +75,7 @@ fn args() -> Result<Args> {
     }
     if !args.forwarder.is_file() {
         bail!(
-            "no forwarder binary at {}: cargo build --release -p dovetail-forwarder --bin dovetail-forwarder",
+            "no forwarder binary at {}: cargo build --profile forwarder -p dovetail-forwarder --bin dovetail-forwarder",
             args.forwarder.display()
         );
     }
