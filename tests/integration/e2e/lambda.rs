@@ -15,13 +15,19 @@ use futures_util::future::join_all;
 use super::Shared;
 use crate::functions::{delete_succeeded, receive, sqs_event};
 
-/// The provisioner's event source mapping: `BatchSize: 100`, `MaximumBatchingWindowInSeconds: 1`.
+/// The provisioner's event source mapping: `BatchSize: 100`, `MaximumBatchingWindowInSeconds: 1`,
+/// `ScalingConfig.MaximumConcurrency: 2` (two batches in flight at once: one reconciles, the
+/// other finds the lease held and asks the holder to look once more).
 pub const PROVISIONER_BATCH: usize = 100;
 pub const PROVISIONER_WINDOW: Duration = Duration::from_secs(1);
-/// The interruption function's: `BatchSize: 10`, no window.
+pub const PROVISIONER_CONCURRENCY: usize = 2;
+/// The interruption function's: `BatchSize: 10`, no window. Lambda would run several of its
+/// batches at once; one at a time here, as the scenarios send one interruption at a time.
 pub const INTERRUPTION_BATCH: usize = 10;
 
-/// Lambda's SQS poller for one function.
+/// One of Lambda's SQS pollers for a function (a function with `MaximumConcurrency` n has n of
+/// them, each handing its batches to execution environments of its own).
+#[derive(Clone)]
 pub struct Poller {
     pub function: &'static str,
     pub sqs: aws_sdk_sqs::Client,

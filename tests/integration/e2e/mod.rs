@@ -2,8 +2,8 @@
 //! kube-controller-manager's Deployment, ReplicaSet, StatefulSet and PodDisruptionBudget
 //! controllers), moto, the forwarder registered as the cluster's admission webhook and sending
 //! doorbells to moto's SQS, and the three functions' handlers run in-process with the real
-//! adapters — fed the way Lambda feeds them: the provisioner by an SQS poller with the deployed
-//! batching window, the interruption function by a poller of the queue EventBridge rules fill,
+//! adapters — fed the way Lambda feeds them: the provisioner by two concurrent SQS pollers with
+//! the deployed batching window, the interruption function by a poller of the queue EventBridge rules fill,
 //! the sweeper on a schedule. A test kubelet ([`kubelet`]) turns every instance moto launched into
 //! a Node from the user data Dovetail generated, and runs the pods the real kube-scheduler binds
 //! to it.
@@ -123,6 +123,33 @@ impl Intercept for FleetRecorder {
         // `<claim>-<8 hex>` (see `dovetail_aws::ec2::fleet::client_token`).
         let claim = token.get(..token.len().saturating_sub(9)).unwrap_or_default().to_string();
         self.calls.lock().unwrap().push(FleetCall { claim, at: SystemTime::now() });
+        Ok(())
+    }
+}
+
+/// Refuses DescribeSpotPriceHistory. moto answers it with one placeholder price ($0.00001) for
+/// every type in every zone; with every price tied, "cheapest first" degenerates (it launched a
+/// c6a.12xlarge for one 500m pod, and holding such claims against the pool's limits left pods
+/// for a later pass). Refused, the functions take their documented fallback for an unavailable
+/// price source: the embedded catalog's spot prices (`dovetail_aws::ec2::pricing::PriceBook`).
+#[derive(Debug, Clone, Default)]
+struct NoPlaceholderSpotPrices;
+
+impl Intercept for NoPlaceholderSpotPrices {
+    fn name(&self) -> &'static str {
+        "NoPlaceholderSpotPrices"
+    }
+
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let body = context.request().body().bytes().unwrap_or_default();
+        if String::from_utf8_lossy(body).contains("Action=DescribeSpotPriceHistory") {
+            return Err("moto's spot prices are placeholders: the functions use the embedded ones".into());
+        }
         Ok(())
     }
 }
@@ -261,13 +288,16 @@ impl EndToEnd {
 
     /// A function's reconciler with the real adapters: the Kubernetes adapter as a member of
     /// `dovetail:functions` (only what `infra/k8s/rbac` grants), EC2 with the CreateFleet
-    /// recorder, DynamoDB, SQS.
+    /// recorder and without moto's placeholder spot prices, DynamoDB, SQS.
     pub async fn reconciler(&self, function: &str) -> Result<AwsReconciler> {
         let client = crate::kube::functions_client(&self.control_plane, &self.admin).await?;
         let kube = KubeAdapter::new(client).with_reporting_instance(function);
         let mut clients = self.aws.clients.clone();
         clients.ec2 = aws_sdk_ec2::Client::from_conf(
-            aws_sdk_ec2::config::Builder::from(&self.aws.sdk).interceptor(self.fleets.clone()).build(),
+            aws_sdk_ec2::config::Builder::from(&self.aws.sdk)
+                .interceptor(self.fleets.clone())
+                .interceptor(NoPlaceholderSpotPrices)
+                .build(),
         );
         let cloud = Ec2Cloud::new(&clients, &self.aws.config, World::facts());
         let ports = Ports {
@@ -280,12 +310,13 @@ impl EndToEnd {
         Ok(Reconciler::new(ports, Settings::new(CLUSTER, function)))
     }
 
-    /// `deliveries` execution environments of `function`: reconcilers with lease holders of
-    /// their own, as concurrent Lambda environments have.
-    async fn environments(&self, function: &str) -> Result<Vec<Arc<AwsReconciler>>> {
+    /// `deliveries` execution environments of `function` for one poller (`poller`: which of the
+    /// function's concurrent pollers): reconcilers with lease holders of their own, as concurrent
+    /// Lambda environments have.
+    async fn environments(&self, function: &str, poller: usize) -> Result<Vec<Arc<AwsReconciler>>> {
         let mut environments = vec![];
         for i in 0..self.options.deliveries {
-            environments.push(Arc::new(self.reconciler(&format!("{function}/{i}")).await?));
+            environments.push(Arc::new(self.reconciler(&format!("{function}/{poller}.{i}")).await?));
         }
         Ok(environments)
     }
@@ -308,18 +339,20 @@ impl EndToEnd {
             batch_size: lambda::INTERRUPTION_BATCH,
             window: Duration::ZERO,
         };
-        let p = self.environments(provisioner.function).await?;
-        // Warm functions, as provisioners receiving doorbells are: the first run in a process
-        // reads the instance-type catalog and prices from EC2 (seconds on moto), later runs
-        // reuse them for their TTL.
-        for r in &p {
-            r.provision().await?;
+        for poller in 0..lambda::PROVISIONER_CONCURRENCY {
+            let p = self.environments(provisioner.function, poller).await?;
+            // Warm functions, as provisioners receiving doorbells are: the first run in a process
+            // reads the instance-type catalog and prices from EC2 (seconds on moto), later runs
+            // reuse them for their TTL.
+            for r in &p {
+                r.provision().await?;
+            }
+            self.tasks.push(tokio::spawn(provisioner.clone().doorbells(p, self.shared.clone())));
         }
-        let i = self.environments(interruption.function).await?;
-        self.tasks.push(tokio::spawn(provisioner.doorbells(p, self.shared.clone())));
+        let i = self.environments(interruption.function, 0).await?;
         self.tasks.push(tokio::spawn(interruption.interruptions(i, self.shared.clone())));
         if let Some(every) = self.options.sweep_every {
-            let s = self.environments("dovetail-sweeper").await?;
+            let s = self.environments("dovetail-sweeper", 0).await?;
             self.tasks.push(tokio::spawn(lambda::sweeper(s, every, self.shared.clone())));
         }
         let kubelet = kubelet::Kubelet::new(self.admin.clone(), self.aws.clients.ec2.clone());
