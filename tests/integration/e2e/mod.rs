@@ -3,10 +3,10 @@
 //! controllers), moto, the forwarder registered as the cluster's admission webhook and sending
 //! doorbells to moto's SQS, and the three functions' handlers run in-process with the real
 //! adapters — fed the way Lambda feeds them: the provisioner by two concurrent SQS pollers with
-//! the deployed batching window, the interruption function by a poller of the queue EventBridge rules fill,
-//! the sweeper on a schedule. A test kubelet ([`kubelet`]) turns every instance moto launched into
-//! a Node from the user data Dovetail generated, and runs the pods the real kube-scheduler binds
-//! to it.
+//! the deployed batching window, the interruption function by a poller of the queue EventBridge
+//! rules fill, the sweeper on a schedule. A test kubelet ([`kubelet`]) turns every instance moto
+//! launched into a Node from the user data Dovetail generated, and runs the pods the real
+//! kube-scheduler binds to it.
 //!
 //! Every scenario starts its own control plane (NodePools are cluster-wide, and the provisioner
 //! reads every pending pod) and holds moto alone for its length (see `tests/harness/moto.rs`).
