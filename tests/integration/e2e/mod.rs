@@ -97,15 +97,21 @@ pub struct FleetCall {
     pub at: SystemTime,
 }
 
-/// Records every CreateFleet call the functions make (the moment it leaves the SDK).
+/// What the rig does to the functions' EC2 calls, as they leave the SDK: it records every
+/// CreateFleet, and it refuses DescribeSpotPriceHistory. moto answers that with one placeholder
+/// price ($0.00001) for every type in every zone; with every price tied, "cheapest first"
+/// degenerates (it launched a c6a.12xlarge for one 500m pod, and holding such claims against the
+/// pool's limits left pods for a later pass). Refused, the functions take their documented
+/// fallback for an unavailable price source: the embedded catalog's spot prices
+/// (`dovetail_aws::ec2::pricing::PriceBook`).
 #[derive(Debug, Clone, Default)]
-struct FleetRecorder {
-    calls: Arc<Mutex<Vec<FleetCall>>>,
+struct Ec2Calls {
+    fleets: Arc<Mutex<Vec<FleetCall>>>,
 }
 
-impl Intercept for FleetRecorder {
+impl Intercept for Ec2Calls {
     fn name(&self) -> &'static str {
-        "FleetRecorder"
+        "Ec2Calls"
     }
 
     fn read_before_transmit(
@@ -114,41 +120,15 @@ impl Intercept for FleetRecorder {
         _: &RuntimeComponents,
         _: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let body =
-            context.request().body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
-        if !body.contains("Action=CreateFleet") {
-            return Ok(());
-        }
-        let token = body.split('&').find_map(|p| p.strip_prefix("ClientToken=")).unwrap_or_default();
-        // `<claim>-<8 hex>` (see `dovetail_aws::ec2::fleet::client_token`).
-        let claim = token.get(..token.len().saturating_sub(9)).unwrap_or_default().to_string();
-        self.calls.lock().unwrap().push(FleetCall { claim, at: SystemTime::now() });
-        Ok(())
-    }
-}
-
-/// Refuses DescribeSpotPriceHistory. moto answers it with one placeholder price ($0.00001) for
-/// every type in every zone; with every price tied, "cheapest first" degenerates (it launched a
-/// c6a.12xlarge for one 500m pod, and holding such claims against the pool's limits left pods
-/// for a later pass). Refused, the functions take their documented fallback for an unavailable
-/// price source: the embedded catalog's spot prices (`dovetail_aws::ec2::pricing::PriceBook`).
-#[derive(Debug, Clone, Default)]
-struct NoPlaceholderSpotPrices;
-
-impl Intercept for NoPlaceholderSpotPrices {
-    fn name(&self) -> &'static str {
-        "NoPlaceholderSpotPrices"
-    }
-
-    fn read_before_transmit(
-        &self,
-        context: &BeforeTransmitInterceptorContextRef<'_>,
-        _: &RuntimeComponents,
-        _: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let body = context.request().body().bytes().unwrap_or_default();
-        if String::from_utf8_lossy(body).contains("Action=DescribeSpotPriceHistory") {
+        let body = String::from_utf8_lossy(context.request().body().bytes().unwrap_or_default());
+        if body.contains("Action=DescribeSpotPriceHistory") {
             return Err("moto's spot prices are placeholders: the functions use the embedded ones".into());
+        }
+        if body.contains("Action=CreateFleet") {
+            let token = body.split('&').find_map(|p| p.strip_prefix("ClientToken=")).unwrap_or_default();
+            // `<claim>-<8 hex>` (see `dovetail_aws::ec2::fleet::client_token`).
+            let claim = token.get(..token.len().saturating_sub(9)).unwrap_or_default().to_string();
+            self.fleets.lock().unwrap().push(FleetCall { claim, at: SystemTime::now() });
         }
         Ok(())
     }
@@ -183,7 +163,7 @@ pub struct EndToEnd {
     pub options: Options,
     forwarder: Mutex<Option<Forwarder>>,
     pub shared: Arc<Shared>,
-    fleets: FleetRecorder,
+    ec2_calls: Ec2Calls,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -245,7 +225,7 @@ impl EndToEnd {
             options,
             forwarder: Mutex::new(None),
             shared: Arc::new(Shared::default()),
-            fleets: FleetRecorder::default(),
+            ec2_calls: Ec2Calls::default(),
             tasks: vec![],
         };
         if e2e.options.forwarder {
@@ -287,17 +267,14 @@ impl EndToEnd {
     }
 
     /// A function's reconciler with the real adapters: the Kubernetes adapter as a member of
-    /// `dovetail:functions` (only what `infra/k8s/rbac` grants), EC2 with the CreateFleet
-    /// recorder and without moto's placeholder spot prices, DynamoDB, SQS.
+    /// `dovetail:functions` (only what `infra/k8s/rbac` grants), EC2 through [`Ec2Calls`]
+    /// (CreateFleet recorded, moto's placeholder spot prices refused), DynamoDB, SQS.
     pub async fn reconciler(&self, function: &str) -> Result<AwsReconciler> {
         let client = crate::kube::functions_client(&self.control_plane, &self.admin).await?;
         let kube = KubeAdapter::new(client).with_reporting_instance(function);
         let mut clients = self.aws.clients.clone();
         clients.ec2 = aws_sdk_ec2::Client::from_conf(
-            aws_sdk_ec2::config::Builder::from(&self.aws.sdk)
-                .interceptor(self.fleets.clone())
-                .interceptor(NoPlaceholderSpotPrices)
-                .build(),
+            aws_sdk_ec2::config::Builder::from(&self.aws.sdk).interceptor(self.ec2_calls.clone()).build(),
         );
         let cloud = Ec2Cloud::new(&clients, &self.aws.config, World::facts());
         let ports = Ports {
@@ -519,7 +496,7 @@ impl EndToEnd {
     /// before they were marked are left out (nothing was launched for them).
     pub async fn report_latency(&self) -> Result<()> {
         let rung = self.shared.rung.lock().unwrap().clone();
-        let calls = self.fleets.calls.lock().unwrap().clone();
+        let calls = self.ec2_calls.fleets.lock().unwrap().clone();
         let mut samples = vec![];
         let mut earlier = 0;
         for (pod, marked) in &rung {
