@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Every test, from a fresh machine: `bash tests/run-all.sh` (README, "Two commands").
+#
+# Installs what the tests need into caches outside the clone (rustfmt and clippy, the aarch64 target,
+# Chromium, the Python tools, cargo-lambda and zig, Node.js and the CDK app's packages, the local
+# Kubernetes control plane), then checks formatting and lints and runs `cargo test --workspace`.
+# A warm run only checks the caches. `.ci/run` calls exactly this.
+#
+#   bash tests/run-all.sh                        everything, as CI does
+#   bash tests/run-all.sh -p dovetail-core       set-up, then only `cargo test --locked -p dovetail-core`
+#                                                (any arguments go to cargo test; format and lints skipped)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Caches live outside the clone so warm runs are fast; 2 cores, so keep rustc parallelism low.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dovetail/target}"
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+export CARGO_TERM_COLOR=never
+mkdir -p "$CARGO_TARGET_DIR"
+
+# Each step is printed with the seconds since the start, so a cold run shows where its time went.
+step() { echo "== [+${SECONDS}s] $*"; }
+need() { command -v "$1" >/dev/null 2>&1 || { echo "run-all: $1 is required but not installed" >&2; exit 1; }; }
+need cargo
+need python3   # the embedded catalog's generator check runs it
+# The simulator's HTML report test renders the page in headless Chromium.
+if [ ! -x /usr/bin/chromium ]; then
+  step "install chromium (HTML report test)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# The venv at $HOME/.cache/dovetail/venv holds the Python tools the tests run: moto, the local AWS
+# endpoint (tests/harness/moto.rs), and the SAM CLI and cfn-lint (tests/integration/infra.rs). One
+# pip run installs all three pins together so the resolver keeps their shared dependencies (boto3,
+# botocore) compatible with each; a warm run only checks the installed versions.
+MOTO_VERSION=5.2.5
+SAM_CLI_VERSION=1.170.0
+CFN_LINT_VERSION=1.58.0
+venv="$HOME/.cache/dovetail/venv"
+if ! "$venv/bin/python" - >/dev/null 2>&1 <<EOF
+import sys
+from importlib.metadata import version
+pins = {"moto": "$MOTO_VERSION", "aws-sam-cli": "$SAM_CLI_VERSION", "cfn-lint": "$CFN_LINT_VERSION"}
+sys.exit(any(version(name) != pin for name, pin in pins.items()))
+EOF
+then
+  step "install moto[server]==$MOTO_VERSION aws-sam-cli==$SAM_CLI_VERSION cfn-lint==$CFN_LINT_VERSION into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    "moto[server]==$MOTO_VERSION" "aws-sam-cli==$SAM_CLI_VERSION" "cfn-lint==$CFN_LINT_VERSION"
+fi
+
+# cargo-lambda and zig (its cross linker): the packaging test builds the three functions with
+# `cargo lambda build --release --arm64` (tests/harness/lambda.rs) and runs one under
+# `cargo lambda watch`. Pinned, in the same venv; the aarch64 standard library from rustup.
+CARGO_LAMBDA_VERSION=1.9.2
+ZIGLANG_VERSION=0.17.1
+if ! "$venv/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q "cargo-lambda $CARGO_LAMBDA_VERSION " \
+   || ! "$venv/bin/python" -c "import sys, importlib.metadata as m; sys.exit(m.version('ziglang') != '$ZIGLANG_VERSION')" >/dev/null 2>&1; then
+  step "install cargo-lambda==$CARGO_LAMBDA_VERSION ziglang==$ZIGLANG_VERSION into $venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "cargo-lambda==$CARGO_LAMBDA_VERSION" "ziglang==$ZIGLANG_VERSION"
+fi
+rustup target add aarch64-unknown-linux-gnu >/dev/null
+
+# Node.js for the CDK app (infra/cdk: cdk synth, cdk-nag, its node --test assertions). Debian's
+# nodejs (18 on bookworm) runs it; aws-cdk-lib declares >= 20 but needs nothing newer, and npm
+# only warns. The app's packages come from its package-lock.json, with npm's cache kept outside
+# the clone; a clone whose node_modules matches the lock file skips npm.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  step "install nodejs and npm (Debian)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
+fi
+lock_sum="$(sha256sum infra/cdk/package-lock.json | cut -d' ' -f1)"
+if [ "$(cat infra/cdk/node_modules/.dovetail-lock-sha256 2>/dev/null)" != "$lock_sum" ]; then
+  step "npm ci (infra/cdk)"
+  (cd infra/cdk && npm_config_cache="$HOME/.cache/dovetail/npm" npm ci --prefer-offline --no-audit --no-fund --no-update-notifier --loglevel=error)
+  echo "$lock_sum" >infra/cdk/node_modules/.dovetail-lock-sha256
+fi
+
+step "control plane (tests/controlplane/build.sh: kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd; cached)"
+DOVETAIL_GO_JOBS="${DOVETAIL_GO_JOBS:-$CARGO_BUILD_JOBS}" bash tests/controlplane/build.sh
+if [ "$#" -gt 0 ]; then
+  step "test: cargo test --locked $*"
+  exec cargo test --locked "$@"
+fi
+step "format"
+cargo fmt --all -- --check
+step "lint"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+step "test: cargo test --workspace"
+log="$(mktemp)"
+set +e
+cargo test --workspace --locked 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole run (cargo prints one per test binary, the last being doc tests).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"
+rm -f "$log"
+step "done (cargo test exit $status)"
+exit "$status"
