@@ -163,7 +163,7 @@ async fn crds_are_established_and_validate_nodepools() -> Result<()> {
     assert_eq!(kinds.keys().map(String::as_str).collect::<Vec<_>>(), ["EC2NodeClass", "NodePool"]);
 
     // An example's manifests go through the real schema (with its CEL rules) and defaulting.
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gpu/nodepools.yaml");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/examples/gpu/nodepools.yaml");
     let text = std::fs::read_to_string(&example)?;
     for document in serde_yaml_ng::Deserializer::from_str(&text) {
         let object: DynamicObject = serde_yaml_ng::from_value(serde_yaml_ng::Value::deserialize(document)?)?;

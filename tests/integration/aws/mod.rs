@@ -27,8 +27,8 @@ pub const DISCOVERY: &str = "karpenter.sh/discovery";
 /// The `arm64-only` example: a pool allowing both architectures (on demand, c/m/r, generation
 /// > 5), its class selecting by the discovery tag and `al2023@latest`, six arm64-only pods.
 pub fn example() -> Snapshot {
-    let pool = include_str!("../../../examples/arm64-only/nodepool.yaml");
-    let workload = include_str!("../../../examples/arm64-only/workload.yaml");
+    let pool = include_str!("../../../infra/examples/arm64-only/nodepool.yaml");
+    let workload = include_str!("../../../infra/examples/arm64-only/workload.yaml");
     manifest::load_texts([("nodepool.yaml", pool), ("workload.yaml", workload)]).unwrap().snapshot().unwrap()
 }
 

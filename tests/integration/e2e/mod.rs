@@ -10,7 +10,7 @@
 //!
 //! Every scenario starts its own control plane (NodePools are cluster-wide, and the provisioner
 //! reads every pending pod) and holds moto alone for its length (see `tests/harness/moto.rs`).
-//! Scenarios apply the repository's `examples/` manifests, so what the README shows is what runs.
+//! Scenarios apply the repository's `infra/examples/` manifests, so what the README shows is what runs.
 //!
 //! Each scenario records, for every pod the forwarder rang for, the time from "marked
 //! unschedulable" (the forwarder's `unschedulableAt`: when the API server admitted the scheduler's
@@ -357,9 +357,9 @@ impl EndToEnd {
         Ok(())
     }
 
-    /// Applies `examples/<path>`.
+    /// Applies `infra/examples/<path>`.
     pub async fn apply_example(&self, path: &str) -> Result<()> {
-        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples").join(path);
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/examples").join(path);
         let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
         self.apply(&text).await.with_context(|| format!("applying {}", file.display()))
     }

@@ -62,7 +62,7 @@ fn cargo_lambda_packages_three_arm64_bootstraps() {
 /// The example's NodePool and EC2NodeClass, and one of its arm64-only pods, on the control plane.
 async fn pending_pod(control_plane: &ControlPlane) -> anyhow::Result<()> {
     let admin = control_plane.client();
-    let text = include_str!("../../../examples/arm64-only/nodepool.yaml");
+    let text = include_str!("../../../infra/examples/arm64-only/nodepool.yaml");
     for doc in serde_yaml_ng::Deserializer::from_str(text) {
         let value = <Value as serde::Deserialize>::deserialize(doc)?;
         let object: DynamicObject = serde_json::from_value(value)?;

@@ -1,8 +1,8 @@
-//! Golden tests for `dovetail plan` on the manifests under `examples/`, and the CLI's bad-input
+//! Golden tests for `dovetail plan` on the manifests under `infra/examples/`, and the CLI's bad-input
 //! contract.
 //!
 //! Every example directory holds its manifests (`*.yaml`) and, under `expected/` (so that
-//! `dovetail plan -f examples/<name>` reads only the manifests), the plan they produce as JSON
+//! `dovetail plan -f infra/examples/<name>` reads only the manifests), the plan they produce as JSON
 //! (`expected/plan.json`, from `-o json`) and as the table (`expected/plan.txt`, from `-o table`). The tests run the
 //! built binary on the manifests and compare its stdout with those files byte for byte. After a
 //! deliberate change to the planner or to an example, rewrite the goldens and review the diff:
@@ -36,7 +36,7 @@ use dovetail_core::snapshot::Snapshot;
 mod common;
 use common::{dovetail, root, text};
 
-/// An example's manifests, sorted by name (what a shell glob `examples/<name>/*.yaml` gives),
+/// An example's manifests, sorted by name (what a shell glob `infra/examples/<name>/*.yaml` gives),
 /// relative to the repository root.
 fn manifests(example: &str) -> Vec<String> {
     let dir = root().join("examples").join(example);
@@ -44,10 +44,10 @@ fn manifests(example: &str) -> Vec<String> {
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("directory entry").file_name().into_string().expect("UTF-8 file name"))
         .filter(|n| Path::new(n).extension().is_some_and(|e| e == "yaml"))
-        .map(|n| format!("examples/{example}/{n}"))
+        .map(|n| format!("infra/examples/{example}/{n}"))
         .collect();
     files.sort();
-    assert!(!files.is_empty(), "examples/{example} has no *.yaml manifests");
+    assert!(!files.is_empty(), "infra/examples/{example} has no *.yaml manifests");
     files
 }
 
@@ -461,7 +461,7 @@ fn edited(example: &str, edits: &[(&str, &str)]) -> String {
         all.push_str("\n---\n");
     }
     for (from, to) in edits {
-        assert!(all.contains(from), "examples/{example} lacks {from:?}");
+        assert!(all.contains(from), "infra/examples/{example} lacks {from:?}");
         all = all.replace(from, to);
     }
     all
@@ -593,7 +593,7 @@ fn directory_reads_its_manifests() {
     assert_eq!(text(&out.stdout), plan_output(&manifests("karpenter-migration"), "json"));
 }
 
-const FIXTURES: &str = "cli/tests/fixtures";
+const FIXTURES: &str = "shared/cli/tests/fixtures";
 
 /// Runs `plan` (table and JSON) on input that must be refused; returns the message after
 /// checking the contract: exit code 2, one line on stderr, nothing on stdout.

@@ -4,7 +4,7 @@
 //! Each `fixtures/import/<name>.yaml` must print `expected/<name>.yaml` on stdout (the Dovetail
 //! manifests) and `expected/<name>.stderr` (the warnings and errors, each naming file, document,
 //! object and field, then the summary), and exit 0 with warnings only, 2 when anything failed.
-//! The migration example is imported too (`examples/karpenter-migration/expected/import.yaml`),
+//! The migration example is imported too (`infra/examples/karpenter-migration/expected/import.yaml`),
 //! and the converted objects must plan exactly as the Karpenter originals do: the import changes
 //! nothing Dovetail decides with. After a deliberate change, rewrite the goldens and review the
 //! diff:
@@ -25,7 +25,7 @@ use common::{check_golden, dovetail, root, text};
 use dovetail_api::import::{convert, Converted, Report};
 use dovetail_api::manifest;
 
-const FIXTURES: &str = "cli/tests/fixtures/import";
+const FIXTURES: &str = "shared/cli/tests/fixtures/import";
 
 fn read(path: impl AsRef<Path>) -> String {
     let path = root().join(path);
@@ -194,7 +194,7 @@ fn an_unreadable_file_stops_only_itself() {
 
 #[test]
 fn the_migration_example_imports_and_plans_the_same() {
-    let example = "examples/karpenter-migration";
+    let example = "infra/examples/karpenter-migration";
     let file = scratch("example").join("dovetail.yaml");
     let (pool, class) = (format!("{example}/nodepool.yaml"), format!("{example}/ec2nodeclass.yaml"));
     let out = dovetail(&["import", &pool, &class, "-o", file.to_str().unwrap()], None);

@@ -12,7 +12,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_dovetail");
 
 /// The repository root: examples, fixtures and goldens are addressed from there, as in the README.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("cli/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("shared/cli/ has a grandparent").to_path_buf()
 }
 
 /// Whether goldens are being rewritten (`DOVETAIL_BLESS=1`).
