@@ -56,7 +56,8 @@ impl Rig {
         let interruption_url = queue("dovetail-interruptions").await;
 
         let allowed = serde_json::to_string(capacity_types).unwrap();
-        let mut pool = include_str!("../../../infra/examples/arm64-only/nodepool.yaml").replace(r#"["on-demand"]"#, &allowed);
+        let mut pool =
+            include_str!("../../../infra/examples/arm64-only/nodepool.yaml").replace(r#"["on-demand"]"#, &allowed);
         if !instance_types.is_empty() {
             let types = serde_json::to_string(instance_types).unwrap();
             let narrowed = format!(
