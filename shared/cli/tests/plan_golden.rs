@@ -39,7 +39,7 @@ use common::{dovetail, root, text};
 /// An example's manifests, sorted by name (what a shell glob `infra/examples/<name>/*.yaml` gives),
 /// relative to the repository root.
 fn manifests(example: &str) -> Vec<String> {
-    let dir = root().join("examples").join(example);
+    let dir = root().join("infra/examples").join(example);
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.expect("directory entry").file_name().into_string().expect("UTF-8 file name"))
@@ -112,7 +112,7 @@ impl Example {
 
 fn run_example(name: &str) -> Example {
     let files = manifests(name);
-    let dir = root().join("examples").join(name);
+    let dir = root().join("infra/examples").join(name);
     let json = plan_output(&files, "json");
     check_golden(&dir.join("expected/plan.json"), &json);
     let table = plan_output(&files, "table");
