@@ -1,6 +1,6 @@
 //! The scenario file as written: plain serde structs, unknown fields refused, every value still a
 //! string where it needs parsing (durations, cron schedules) so the loader can name the field of
-//! a bad one. The README documents the format from these.
+//! a bad one. `docs/cli.md` ("Scenario format") documents the format from these.
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

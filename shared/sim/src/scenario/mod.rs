@@ -1,6 +1,6 @@
 //! Scenarios: a cluster (standard manifests), what happens to it over time, how AWS behaves, and
 //! optionally the Cluster Autoscaler node groups to compare against. The format is documented in
-//! the README (`dovetail simulate`); [`builtin`] holds the scenarios that ship with the binary.
+//! `docs/cli.md` (`dovetail simulate`); [`builtin`] holds the scenarios that ship with the binary.
 
 pub mod builtin;
 mod format;
