@@ -23,6 +23,7 @@ step() { echo "== [+${SECONDS}s] $*"; }
 need() { command -v "$1" >/dev/null 2>&1 || { echo "run-all: $1 is required but not installed" >&2; exit 1; }; }
 need cargo
 need python3   # the embedded catalog's generator check runs it
+need go        # builds the local control plane (tests/controlplane/build.sh; Go 1.24 or newer)
 # The simulator's HTML report test renders the page in headless Chromium.
 if [ ! -x /usr/bin/chromium ]; then
   step "install chromium (HTML report test)"

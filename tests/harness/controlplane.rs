@@ -87,7 +87,7 @@ impl Binaries {
         if !missing.is_empty() {
             bail!(
                 "the local Kubernetes control plane {version} is not built: missing {}. \
-                 Run tests/controlplane/build.sh (about 10 minutes cold; .ci/run does it)",
+                 Run tests/controlplane/build.sh (about 10 minutes cold; tests/run-all.sh does it)",
                 missing.join(", ")
             );
         }
@@ -110,7 +110,7 @@ impl Binaries {
         let path = self.path(binary);
         if !is_executable(&path) {
             bail!(
-                "{binary} {} is not built: missing {}. Run tests/controlplane/build.sh (.ci/run does it; \
+                "{binary} {} is not built: missing {}. Run tests/controlplane/build.sh (tests/run-all.sh does it; \
                  a cache without it gets just it, in a few minutes)",
                 self.version,
                 path.display()

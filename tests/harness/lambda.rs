@@ -1,5 +1,5 @@
 //! The functions as Lambda runs them, through cargo-lambda (PyPI `cargo-lambda` and `ziglang`,
-//! in the venv at `$HOME/.cache/dovetail/venv` that `.ci/run` creates):
+//! in the venv at `$HOME/.cache/dovetail/venv` that `tests/run-all.sh` creates):
 //!
 //! - [`artifacts`]: `cargo lambda build --release --arm64` of the three functions, once per test
 //!   run, in a target directory of its own under `$HOME/.cache/dovetail` (release aarch64 objects
@@ -21,7 +21,7 @@ pub const FUNCTIONS: [&str; 3] = ["dovetail-provisioner", "dovetail-interruption
 
 /// How CI (and a developer) installs what this module needs.
 pub const INSTALL: &str = "\"$HOME/.cache/dovetail/venv/bin/pip\" install cargo-lambda ziglang && \
-                           rustup target add aarch64-unknown-linux-gnu (as .ci/run does)";
+                           rustup target add aarch64-unknown-linux-gnu (as tests/run-all.sh does)";
 
 fn home() -> Result<PathBuf> {
     std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| anyhow!("HOME is not set"))

@@ -1,5 +1,5 @@
 //! A local AWS endpoint: moto's server (PyPI `moto[server]`) from the venv at
-//! `$HOME/.cache/dovetail/venv` (which `.ci/run` creates), on a free loopback port.
+//! `$HOME/.cache/dovetail/venv` (which `tests/run-all.sh` creates), on a free loopback port.
 //!
 //! One server serves the whole test binary; [`Moto::session`] hands it to one test at a time and
 //! resets its state (`POST /moto-api/reset`) first, so tests neither see each other's resources
@@ -22,7 +22,7 @@ pub const REGION: &str = "us-east-1";
 
 /// How CI (and a developer) installs moto.
 pub const INSTALL: &str = "python3 -m venv \"$HOME/.cache/dovetail/venv\" && \
-                           \"$HOME/.cache/dovetail/venv/bin/pip\" install 'moto[server]==5.2.5' (as .ci/run does)";
+                           \"$HOME/.cache/dovetail/venv/bin/pip\" install 'moto[server]==5.2.5' (as tests/run-all.sh does)";
 
 /// The venv's python, which must have moto's server installed.
 pub fn python() -> Result<PathBuf> {

@@ -8,7 +8,7 @@
 //! - `infra/k8s`: `kubectl apply --dry-run=server -k` against the local kube-apiserver, the
 //!   example NodePool and EC2NodeClass through the CRDs and through Dovetail's own validation.
 //!
-//! The tools come from where `.ci/run` installs them (SAM CLI and cfn-lint in the moto venv,
+//! The tools come from where `tests/run-all.sh` installs them (SAM CLI and cfn-lint in the moto venv,
 //! Node.js, `npm ci` in infra/cdk, kubectl from tests/controlplane/build.sh); a missing one fails
 //! its test with the command that installs it.
 
@@ -26,9 +26,9 @@ use kube::api::{Api, PostParams};
 use serde::Deserialize as _;
 use serde_json::{json, Map, Value};
 
-/// The SAM CLI and cfn-lint versions `.ci/run` installs.
+/// The SAM CLI and cfn-lint versions `tests/run-all.sh` installs.
 const PYTHON_TOOLS: &str = "\"$HOME/.cache/dovetail/venv/bin/pip\" install 'aws-sam-cli==1.170.0' 'cfn-lint==1.58.0' \
-                            (as .ci/run does)";
+                            (as tests/run-all.sh does)";
 /// The cluster name the CDK app is synthesized for, and the SAM template evaluated with.
 const CLUSTER: &str = "prod";
 /// The longest function timeout: the provisioning lease lives 120 s (shared/core), and an
@@ -39,7 +39,7 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the workspace").to_path_buf()
 }
 
-/// A tool of the venv `.ci/run` keeps at `$HOME/.cache/dovetail/venv`.
+/// A tool of the venv `tests/run-all.sh` keeps at `$HOME/.cache/dovetail/venv`.
 fn venv_tool(name: &str) -> Result<PathBuf> {
     let home = std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set"))?;
     let tool = PathBuf::from(home).join(".cache/dovetail/venv/bin").join(name);
@@ -229,12 +229,12 @@ fn cdk_command(program: &str, lambda_dir: &Path) -> Result<Command> {
         let found = Command::new(tool).arg("--version").stdin(Stdio::null()).output();
         ensure!(
             found.is_ok_and(|o| o.status.success()),
-            "{tool} is not installed: .ci/run installs Node.js and npm with `apt-get install nodejs npm` (Debian)"
+            "{tool} is not installed: tests/run-all.sh installs Node.js and npm with `apt-get install nodejs npm` (Debian)"
         );
     }
     ensure!(
         dir.join("node_modules/aws-cdk/bin/cdk").is_file() && dir.join("node_modules/aws-cdk-lib").is_dir(),
-        "{}/node_modules is not installed: run `npm ci` there (as .ci/run does)",
+        "{}/node_modules is not installed: run `npm ci` there (as tests/run-all.sh does)",
         dir.display()
     );
     let mut command = Command::new(program);

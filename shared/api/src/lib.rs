@@ -6,11 +6,14 @@
 //! - `import`: Karpenter v1 NodePools and EC2NodeClasses into Dovetail's, with a warning for
 //!   everything that does not carry over exactly (`dovetail import`);
 //! - `manifest`: multi-document YAML/JSON files (or `kubectl get -o yaml` dumps) into
-//!   [`manifest::Inputs`] for `dovetail plan` / `dovetail simulate`.
+//!   [`manifest::Inputs`] for `dovetail plan` / `dovetail simulate`;
+//! - `decode` (private, beneath `crd` and `manifest`): typed objects from JSON with errors that
+//!   name the field.
 //!
 //! Deliberately light (no AWS SDK, no kube client) so the CLI and every function can depend on it.
 
 pub mod convert;
 pub mod crd;
+mod decode;
 pub mod import;
 pub mod manifest;

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use dovetail_core::disruption::{Action, Decision};
+use dovetail_core::decision::{Action, Decision};
 use dovetail_core::time::Time;
 use dovetail_sim::driver::{self, Options, Policy};
 use dovetail_sim::report;

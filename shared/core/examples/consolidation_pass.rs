@@ -2,8 +2,8 @@
 //! and peak RSS (`VmHWM`): `cargo run --release -p dovetail-core --example consolidation_pass
 //! [nodes] [pods]`.
 
+use dovetail_core::decision::Action;
 use dovetail_core::disruption::consolidation::{consolidate, synthetic_cluster};
-use dovetail_core::disruption::Action;
 use std::time::Instant;
 
 fn vm_hwm() -> String {

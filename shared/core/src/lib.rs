@@ -5,20 +5,44 @@
 //! [`reconcile`] is the thin shell that reads through small traits, decides, and acts through
 //! them; adapters implementing the traits live elsewhere.
 
-pub mod benchmark;
-pub mod catalog;
-pub mod disruption;
-pub mod interruption;
+// The modules form a ladder, bottom first: each builds only on the rungs above it in this list
+// (tests/layout.rs in the workspace fails on any cycle; docs/architecture.md draws it).
+
+// Vocabulary: well-known names, quantities, instants and durations.
 pub mod labels;
-pub mod lifecycle;
-pub mod model;
-pub mod nodeclaim;
-pub mod overhead;
-pub mod provisioning;
-pub mod reconcile;
-pub mod requirements;
 pub mod resources;
-pub mod scheduler;
-pub mod snapshot;
-pub mod termination;
 pub mod time;
+// Label requirements,
+pub mod requirements;
+// then pods, nodes, pools and classes, which carry them.
+pub mod model;
+// What follows from the model alone: persisted hashes, node overhead, disruption protection.
+pub mod hash;
+pub mod overhead;
+pub mod protection;
+// Instance types, their offerings and prices.
+pub mod catalog;
+// Dovetail's record of one instance, with its drain progress.
+pub mod nodeclaim;
+// What decisions are made from: the live cluster, and the scheduler's snapshot.
+pub mod cluster;
+pub mod snapshot;
+// Packing pods onto nodes (and the workloads that benchmark it).
+pub mod benchmark;
+pub mod scheduler;
+// What decisions produce: actions with their reasons, a claim's next step.
+pub mod decision;
+// The concepts, each on those before it: draining a node,
+pub mod termination;
+// a claim's life from launch to registration,
+pub mod lifecycle;
+// new capacity for pending pods,
+pub mod provisioning;
+// replacement capacity for a leaving claim,
+pub mod replacement;
+// voluntary disruption (budgets, consolidation, drift, expiration, orphans),
+pub mod disruption;
+// and interruption events.
+pub mod interruption;
+// The shell: read through the ports, decide, act.
+pub mod reconcile;

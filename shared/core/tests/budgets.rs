@@ -4,12 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use dovetail_core::cluster::Cluster;
 use dovetail_core::disruption::budgets::{activity, allowance, allowance_for, scaled, Activity};
-use dovetail_core::disruption::Cluster;
 use dovetail_core::model::{Budget, BudgetNodes, DisruptionReason, Node, NodePool};
+use dovetail_core::nodeclaim::drain::DrainState;
 use dovetail_core::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
 use dovetail_core::resources::Resources;
-use dovetail_core::termination::DrainState;
 use dovetail_core::time::Time;
 use proptest::prelude::*;
 

@@ -4,8 +4,9 @@
 
 use dovetail_core::benchmark;
 use dovetail_core::catalog::{embedded, CapacityType};
+use dovetail_core::cluster::Cluster;
+use dovetail_core::decision::{Action, Decision};
 use dovetail_core::disruption::consolidation::{after, consolidate, consolidate_with, Options};
-use dovetail_core::disruption::{Action, Cluster, Decision};
 use dovetail_core::labels;
 use dovetail_core::model::{ConsolidationPolicy, LabelSelector, Node, OwnerKind, Pdb, Pod};
 use dovetail_core::nodeclaim::{Launch, NodeClaim, Phase, Reason};

@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
-use dovetail_core::disruption::drift::{
-    causes, detect, json_hash, mark_drifted, nodeclass_hash, nodepool_hash, plan, DriftCause,
-};
-use dovetail_core::disruption::{Action, Cluster, ResolvedClass};
+use dovetail_core::cluster::{Cluster, ResolvedClass};
+use dovetail_core::decision::Action;
+use dovetail_core::disruption::drift::{causes, detect, mark_drifted, plan, DriftCause};
+use dovetail_core::hash::{json_hash, nodeclass_hash, nodepool_hash};
 use dovetail_core::labels;
 use dovetail_core::model::{Budget, BudgetNodes, Node, NodePool, Pod, Taint, TaintEffect};
 use dovetail_core::nodeclaim::{Hashes, Launch, NodeClaim, Phase, Reason};

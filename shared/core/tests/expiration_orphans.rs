@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
+use dovetail_core::cluster::{Cluster, Instance};
+use dovetail_core::decision::{Action, Decision};
 use dovetail_core::disruption::expiration::{expirations, expires_at};
 use dovetail_core::disruption::orphans::{orphans, ORPHAN_GRACE};
-use dovetail_core::disruption::{Action, Cluster, Decision, Instance};
 use dovetail_core::labels;
 use dovetail_core::model::{Budget, BudgetNodes, Node, NodePool, Pod};
 use dovetail_core::nodeclaim::{Disruption, Launch, NodeClaim, Phase, Reason};

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dovetail_core::catalog::{self, CapacityType, Catalog, OfferingKey};
-use dovetail_core::disruption::{Action, Cluster, Decision, Instance};
+use dovetail_core::cluster::{Cluster, Instance};
+use dovetail_core::decision::{Action, Decision};
 use dovetail_core::interruption::{decide, parse, Message, ParseError};
 use dovetail_core::labels;
 use dovetail_core::model::{Node, NodeClass, NodePool, OwnerKind, Pod, RebalancePolicy};

@@ -3,12 +3,15 @@
 
 mod lifecycle_support;
 
-use dovetail_core::disruption::{Action, Cluster};
+use dovetail_core::decision::Action;
+
+use dovetail_core::cluster::Cluster;
+use dovetail_core::decision::Step;
 use dovetail_core::labels::{self, TAINT_UNREGISTERED};
-use dovetail_core::lifecycle::{advance, advance_all, Step};
+use dovetail_core::lifecycle::{advance, advance_all};
 use dovetail_core::model::{Taint, TaintEffect};
+use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::{NodeClaim, Phase};
-use dovetail_core::termination::EvictionResult;
 use lifecycle_support::*;
 use std::collections::BTreeMap;
 

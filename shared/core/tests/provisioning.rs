@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use dovetail_core::catalog::{self, CapacityType, OfferingKey};
-use dovetail_core::disruption::{Action, Cluster, Decision};
+use dovetail_core::cluster::Cluster;
+use dovetail_core::decision::{Action, Decision};
 use dovetail_core::labels;
 use dovetail_core::model::{NodeClass, NodePool, Pod, Taint, TaintEffect};
 use dovetail_core::nodeclaim::{launched_labels, NodeClaim, Phase, Reason};
@@ -159,7 +160,7 @@ fn pool_limits_count_claims_in_flight() {
 fn an_intent_carries_what_launch_and_drift_need() {
     let mut c = base(0);
     c.pending = vec![pending("web-0", 1000, 1024)];
-    c.resolved = vec![dovetail_core::disruption::ResolvedClass {
+    c.resolved = vec![dovetail_core::cluster::ResolvedClass {
         name: "default".into(),
         hash: "class-hash".into(),
         ..Default::default()
@@ -169,7 +170,7 @@ fn an_intent_carries_what_launch_and_drift_need() {
     assert_eq!((claim.phase, claim.version, claim.launch_attempts), (Phase::Launching, 0, 0));
     assert_eq!(claim.nodeclass, "default");
     assert_eq!(claim.hashes.nodeclass, "class-hash");
-    assert_eq!(claim.hashes.nodepool, dovetail_core::disruption::drift::nodepool_hash(&c.nodepools[0]));
+    assert_eq!(claim.hashes.nodepool, dovetail_core::hash::nodepool_hash(&c.nodepools[0]));
     assert_eq!(claim.startup_taints, c.nodepools[0].startup_taints);
     assert_eq!(claim.expire_after, Some(Duration::from_secs(3600)));
     assert_eq!(claim.pods, vec!["shop/web-0".to_string()]);

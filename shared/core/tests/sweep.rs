@@ -6,9 +6,9 @@ mod sweep_world;
 use std::time::Duration;
 
 use dovetail_core::catalog;
+use dovetail_core::decision::{Action, Decision};
 use dovetail_core::disruption::budgets::{standing, Standing};
 use dovetail_core::disruption::sweep::sweep;
-use dovetail_core::disruption::{Action, Decision};
 use dovetail_core::interruption::{decide, Message};
 use dovetail_core::model::{Budget, BudgetNodes, NodeClass, NodePool};
 use dovetail_core::nodeclaim::{Phase, Reason};
@@ -68,7 +68,7 @@ fn a_forceful_disruption_does_not_wait_for_replacements() {
 }
 
 /// One expired claim and one drifted claim (with a pod) in pool `default` with a single budget.
-fn expired_and_drifted(nodes: BudgetNodes) -> dovetail_core::disruption::Cluster {
+fn expired_and_drifted(nodes: BudgetNodes) -> dovetail_core::cluster::Cluster {
     let now = T0.plus(secs(31 * 24 * 3600));
     let mut expired = running("exp");
     expired.expire_after = Some(Duration::from_secs(720 * 3600));
@@ -83,7 +83,7 @@ fn expired_and_drifted(nodes: BudgetNodes) -> dovetail_core::disruption::Cluster
     c.nodes.push(dnode);
     c.instances.push(instance("dft", "running"));
     c.nodeclasses = vec![NodeClass { name: "default".into(), ..Default::default() }];
-    c.nodepool_hashes.insert("default".into(), dovetail_core::disruption::drift::nodepool_hash(&pool));
+    c.nodepool_hashes.insert("default".into(), dovetail_core::hash::nodepool_hash(&pool));
     c.nodepools = vec![pool];
     c
 }
@@ -145,7 +145,7 @@ fn four(budgets: Vec<Budget>) -> w::World {
 }
 
 /// Claims of pool `default` using up budget now.
-fn disrupting(c: &dovetail_core::disruption::Cluster) -> Vec<String> {
+fn disrupting(c: &dovetail_core::cluster::Cluster) -> Vec<String> {
     c.claims.iter().filter(|x| matches!(standing(x, c), Standing::Disrupting { .. })).map(|x| x.name.clone()).collect()
 }
 
@@ -257,7 +257,7 @@ fn business_hours() -> Vec<Budget> {
 
 /// `four` with empty nodes consolidated, `b`, `c`, `d` drifted and an empty node `e` (c5.large,
 /// so the pods cannot move there), at `now`.
-fn drifted_and_empty(now: dovetail_core::time::Time) -> dovetail_core::disruption::Cluster {
+fn drifted_and_empty(now: dovetail_core::time::Time) -> dovetail_core::cluster::Cluster {
     let mut world = four(business_hours());
     world.cluster.now = now;
     world.cluster.nodepools[0].disruption.consolidate_after = Some(Duration::ZERO);
@@ -301,7 +301,7 @@ fn a_scheduled_budget_blocks_drift_only_inside_its_window() {
 /// Pool `default` with budget `nodes`: `exp` expired, `d1` and `d2` drifted (d1 older), `k`
 /// healthy, each an m5.large with a 1.5-cpu pod pinned to m5.large, and `x1` and `x2` empty
 /// c5.large nodes.
-fn mixed(nodes: u32) -> dovetail_core::disruption::Cluster {
+fn mixed(nodes: u32) -> dovetail_core::cluster::Cluster {
     let pool = w::pool("default", vec![w::budget(BudgetNodes::Count(nodes))]);
     let mut c = w::cluster(w::at(2, 12, 0), vec![pool]);
     for (i, name) in ["exp", "d1", "d2", "k", "x1", "x2"].into_iter().enumerate() {
@@ -374,7 +374,7 @@ fn a_pass_resumed_after_a_crash_at_any_point_duplicates_nothing() {
         let resumed = sweep(&world.cluster, catalog);
         world.apply(&resumed, usize::MAX).unwrap_or_else(|e| panic!("crash after {crash_after}: {e}"));
         assert_eq!(world.names, whole.names, "crash after {crash_after}: the same claims exist");
-        let reasons = |c: &dovetail_core::disruption::Cluster| -> Vec<(String, Option<Reason>)> {
+        let reasons = |c: &dovetail_core::cluster::Cluster| -> Vec<(String, Option<Reason>)> {
             c.claims.iter().map(|x| (x.name.clone(), x.disruption.as_ref().map(|d| d.reason))).collect()
         };
         assert_eq!(reasons(&world.cluster), reasons(&whole.cluster), "crash after {crash_after}");

@@ -23,9 +23,10 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
 
 use dovetail_core::catalog::embedded;
+use dovetail_core::cluster::Cluster;
+use dovetail_core::decision::{Action, Decision};
 use dovetail_core::disruption::budgets::{activity, scaled, Activity};
 use dovetail_core::disruption::sweep::sweep;
-use dovetail_core::disruption::{Action, Cluster, Decision};
 use dovetail_core::interruption::{decide, Message};
 use dovetail_core::model::{
     Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, NodePool, Pod, RebalancePolicy,

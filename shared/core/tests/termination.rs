@@ -11,12 +11,15 @@ use proptest::test_runner::{Config, FileFailurePersistence};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use dovetail_core::disruption::protection::pod_protected;
-use dovetail_core::disruption::{Action, Cluster};
-use dovetail_core::lifecycle::{advance, Step};
+use dovetail_core::cluster::Cluster;
+use dovetail_core::decision::Action;
+use dovetail_core::decision::Step;
+use dovetail_core::lifecycle::advance;
 use dovetail_core::model::Pod;
+use dovetail_core::nodeclaim::drain::{backoff, EvictionResult};
 use dovetail_core::nodeclaim::{NodeClaim, Phase, Reason};
-use dovetail_core::termination::{backoff, disrupted_taint, ignored_by_drain, step, EvictionResult, Tier};
+use dovetail_core::protection::pod_protected;
+use dovetail_core::termination::{disrupted_taint, ignored_by_drain, step, Tier};
 use dovetail_core::time::Time;
 use lifecycle_support::*;
 

@@ -25,8 +25,8 @@ use std::sync::Mutex;
 
 use dovetail_api::crd::{NodePool, API_VERSION};
 use dovetail_core::model::Taint;
+use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::reconcile::ports::{Kube, KubeState, PoolStatus, PortError, PortResult};
-use dovetail_core::termination::EvictionResult;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};

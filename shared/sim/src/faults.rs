@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dovetail_core::catalog::{Catalog, OfferingKey};
-use dovetail_core::disruption::{Instance, ResolvedClass};
+use dovetail_core::cluster::{Instance, ResolvedClass};
 use dovetail_core::model::NodeClass;
 use dovetail_core::nodeclaim::{Launch, NodeClaim};
 use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, Lease, PortError, PortResult, Store};

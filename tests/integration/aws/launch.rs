@@ -7,8 +7,9 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use dovetail_aws::ec2::{TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
 use dovetail_core::catalog::CapacityType;
+use dovetail_core::catalog::Offer;
 use dovetail_core::nodeclaim::NodeClaim;
-use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, Offer};
+use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest};
 use dovetail_core::time::Time;
 
 use super::{example, World, CLUSTER};

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use dovetail_core::disruption::drift::nodeclass_hash;
+use dovetail_core::hash::nodeclass_hash;
 use dovetail_core::reconcile::ports::{Cloud, PortError};
 use serde_json::json;
 

@@ -16,7 +16,7 @@ use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dovetail_aws::Ec2Cloud;
 use dovetail_core::catalog::CapacityType;
-use dovetail_core::disruption::Action;
+use dovetail_core::decision::Action;
 use dovetail_runtime::handlers;
 
 use super::{doorbell, Rig};

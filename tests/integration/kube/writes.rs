@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use dovetail_core::model::{Taint, TaintEffect};
+use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::reconcile::ports::{Kube, PoolStatus, PortError};
 use dovetail_core::resources::Resources;
-use dovetail_core::termination::EvictionResult;
 use dovetail_tests::controlplane::ControlPlane;
 use k8s_openapi::api::core::v1::{Event, Node, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;

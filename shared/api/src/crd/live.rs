@@ -12,11 +12,7 @@ use super::FieldError;
 /// object as a whole (empty field).
 pub fn from_value<T: DeserializeOwned>(kind: &'static str, value: &serde_json::Value) -> Result<T, FieldError> {
     let name = value.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-    crate::manifest::decode(value).map_err(|e| {
-        let text = match e {
-            crate::manifest::LoadErrorKind::Schema(m) | crate::manifest::LoadErrorKind::Invalid(m) => m,
-            other => other.to_string(),
-        };
+    crate::decode::with_path(value).map_err(|text| {
         let (field, message) = split_path(&text);
         FieldError { kind, name, field, message }
     })

@@ -19,7 +19,7 @@ mod read;
 mod snapshot;
 
 pub use error::{LoadError, LoadErrorKind};
-pub(crate) use objects::{decode, header, Header};
+pub(crate) use objects::{header, Header};
 pub(crate) use read::{documents, Doc};
 pub use read::{read_paths, STDIN_NAME};
 

@@ -161,29 +161,9 @@ pub(crate) fn header(doc: &Doc) -> Result<Header, (Option<String>, LoadErrorKind
     Ok(Header { api_version, kind, namespace, name, label, known })
 }
 
-/// Decodes a document into its typed object. Deserializing from the JSON value is fast but its
-/// errors carry no field path; on failure the document is decoded again through the YAML
-/// deserializer, which tracks the path (`spec.template.spec.containers[0].ports[0].containerPort:
-/// invalid type …`). Line numbers from that second pass refer to re-serialized text, so they are
-/// dropped. The YAML pass is also more lenient (it reads `app: 1` as the string "1", as many
-/// hand-written manifests assume); what it accepts is accepted.
-pub(crate) fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, LoadErrorKind> {
-    let fast_err = match T::deserialize(value) {
-        Ok(t) => return Ok(t),
-        Err(e) => e,
-    };
-    let text = match serde_yaml_ng::to_string(value) {
-        Ok(t) => t,
-        Err(_) => return Err(LoadErrorKind::Schema(fast_err.to_string())),
-    };
-    serde_yaml_ng::from_str::<T>(&text).map_err(|e| {
-        let msg = e.to_string();
-        let msg = match msg.rfind(" at line ") {
-            Some(i) if msg[i..].contains(" column ") => msg[..i].to_string(),
-            _ => msg,
-        };
-        LoadErrorKind::Schema(msg)
-    })
+/// Decodes a document into its typed object; the error names the field (see [`crate::decode`]).
+pub(super) fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, LoadErrorKind> {
+    crate::decode::with_path(value).map_err(LoadErrorKind::Schema)
 }
 
 /// The typed object of a known kind.

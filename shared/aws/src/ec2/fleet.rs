@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use dovetail_core::catalog::Offer;
 use dovetail_core::catalog::{CapacityType, OfferingKey};
-use dovetail_core::disruption::drift::json_hash;
-use dovetail_core::reconcile::ports::Offer;
+use dovetail_core::hash::json_hash;
 
 use crate::error::{classify, ErrorKind};
 

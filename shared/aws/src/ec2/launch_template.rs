@@ -11,7 +11,7 @@ use aws_sdk_ec2::types::{
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use dovetail_api::crd::EC2NodeClassSpec;
-use dovetail_core::disruption::drift::json_hash;
+use dovetail_core::hash::json_hash;
 use serde::Serialize;
 
 use crate::error::{api_error, AwsError, AwsResult};

@@ -29,7 +29,7 @@ use aws_sdk_ec2::types::{
     SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest,
 };
 use dovetail_core::catalog::{embedded, CapacityType, Catalog, InstanceResources};
-use dovetail_core::disruption::{Instance, ResolvedClass};
+use dovetail_core::cluster::{Instance, ResolvedClass};
 use dovetail_core::labels;
 use dovetail_core::model::NodeClass;
 use dovetail_core::nodeclaim::Launch;

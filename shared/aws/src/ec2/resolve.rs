@@ -11,8 +11,8 @@ use aws_sdk_ec2::types::{ArchitectureValues, Filter};
 use dovetail_api::crd::{
     AmiAlias, AmiFamily, AmiSelectorTerm, EC2NodeClassSpec, SecurityGroupSelectorTerm, SubnetSelectorTerm,
 };
-use dovetail_core::disruption::drift::nodeclass_hash;
-use dovetail_core::disruption::ResolvedClass;
+use dovetail_core::cluster::ResolvedClass;
+use dovetail_core::hash::nodeclass_hash;
 use dovetail_core::model::NodeClass;
 
 use crate::error::{api_error, AwsError, AwsResult};

@@ -8,8 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::OnceLock;
 use thiserror::Error;
 
-use super::{CapacityType, Catalog, Ec2Facts, InstanceResources, InstanceType, Offering};
+use super::{CapacityType, Catalog, InstanceResources, InstanceType, Offering};
 use crate::labels;
+use crate::overhead::Ec2Facts;
 use crate::requirements::{Operator, Requirement, Requirements};
 use crate::resources::{AMD_GPU, EFA, NEURON, NEURON_CORE, NVIDIA_GPU, POD_ENI};
 

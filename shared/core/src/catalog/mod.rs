@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use crate::model::KubeletConfig;
-use crate::overhead;
+use crate::overhead::{self, Ec2Facts};
 use crate::requirements::Requirements;
 use crate::resources::Resources;
 
@@ -66,23 +66,6 @@ pub struct OfferingKey {
     pub instance_type: String,
     pub zone: String,
     pub capacity_type: CapacityType,
-}
-
-/// Raw facts of an EC2 instance type, from which the AL2023 overhead model computes allocatable.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct Ec2Facts {
-    pub vcpu: i64,
-    pub memory_mib: i64,
-    /// Graviton: the kernel keeps 64 MiB more for itself (see `overhead::GRAVITON_CMA_MIB`).
-    #[serde(default)]
-    pub arm64: bool,
-    /// ENIs on the default network card, the only ones the VPC CNI uses (less than
-    /// DescribeInstanceTypes' total on multi-card types). 0 when the type has no ENI data (then
-    /// max pods defaults to 110).
-    pub max_enis: i64,
-    pub ipv4_per_eni: i64,
-    /// Extended resources the node advertises (GPUs, Neuron devices, EFA, pod ENIs).
-    pub extended: Vec<(String, i64)>,
 }
 
 /// How a type's capacity and allocatable are known.
@@ -149,5 +132,24 @@ impl Catalog {
 
     pub fn zone_id(&self, zone: &str) -> Option<&str> {
         self.zones.iter().find(|z| z.name == zone).map(|z| z.id.as_str())
+    }
+}
+
+/// One offering CreateFleet may pick, with the price the plan assumed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Offer {
+    pub instance_type: String,
+    pub zone: String,
+    pub capacity_type: CapacityType,
+    pub price: f64,
+}
+
+impl Offer {
+    pub fn key(&self) -> OfferingKey {
+        OfferingKey {
+            instance_type: self.instance_type.clone(),
+            zone: self.zone.clone(),
+            capacity_type: self.capacity_type,
+        }
     }
 }

@@ -28,10 +28,10 @@
 
 use std::time::Duration;
 
-use super::Cluster;
+use crate::cluster::node_of;
+use crate::cluster::Cluster;
 use crate::model::{Budget, BudgetNodes, DisruptionReason, NodePool};
 use crate::nodeclaim::{NodeClaim, Phase, Reason};
-use crate::termination::node_of;
 use crate::time::cron::CronSchedule;
 use crate::time::{format_duration, Time};
 

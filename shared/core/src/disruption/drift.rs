@@ -2,9 +2,9 @@
 //!
 //! Causes, in the order they are reported:
 //! - the NodePool template hash differs from the one stored on the claim at launch
-//!   ([`nodepool_hash`]: labels, annotations, taints, startupTaints, nodeClassRef, expireAfter,
+//!   ([`crate::hash::nodepool_hash`]: labels, annotations, taints, startupTaints, nodeClassRef, expireAfter,
 //!   terminationGracePeriod — not requirements, which are checked against the node instead);
-//! - the EC2NodeClass hash differs ([`nodeclass_hash`]: the spec minus its selector terms, which
+//! - the EC2NodeClass hash differs ([`crate::hash::nodeclass_hash`]: the spec minus its selector terms, which
 //!   are checked through what they resolve to instead);
 //! - requirements: a label of the node no longer satisfies the pool's requirement on that key;
 //! - AMI: the instance's image is not the one the class resolves now for the instance;
@@ -29,98 +29,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::budgets::{allowance, Allowance};
-use super::protection::{do_not_disrupt, pod_protected};
-use super::{Action, Cluster, Decision, ResolvedClass};
+use crate::cluster::{Cluster, ResolvedClass};
+use crate::decision::{Action, Decision};
+use crate::hash::nodepool_hash;
 use crate::labels;
-use crate::model::{Node, NodePool};
+use crate::model::Node;
 use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
-use crate::time::{format_duration, Time};
-
-/// FNV-1a, 64 bits: tiny, dependency-free and stable across runs and platforms (unlike std's
-/// randomly seeded `DefaultHasher`), which is what a hash persisted on a claim needs.
-pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
-/// Canonical JSON: object keys sorted, arrays sorted by their canonical text (Karpenter hashes
-/// lists as sets, so reordering taints or tags is not a change). Independent of serde_json's
-/// map ordering features.
-fn canonical(v: &serde_json::Value, out: &mut String) {
-    use serde_json::Value;
-    match v {
-        Value::Object(m) => {
-            let sorted: BTreeMap<&String, &Value> = m.iter().collect();
-            out.push('{');
-            for (i, (k, v)) in sorted.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical(v, out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            let mut parts: Vec<String> = items
-                .iter()
-                .map(|i| {
-                    let mut s = String::new();
-                    canonical(i, &mut s);
-                    s
-                })
-                .collect();
-            parts.sort();
-            out.push('[');
-            out.push_str(&parts.join(","));
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-/// A stable hash of any JSON value: FNV-1a 64 of its canonical form, as 16 hex digits.
-pub fn json_hash(value: &serde_json::Value) -> String {
-    let mut s = String::new();
-    canonical(value, &mut s);
-    format!("{:016x}", fnv1a64(s.as_bytes()))
-}
-
-/// The EC2NodeClass spec hash: [`json_hash`] of the spec without its top-level `*SelectorTerms`
-/// fields (amiSelectorTerms, subnetSelectorTerms, securityGroupSelectorTerms,
-/// capacityReservationSelectorTerms). Their effect is drift through AMI / subnet / security-group
-/// resolution; hashing the terms would replace nodes whose resolution did not change.
-pub fn nodeclass_hash(spec: &serde_json::Value) -> String {
-    match spec {
-        serde_json::Value::Object(m) => {
-            let kept: serde_json::Map<String, serde_json::Value> =
-                m.iter().filter(|(k, _)| !k.ends_with("SelectorTerms")).map(|(k, v)| (k.clone(), v.clone())).collect();
-            json_hash(&serde_json::Value::Object(kept))
-        }
-        other => json_hash(other),
-    }
-}
-
-/// The NodePool template hash stored on claims at launch. Requirements are deliberately left out
-/// (Karpenter checks them against the node, so widening a requirement does not replace nodes).
-pub fn nodepool_hash(pool: &NodePool) -> String {
-    let duration = |d: Option<std::time::Duration>| d.map_or_else(|| "Never".to_string(), format_duration);
-    let value = serde_json::json!({
-        "labels": pool.labels,
-        "annotations": pool.annotations,
-        "taints": serde_json::to_value(&pool.taints).unwrap_or_default(),
-        "startupTaints": serde_json::to_value(&pool.startup_taints).unwrap_or_default(),
-        "nodeClassRef": pool.node_class,
-        "expireAfter": duration(pool.expire_after),
-        "terminationGracePeriod": duration(pool.termination_grace_period),
-    });
-    json_hash(&value)
-}
+use crate::protection::{do_not_disrupt, pod_protected};
+use crate::time::Time;
 
 /// One reason a claim drifted.
 #[derive(Debug, Clone, PartialEq, Eq)]

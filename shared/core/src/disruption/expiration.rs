@@ -9,7 +9,9 @@
 //! recorded), and `expireAfter` is the one copied onto the claim at launch, so editing the pool
 //! later is drift, not a retroactive change of every node's lifetime.
 
-use super::{Action, Cluster, Decision};
+use crate::decision::{Action, Decision};
+
+use crate::cluster::Cluster;
 use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
 use crate::time::{format_duration, Time};
 

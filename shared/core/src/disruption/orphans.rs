@@ -20,7 +20,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::{Action, Cluster, Decision, Instance};
+use crate::decision::{Action, Decision};
+
+use crate::cluster::{Cluster, Instance};
 use crate::labels;
 use crate::model::{Node, Taint, TaintEffect};
 use crate::nodeclaim::{NodeClaim, Phase};

@@ -13,12 +13,14 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use crate::catalog::Catalog;
-use crate::interruption::{launch_replacements, node_of, plan_replacement};
 use crate::lifecycle;
 use crate::nodeclaim::Reason;
+use crate::replacement::{launch_replacements, node_of, plan_replacement};
 
 use super::consolidation::quiet::Quiet;
-use super::{budgets, consolidation, drift, expiration, orphans, Action, Cluster, Decision};
+use super::{budgets, consolidation, drift, expiration, orphans};
+use crate::cluster::Cluster;
+use crate::decision::{Action, Decision};
 
 /// Everything the sweeper should do now, in order, each with its sentence.
 pub fn sweep(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {

@@ -13,14 +13,14 @@
 //! version conflict drop the step and advance again from a fresh read. A crash anywhere therefore
 //! only repeats idempotent actions.
 
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::disruption::{Action, Cluster, Decision};
+use crate::cluster::{instance_of, Cluster};
+use crate::decision::{Action, Decision, Step};
 use crate::labels::{NODECLAIM, TAINT_UNREGISTERED};
 use crate::nodeclaim::{NodeClaim, Phase};
-use crate::termination::{self, instance_of};
+use crate::termination;
 use crate::time::format_duration;
 
 /// A claim still Launching this long after it was written has failed to launch.
@@ -29,29 +29,6 @@ pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 pub const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// How often to look again while a Node is expected (registration, readiness).
 pub const WATCH: Duration = Duration::from_secs(10);
-
-/// One short step for one claim.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Step {
-    /// The claim to persist, with `version` already incremented; `None` when unchanged (also
-    /// when the claim is deleted: see [`Action::DeleteClaim`] in `decisions`).
-    pub claim: Option<NodeClaim>,
-    /// Actions in the order to carry them out, and notes, each with its sentence.
-    pub decisions: Vec<Decision>,
-    /// Come back for this claim after this wait (never more than 10 s).
-    pub requeue: Option<Duration>,
-}
-
-impl Step {
-    pub fn actions(&self) -> impl Iterator<Item = &Action> {
-        self.decisions.iter().filter_map(|d| d.action.as_ref())
-    }
-
-    /// Nothing to write and nothing to do.
-    pub fn is_quiet(&self) -> bool {
-        self.claim.is_none() && self.actions().next().is_none()
-    }
-}
 
 /// The labels a claim's Node must carry: the claim's (recorded for the launched type at launch,
 /// see [`crate::nodeclaim::launched_labels`]), with the launch's type, zone and capacity type

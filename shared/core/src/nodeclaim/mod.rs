@@ -5,6 +5,8 @@
 //! version it holds is the one the writer read, so concurrent invocations and redeliveries never
 //! act twice on one claim.
 
+pub mod drain;
+
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -156,7 +158,7 @@ pub struct NodeClaim {
     pub termination_grace_period: Option<Duration>,
     pub disruption: Option<Disruption>,
     /// Drain progress while Draining / Terminating.
-    pub drain: Option<crate::termination::DrainState>,
+    pub drain: Option<drain::DrainState>,
 }
 
 /// The labels of the Node a launch becomes: `labels` (the pool's, custom ones, the claim's name,
@@ -224,7 +226,7 @@ impl NodeClaim {
     }
 
     /// A copy to modify and write back: `version` is already the next one, as
-    /// [`crate::disruption::Action::WriteClaim`] and the store's conditional write expect.
+    /// [`crate::decision::Action::WriteClaim`] and the store's conditional write expect.
     pub fn next_version(&self) -> NodeClaim {
         NodeClaim { version: self.version + 1, ..self.clone() }
     }

@@ -6,11 +6,28 @@
 //! mirrors Karpenter's AWS provider for the AL2023 AMI family; `tests/overhead_reference.rs` checks
 //! the result against Karpenter's published allocatable for every type in the catalog.
 
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::catalog::Ec2Facts;
 use crate::model::KubeletConfig;
 use crate::resources::{parse_units, Resources};
+
+/// Raw facts of an EC2 instance type, from which the AL2023 overhead model computes allocatable.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Ec2Facts {
+    pub vcpu: i64,
+    pub memory_mib: i64,
+    /// Graviton: the kernel keeps 64 MiB more for itself (see `overhead::GRAVITON_CMA_MIB`).
+    #[serde(default)]
+    pub arm64: bool,
+    /// ENIs on the default network card, the only ones the VPC CNI uses (less than
+    /// DescribeInstanceTypes' total on multi-card types). 0 when the type has no ENI data (then
+    /// max pods defaults to 110).
+    pub max_enis: i64,
+    pub ipv4_per_eni: i64,
+    /// Extended resources the node advertises (GPUs, Neuron devices, EFA, pod ENIs).
+    pub extended: Vec<(String, i64)>,
+}
 
 /// Share of memory the hypervisor and kernel keep (Karpenter's `VM_MEMORY_OVERHEAD_PERCENT`
 /// default): DescribeInstanceTypes reports more memory than the OS ever sees.

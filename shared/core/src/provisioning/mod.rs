@@ -8,18 +8,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::catalog::{CapacityType, Catalog, OfferingKey};
-use crate::disruption::drift::{fnv1a64, nodepool_hash};
-use crate::disruption::{Action, Cluster, Decision};
+use crate::catalog::{CapacityType, Catalog, Offer, OfferingKey};
+use crate::cluster::{is_leaving, leaving, node_of, Cluster};
+use crate::decision::{Action, Decision};
+use crate::hash::{fnv1a64, nodepool_hash};
 use crate::labels;
 use crate::model::{DaemonSet, Node, NodeKind, NodePool, Taint};
 use crate::nodeclaim::{Hashes, NodeClaim, Phase};
-use crate::reconcile::ports::Offer;
 use crate::requirements::{Operator, Requirement};
 use crate::resources::Resources;
 use crate::scheduler::{schedule, PlannedClaim};
 use crate::snapshot::Snapshot;
-use crate::termination::node_of;
 use crate::time::Time;
 
 /// CreateFleet takes at most this many overrides; the cheapest offers go first.
@@ -30,23 +29,6 @@ pub fn claim_type<'a>(claim: &NodeClaim, catalog: &'a Catalog) -> Option<&'a cra
     let name =
         claim.launch.as_ref().map(|l| l.instance_type.as_str()).or(claim.instance_types.first().map(String::as_str));
     name.and_then(|n| catalog.get(n))
-}
-
-/// Node and claim names of capacity that is leaving (claims being disrupted or drained): it takes
-/// no new pods, in the scheduler's eyes as in the cluster once tainted.
-pub fn leaving(cluster: &Cluster) -> BTreeSet<&str> {
-    cluster
-        .claims
-        .iter()
-        .filter(|c| !c.is_live())
-        .flat_map(|c| c.node_name.iter().map(String::as_str).chain(std::iter::once(c.name.as_str())))
-        .collect()
-}
-
-/// Whether `node` belongs to leaving capacity (by its name or its claim label).
-pub fn is_leaving(node: &Node, leaving: &BTreeSet<&str>) -> bool {
-    let claim = node.labels.get(labels::NODECLAIM).map(String::as_str);
-    leaving.contains(node.name.as_str()) || claim.is_some_and(|c| leaving.contains(c))
 }
 
 /// Capacity that is coming but has no Node yet, as the scheduler sees it: the pool's taints

@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use super::ports::{Clock, Cloud, Kube, PortResult, Queue, Store};
 use super::{retryable, Reconciler, Report, View};
-use crate::disruption::{Action, Decision};
+use crate::decision::{Action, Decision};
+use crate::nodeclaim::drain::EvictionResult;
 use crate::nodeclaim::NodeClaim;
-use crate::termination::EvictionResult;
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
     /// Carries `decisions` out in order and keeps `view` in step with what was done. A failed

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use super::ports::{Clock, Cloud, Kube, LaunchOutcome, LaunchRequest, PortError, PortResult, Queue, Store};
 use super::{Reconciler, Report, View};
-use crate::disruption::{Action, Decision};
+use crate::decision::{Action, Decision};
 use crate::interruption::SPOT_UNAVAILABLE_FOR as UNAVAILABLE_FOR;
 use crate::nodeclaim::{launched_labels, Launch, NodeClaim, Phase};
 use crate::provisioning;

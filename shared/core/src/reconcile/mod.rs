@@ -26,8 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::Catalog;
+use crate::cluster::Cluster;
+use crate::decision::{Action, Decision};
 use crate::disruption::consolidation::quiet::Quiet;
-use crate::disruption::{sweep, Action, Cluster, Decision};
+use crate::disruption::sweep;
 use crate::interruption;
 use crate::lifecycle;
 use crate::nodeclaim::Phase;

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{CapacityType, Catalog, OfferingKey};
-use crate::disruption::{Instance, ResolvedClass};
+use crate::catalog::{Catalog, Offer, OfferingKey};
+use crate::cluster::{Instance, ResolvedClass};
 use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pdb, Pod, Taint};
+use crate::nodeclaim::drain::EvictionResult;
 use crate::nodeclaim::{Launch, NodeClaim};
-use crate::termination::EvictionResult;
 use crate::time::Time;
 
 /// Why a port call failed, sorted by what the caller should do about it.
@@ -104,25 +104,6 @@ pub struct PoolStatus {
     pub resources: crate::resources::Resources,
     /// `None` when valid; else the readable message for the `ValidationSucceeded=False` condition.
     pub invalid: Option<String>,
-}
-
-/// One offering CreateFleet may pick, with the price the plan assumed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Offer {
-    pub instance_type: String,
-    pub zone: String,
-    pub capacity_type: CapacityType,
-    pub price: f64,
-}
-
-impl Offer {
-    pub fn key(&self) -> OfferingKey {
-        OfferingKey {
-            instance_type: self.instance_type.clone(),
-            zone: self.zone.clone(),
-            capacity_type: self.capacity_type,
-        }
-    }
 }
 
 /// Everything a launch needs: the claim (its name is the client token and a tag), its class as

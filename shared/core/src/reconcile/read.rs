@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 
 use super::ports::{Clock, Cloud, Kube, PortResult, Queue, Store};
 use super::{Reconciler, Report, View};
-use crate::disruption::drift::nodepool_hash;
-use crate::disruption::Cluster;
+use crate::cluster::Cluster;
+use crate::hash::nodepool_hash;
 use crate::nodeclaim::Phase;
 use crate::provisioning;
 

@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
-use dovetail_core::disruption::{Action, Cluster, Instance};
+use dovetail_core::cluster::{Cluster, Instance};
+use dovetail_core::decision::Action;
+use dovetail_core::decision::Step;
 use dovetail_core::labels::{NODECLAIM, TAINT_DISRUPTED, TAINT_UNREGISTERED};
-use dovetail_core::lifecycle::Step;
 use dovetail_core::model::{LabelSelector, Node, OwnerKind, Pdb, Pod, Taint, TaintEffect, Toleration, TolerationOp};
+use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::{Disruption, Launch, NodeClaim, Phase, Reason};
 use dovetail_core::resources::Resources;
-use dovetail_core::termination::EvictionResult;
 use dovetail_core::time::Time;
 
 pub const T0: Time = Time(1_800_000_000_000);

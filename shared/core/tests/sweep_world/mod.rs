@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use dovetail_core::catalog::{embedded, CapacityType};
-use dovetail_core::disruption::drift::nodepool_hash;
-use dovetail_core::disruption::{Action, Cluster, Decision, Instance};
+use dovetail_core::cluster::{Cluster, Instance};
+use dovetail_core::decision::{Action, Decision};
+use dovetail_core::hash::nodepool_hash;
 use dovetail_core::labels;
 use dovetail_core::model::{Budget, BudgetNodes, LabelSelector, Node, NodePool, OwnerKind, Pdb, Pod};
 use dovetail_core::nodeclaim::{Hashes, Launch, NodeClaim, Phase, Reason};

@@ -149,7 +149,7 @@ impl ClusterAutoscaler {
                     .unwrap_or_default();
                 let refused = pods
                     .iter()
-                    .filter(|(ns, name)| s.evict(ns, name) == dovetail_core::termination::EvictionResult::Refused)
+                    .filter(|(ns, name)| s.evict(ns, name) == dovetail_core::nodeclaim::drain::EvictionResult::Refused)
                     .count();
                 if refused > 0 {
                     // Cluster Autoscaler gives the node back and tries again later.

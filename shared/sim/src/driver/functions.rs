@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use dovetail_core::disruption::Decision;
+use dovetail_core::decision::Decision;
 use dovetail_core::reconcile::ports::PortResult;
 use dovetail_core::reconcile::{Batch, Ports, QueueMessage, Reconciler, Report, Settings};
 use dovetail_core::time::Time;

@@ -12,7 +12,10 @@
 //! the decisions cost.
 
 pub mod functions;
+mod record;
 pub mod window;
+
+pub use record::{Run, Sample};
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -21,12 +24,11 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
-use dovetail_core::disruption::Decision;
+use dovetail_core::decision::Decision;
 use dovetail_core::reconcile::QueueMessage;
 use dovetail_core::time::Time;
 
 use crate::baseline::ClusterAutoscaler;
-use crate::report::{Run, Sample};
 use crate::scenario::{timeline, Action, Scenario};
 use crate::world::{JobSpec, State, Workload, World};
 use functions::Functions;
@@ -391,6 +393,3 @@ fn sample(s: &State, start: Time) -> Sample {
     }
     out
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,5 +1,5 @@
 //! The HTML report in a real browser: headless Chromium renders it to a PNG, which a person then
-//! looks at (the test prints where). `.ci/run` installs Debian's `chromium`.
+//! looks at (the test prints where). `tests/run-all.sh` installs Debian's `chromium`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -15,7 +15,7 @@ fn screenshot(html: &Path, png: &Path, profile: &Path) {
     assert!(
         Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing: the HTML report test renders the page in headless Chromium \
-         (Debian: apt-get install -y chromium; .ci/run does this)"
+         (Debian: apt-get install -y chromium; tests/run-all.sh does this)"
     );
     let mut child = Command::new(CHROMIUM)
         .args([

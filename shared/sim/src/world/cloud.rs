@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dovetail_core::catalog::{spot_band_monthly_rate, spot_interruption_band, CapacityType, Catalog, OfferingKey};
-use dovetail_core::disruption::drift::{nodeclass_hash, resolved_image};
-use dovetail_core::disruption::{Instance, ResolvedClass};
+use dovetail_core::cluster::{Instance, ResolvedClass};
+use dovetail_core::disruption::drift::resolved_image;
+use dovetail_core::hash::nodeclass_hash;
 use dovetail_core::interruption::{REBALANCE_RECOMMENDATION, SOURCE_EC2, SPOT_INTERRUPTION, STATE_CHANGE};
 use dovetail_core::labels;
 use dovetail_core::model::{KubeletConfig, NodeClass, Taint, TaintEffect};

@@ -10,8 +10,8 @@ use dovetail_core::labels::{NODECLAIM, TAINT_UNREGISTERED};
 use dovetail_core::model::{
     tolerates_all, DaemonSet, LabelSelector, Node, NodeClass, NodeKind, NodePool, Pdb, Pod, Taint,
 };
+use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::reconcile::ports::{Invalid, Kube, KubeState, PoolStatus, PortError, PortResult};
-use dovetail_core::termination::EvictionResult;
 use dovetail_core::time::Time;
 
 use super::cloud::Registration;

@@ -1,12 +1,13 @@
 use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
+use dovetail_core::catalog::Offer;
 use dovetail_core::labels;
 use dovetail_core::model::{LabelSelector, NodeClass, Pod};
+use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::NodeClaim;
-use dovetail_core::reconcile::ports::{Cloud, Kube, LaunchOutcome, LaunchRequest, Offer, Queue};
+use dovetail_core::reconcile::ports::{Cloud, Kube, LaunchOutcome, LaunchRequest, Queue};
 use dovetail_core::resources::Resources;
-use dovetail_core::termination::EvictionResult;
 
 use super::*;
 use crate::block_on;

@@ -45,12 +45,13 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::protection::{do_not_disrupt, eviction_cost, pod_protected};
-use super::{Action, Cluster, Decision};
 use crate::catalog::{CapacityType, Catalog};
+use crate::cluster::{vacate_leaving, Cluster};
+use crate::decision::{launch_once, Action, Decision};
 use crate::labels;
 use crate::model::{tolerates_all, ConsolidationPolicy, DaemonSet, Node, NodePool, OwnerKind, Pod};
 use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
+use crate::protection::{do_not_disrupt, eviction_cost, pod_protected};
 use crate::provisioning;
 use crate::resources::Resources;
 use crate::scheduler::{schedule_cached, Plan, PlannedClaim, TypeCache};
@@ -243,7 +244,7 @@ impl<'a> Work<'a> {
         // pods were planned onto could be deleted under them.
         let mut nodes = cluster.nodes.clone();
         let mut pods = cluster.pending.clone();
-        pods.extend(super::vacate_leaving(cluster, &mut nodes));
+        pods.extend(vacate_leaving(cluster, &mut nodes));
         let snap = Snapshot {
             pods,
             nodes,
@@ -732,13 +733,13 @@ impl<'a> Work<'a> {
         // One move per pass: no replacement of an earlier move is in flight in the working copy,
         // so the cluster's own nodes, minus those gone, are all the next pass sees.
         debug_assert_eq!(self.moves, 0);
-        let leaving = crate::provisioning::leaving(self.cluster);
+        let leaving = crate::cluster::leaving(self.cluster);
         let live = |(i, n): &(usize, &Node)| !self.gone[*i] && !names.contains(n.name.as_str());
         // Pending pods, then those of nodes already leaving (as `Work::new` takes them: room is
         // kept for them, see `vacate_leaving`), then the moved ones — `after`'s order.
         let mut pods = self.cluster.pending.clone();
         for (_, n) in self.cluster.nodes.iter().enumerate().filter(live) {
-            if crate::provisioning::is_leaving(n, &leaving) {
+            if crate::cluster::is_leaving(n, &leaving) {
                 pods.extend(unbound(n));
             }
         }
@@ -773,7 +774,7 @@ impl<'a> Work<'a> {
         });
         let mut nodes = Vec::with_capacity(self.cluster.nodes.len() + 1);
         for (_, n) in self.cluster.nodes.iter().enumerate().filter(live) {
-            let is_leaving = crate::provisioning::is_leaving(n, &leaving);
+            let is_leaving = crate::cluster::is_leaving(n, &leaving);
             let mut allocatable = n.allocatable.clone();
             let mut kept = Vec::new();
             for p in &n.pods {
@@ -963,7 +964,7 @@ impl<'a> Work<'a> {
             replacements.push(r.name.clone());
             self.add_inflight(&r, &by_key);
             let owner = &self.cluster.claims[nodes[0].claim].name;
-            self.decisions.push(super::launch_once(self.cluster, Some(owner), r, why.clone()));
+            self.decisions.push(launch_once(self.cluster, Some(owner), r, why.clone()));
         }
         for c in nodes {
             self.disrupt(c, Reason::Underutilized, replacements.clone(), why.clone());
@@ -1025,7 +1026,7 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         }
     }
     // Nodes already leaving are cordoned and their pods need room too, as consolidation saw them.
-    snap.pods.extend(super::vacate_leaving(cluster, &mut snap.nodes));
+    snap.pods.extend(vacate_leaving(cluster, &mut snap.nodes));
     snap.pods.extend(moved);
     for r in launched {
         let node = planned_node(r, &cluster.nodepools, &cluster.daemonsets);

@@ -23,9 +23,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rustc_hash::{FxHashMap, FxHasher};
 
 use super::Allowed;
-use crate::disruption::protection::{do_not_disrupt, pod_protected};
-use crate::disruption::Cluster;
+use crate::cluster::Cluster;
 use crate::nodeclaim::Reason;
+use crate::protection::{do_not_disrupt, pod_protected};
 
 /// The fingerprint of the last pass that decided nothing (0: none).
 #[derive(Debug, Default)]

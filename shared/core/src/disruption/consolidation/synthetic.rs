@@ -8,9 +8,9 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::super::Cluster;
 use crate::benchmark;
 use crate::catalog::{CapacityType, Catalog};
+use crate::cluster::Cluster;
 use crate::labels;
 use crate::model::{
     ConsolidationPolicy, InclusionPolicy, LabelSelector, Node, OwnerKind, Pdb, Pod, TopologySpread, WhenUnsatisfiable,

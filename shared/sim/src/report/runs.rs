@@ -1,7 +1,8 @@
 use std::time::Duration;
 
-use super::*;
+use crate::driver::*;
 use crate::report;
+use crate::scenario::Scenario;
 use crate::scenario::tests::NODECLASS;
 
 fn both(scenario: &Scenario, hours: u64, seed: Option<u64>) -> Vec<Run> {

@@ -1,0 +1,136 @@
+//! The live state disruption, termination and provisioning decide from: claims, nodes with their
+//! pods, pending pods, the pools and classes, and the instances the cloud reports — and the few
+//! questions every decision asks of it (which node and instance belong to a claim, which capacity
+//! is leaving).
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::catalog::OfferingKey;
+use crate::labels::{self, NODECLAIM};
+use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pdb, Pod};
+use crate::nodeclaim::NodeClaim;
+use crate::time::Time;
+
+/// An EC2 instance as the cloud reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Instance {
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// `pending`, `running`, `stopping`, `stopped`, `shutting-down`, `terminated`.
+    pub state: String,
+    pub launched_at: Time,
+    pub tags: BTreeMap<String, String>,
+    pub image_id: String,
+    pub subnet_id: String,
+    pub security_groups: Vec<String>,
+}
+
+/// What an EC2NodeClass currently resolves to, for drift.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResolvedClass {
+    pub name: String,
+    /// Hash of the class spec (minus selector terms), see `drift`.
+    pub hash: String,
+    /// Image per instance type architecture (`amd64` / `arm64`) or per type name.
+    pub images: BTreeMap<String, String>,
+    pub subnets: Vec<String>,
+    pub security_groups: Vec<String>,
+    /// Zones the subnets are in: where a launch can go (empty when unknown: anywhere).
+    #[serde(default)]
+    pub zones: Vec<String>,
+}
+
+/// The live state disruption decisions are made from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Cluster {
+    pub now: Time,
+    pub claims: Vec<NodeClaim>,
+    /// Registered nodes with their pods.
+    pub nodes: Vec<Node>,
+    /// Pods waiting for capacity (consolidation must not remove room they need).
+    pub pending: Vec<Pod>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub nodepools: Vec<NodePool>,
+    pub nodeclasses: Vec<NodeClass>,
+    /// Current resolution of each class (hash, images, subnets, security groups).
+    pub resolved: Vec<ResolvedClass>,
+    /// Hash of each pool's template, by pool name.
+    pub nodepool_hashes: BTreeMap<String, String>,
+    pub pdbs: Vec<Pdb>,
+    /// Instances tagged for this cluster.
+    pub instances: Vec<Instance>,
+    /// VolumeAttachments still present, by node name.
+    pub volume_attachments: BTreeMap<String, Vec<String>>,
+    pub unavailable: BTreeSet<OfferingKey>,
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Cluster {
+    /// Puts a claim's new state into this working copy, for the decisions that follow to read.
+    pub fn record(&mut self, claim: &NodeClaim) {
+        match self.claims.iter_mut().find(|c| c.name == claim.name) {
+            Some(c) => *c = claim.clone(),
+            None => self.claims.push(claim.clone()),
+        }
+    }
+}
+
+/// Capacity already on its way out: marks the nodes of claims being taken away (disruption set,
+/// or Draining and later) unschedulable, as they are once tainted, and takes their movable pods
+/// off them, returned unbound — they need room elsewhere just like pending pods, and a plan made
+/// now must leave it to them. DaemonSet and mirror pods stay: they go with the node.
+pub(crate) fn vacate_leaving(cluster: &Cluster, nodes: &mut [Node]) -> Vec<Pod> {
+    let leaving = leaving(cluster);
+    let mut moving = Vec::new();
+    for n in nodes.iter_mut() {
+        if !is_leaving(n, &leaving) {
+            continue;
+        }
+        n.unschedulable = true;
+        let (go, stay): (Vec<Pod>, Vec<Pod>) = n.pods.drain(..).partition(|p| !p.is_daemon() && !p.is_mirror());
+        n.pods = stay;
+        moving.extend(go.into_iter().map(|mut p| {
+            p.node_name = None;
+            p
+        }));
+    }
+    moving
+}
+
+/// The instance a claim runs on, if it still exists: by the recorded id, else (a crash between
+/// CreateFleet and the write) by the `dovetail.dev/nodeclaim` tag.
+pub fn instance_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Instance> {
+    match &claim.launch {
+        Some(l) => cluster.instances.iter().find(|i| i.id == l.instance_id),
+        None => cluster.instances.iter().find(|i| i.tags.get(NODECLAIM) == Some(&claim.name)),
+    }
+    .filter(|i| i.state != "terminated")
+}
+
+/// The claim's Node: by recorded name, else by providerID.
+pub fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Node> {
+    if let Some(name) = &claim.node_name {
+        return cluster.nodes.iter().find(|n| &n.name == name);
+    }
+    let pid = claim.provider_id()?;
+    cluster.nodes.iter().find(|n| n.provider_id.as_deref() == Some(pid.as_str()))
+}
+
+/// Node and claim names of capacity that is leaving (claims being disrupted or drained): it takes
+/// no new pods, in the scheduler's eyes as in the cluster once tainted.
+pub fn leaving(cluster: &Cluster) -> BTreeSet<&str> {
+    cluster
+        .claims
+        .iter()
+        .filter(|c| !c.is_live())
+        .flat_map(|c| c.node_name.iter().map(String::as_str).chain(std::iter::once(c.name.as_str())))
+        .collect()
+}
+
+/// Whether `node` belongs to leaving capacity (by its name or its claim label).
+pub fn is_leaving(node: &Node, leaving: &BTreeSet<&str>) -> bool {
+    let claim = node.labels.get(labels::NODECLAIM).map(String::as_str);
+    leaving.contains(node.name.as_str()) || claim.is_some_and(|c| leaving.contains(c))
+}
