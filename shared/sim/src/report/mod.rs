@@ -21,7 +21,6 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-
 use crate::driver::{Run, Sample};
 use crate::world::Stats;
 

@@ -2,8 +2,8 @@ use std::time::Duration;
 
 use crate::driver::*;
 use crate::report;
-use crate::scenario::Scenario;
 use crate::scenario::tests::NODECLASS;
+use crate::scenario::Scenario;
 
 fn both(scenario: &Scenario, hours: u64, seed: Option<u64>) -> Vec<Run> {
     [Policy::Dovetail, Policy::ClusterAutoscaler]
