@@ -141,7 +141,7 @@ fn daemon_runs_on(ds: &Pod, pool: &NodePool, pool_reqs: &Requirements, type_reqs
 pub struct TypeCache {
     entries: RefCell<BTreeMap<String, CachedPool>>,
     /// Pool fits of pods by everything a fit depends on (see `FitKey`).
-    pub(crate) fits: RefCell<rustc_hash::FxHashMap<FitKey, super::FitResult>>,
+    pub(crate) fits: RefCell<rustc_hash::FxHashMap<FitKey, super::fit::FitResult>>,
 }
 
 /// A pool's prepared types: (why it cannot launch anything, if so; its types).
