@@ -116,7 +116,7 @@ pub(crate) struct Frontier {
     pub cheapest: f64,
 }
 
-pub(crate) fn frontier(s: &Scheduler<'_>, p: usize, fit: &super::PoolFit) -> Frontier {
+pub(crate) fn frontier(s: &Scheduler<'_>, p: usize, fit: &super::pools::PoolFit) -> Frontier {
     let pool = &s.pools[p];
     let mut cheapest = f64::INFINITY;
     let mut units: Vec<([f64; 3], u32)> = fit

@@ -141,7 +141,7 @@ fn daemon_runs_on(ds: &Pod, pool: &NodePool, pool_reqs: &Requirements, type_reqs
 pub struct TypeCache {
     entries: RefCell<BTreeMap<String, CachedPool>>,
     /// Pool fits of pods by everything a fit depends on (see `FitKey`).
-    pub(crate) fits: RefCell<rustc_hash::FxHashMap<FitKey, super::FitResult>>,
+    pub(crate) fits: RefCell<rustc_hash::FxHashMap<FitKey, FitResult>>,
 }
 
 /// A pool's prepared types: (why it cannot launch anything, if so; its types).
@@ -255,4 +255,21 @@ fn pool_types(
     let broken =
         types.is_empty().then(|| "no instance type satisfies its requirements with an available offering".to_string());
     (broken, Rc::new(types))
+}
+
+/// A pool fit, or why the pool cannot take the class at that level.
+pub(crate) type FitResult = Result<PoolFit, String>;
+
+/// Per (class, level, pool): the pool's requirements narrowed by the pod's and the types that fit.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolFit {
+    pub reqs: Requirements,
+    /// Indices into the pool's prepared types, ascending.
+    pub types: Vec<u32>,
+}
+
+impl PoolFit {
+    pub fn has_type(&self, t: usize) -> bool {
+        self.types.binary_search(&(t as u32)).is_ok()
+    }
 }

@@ -1,0 +1,230 @@
+//! The working copy of the cluster one pass changes: nodes with their free room (indexed for the
+//! first fit and for slack), pods already pending placed first, nodes taken away, PDB allowances
+//! and budgets spent. Every decision is applied to it at once, so later candidates see it.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::first_fit::FirstFit;
+use super::{Allowed, Options};
+use crate::catalog::Catalog;
+use crate::cluster::{vacate_leaving, Cluster};
+use crate::decision::Decision;
+use crate::labels;
+use crate::model::{Node, Pod};
+use crate::nodeclaim::Reason;
+use crate::resources::Resources;
+use crate::scheduler::{Plan, TypeCache};
+use crate::snapshot::Snapshot;
+
+/// The cluster as this pass has changed it.
+pub(super) struct Work<'a> {
+    pub(super) cluster: &'a Cluster,
+    pub(super) catalog: &'a Catalog,
+    pub(super) opts: &'a Options,
+    /// Live nodes (pods pending from before the pass already placed), no pending pods.
+    pub(super) snap: Snapshot,
+    pub(super) index: FxHashMap<String, usize>,
+    /// Nodes taken away this pass. They stay in `snap.nodes` so indices are stable.
+    pub(super) gone: Vec<bool>,
+    /// Free room of each node in `snap.nodes`.
+    pub(super) free: Vec<Resources>,
+    /// Node indices by free cpu, most first (where slack for a simulation comes from).
+    pub(super) order: Vec<usize>,
+    /// The first node in node order with room for a pod: the scheduler's own first fit.
+    pub(super) fit: FirstFit,
+    /// Some pod has required anti-affinity over a topology wider than one node.
+    pub(super) wide_anti: bool,
+    pub(super) full_sims: usize,
+    /// The pools' instance types, shared by every simulation of the pass.
+    pub(super) types: TypeCache,
+    /// Underutilized moves committed this pass (at most one: see `consolidate_with`).
+    pub(super) moves: usize,
+    pub(super) sims: usize,
+    /// PDB index → disruptions still allowed this pass.
+    pub(super) pdb_left: Vec<i32>,
+    /// Nodes removed or receiving pods this pass: not candidates any more.
+    pub(super) touched: FxHashSet<String>,
+    pub(super) used: FxHashMap<String, usize>,
+    /// Cheapest available price per (cpu, memory, pods) allocatable: a lower bound for replacements.
+    pub(super) price_floor: Vec<(f64, Resources)>,
+    pub(super) type_index: FxHashMap<&'a str, usize>,
+    pub(super) decisions: Vec<Decision>,
+}
+
+impl<'a> Work<'a> {
+    pub(super) fn new(cluster: &'a Cluster, catalog: &'a Catalog, opts: &'a Options) -> Self {
+        // Nodes of claims already being disrupted are leaving (see `vacate_leaving`); their pods
+        // get room first, like pending ones (`place_pending`). Seen as capacity, a leaving node
+        // would receive the pods of a node consolidated now, and an empty node a drifted node's
+        // pods were planned onto could be deleted under them.
+        let mut nodes = cluster.nodes.clone();
+        let mut pods = cluster.pending.clone();
+        pods.extend(vacate_leaving(cluster, &mut nodes));
+        let snap = Snapshot {
+            pods,
+            nodes,
+            daemonsets: cluster.daemonsets.clone(),
+            nodepools: cluster.nodepools.clone(),
+            nodeclasses: cluster.nodeclasses.clone(),
+            unavailable: cluster.unavailable.clone(),
+            namespaces: cluster.namespaces.clone(),
+        };
+        let wide_anti = snap
+            .nodes
+            .iter()
+            .flat_map(|n| n.pods.iter())
+            .chain(snap.pods.iter())
+            .flat_map(|p| p.pod_anti_affinity.iter())
+            .any(|t| t.topology_key != labels::HOSTNAME);
+        let kubelet = cluster.nodeclasses.first().map(|c| c.kubelet.clone()).unwrap_or_default();
+        let mut price_floor: Vec<(f64, Resources)> =
+            catalog.types.iter().filter_map(|t| t.cheapest().map(|o| (o.price, t.allocatable(&kubelet)))).collect();
+        price_floor.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let type_index = catalog.types.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
+        let mut w = Work {
+            cluster,
+            catalog,
+            opts,
+            snap,
+            index: FxHashMap::default(),
+            gone: vec![],
+            free: vec![],
+            order: vec![],
+            fit: FirstFit::default(),
+            wide_anti,
+            full_sims: 0,
+            types: TypeCache::new(),
+            moves: 0,
+            sims: 0,
+            pdb_left: cluster.pdbs.iter().map(|p| p.disruptions_allowed).collect(),
+            touched: FxHashSet::default(),
+            used: FxHashMap::default(),
+            price_floor,
+            type_index,
+            decisions: vec![],
+        };
+        w.reindex();
+        w
+    }
+
+    fn reindex(&mut self) {
+        self.index = self.snap.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
+        self.gone = vec![false; self.snap.nodes.len()];
+        self.free = self.snap.nodes.iter().map(|n| n.allocatable.minus(&n.requested())).collect();
+        self.sort_order();
+    }
+
+    /// Recomputes the free room of changed nodes (and of nodes added at the end).
+    pub(super) fn refresh(&mut self, changed: &[usize]) {
+        for i in self.free.len()..self.snap.nodes.len() {
+            self.index.insert(self.snap.nodes[i].name.clone(), i);
+            self.gone.push(false);
+            self.free.push(Resources::default());
+            self.free[i] = self.snap.nodes[i].allocatable.minus(&self.snap.nodes[i].requested());
+        }
+        for &i in changed {
+            self.free[i] = self.snap.nodes[i].allocatable.minus(&self.snap.nodes[i].requested());
+        }
+        self.sort_order();
+    }
+
+    fn sort_order(&mut self) {
+        let mut order: Vec<usize> =
+            (0..self.snap.nodes.len()).filter(|&i| !self.gone[i] && !self.snap.nodes[i].unschedulable).collect();
+        order.sort_by(|&a, &b| self.free[b].cpu.cmp(&self.free[a].cpu).then(a.cmp(&b)));
+        self.order = order;
+        self.fit = FirstFit::new(
+            (0..self.snap.nodes.len())
+                .map(|i| (!self.gone[i] && !self.snap.nodes[i].unschedulable).then(|| FirstFit::key(&self.free[i]))),
+        );
+    }
+
+    /// Pods already waiting take their room first: the provisioning pass places them where the
+    /// scheduler says, and consolidation must not take that room away. When some of them need new
+    /// capacity anyway, underutilized consolidation waits (the moved pods would compete with them
+    /// for the room, and could end up on that new capacity); empty nodes the scheduler did not
+    /// want for them may still go, within the budgets like any other empty node. Returns whether
+    /// the pass goes on.
+    pub(super) fn place_pending(&mut self, allowed: Allowed<'_>) -> bool {
+        if self.snap.pods.is_empty() {
+            return true;
+        }
+        let plan = crate::scheduler::schedule(&self.snap, self.catalog);
+        let pending = std::mem::take(&mut self.snap.pods);
+        let by_key: FxHashMap<String, Pod> = pending.into_iter().map(|p| (p.key(), p)).collect();
+        self.place(&plan, &by_key);
+        let waiting = plan.unschedulable.len() + plan.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>();
+        if waiting > 0 {
+            self.decisions.push(Decision::note(
+                None,
+                format!(
+                    "underutilized nodes not consolidated: {waiting} pending pods need new capacity; waiting for it first"
+                ),
+            ));
+            // Within the budgets like any empty node: a backlog of pending pods is no reason to
+            // let every empty node of a pool go at once.
+            for c in self.candidates() {
+                if self.movable(&c.node).is_empty() {
+                    self.delete_empty(&c, allowed);
+                }
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Puts pods where a plan placed them on existing nodes (moving the `Pod`s out of `pods`).
+    pub(super) fn place(&mut self, plan: &Plan, pods: &FxHashMap<String, Pod>) {
+        let mut changed = vec![];
+        for e in &plan.existing {
+            let Some(&i) = self.index.get(&e.node) else { continue };
+            for key in &e.pods {
+                if let Some(p) = pods.get(key) {
+                    let mut p = p.clone();
+                    p.node_name = Some(e.node.clone());
+                    self.snap.nodes[i].pods.push(p);
+                }
+            }
+            self.touched.insert(e.node.clone());
+            changed.push(i);
+        }
+        self.refresh(&changed);
+    }
+
+    pub(super) fn node(&self, name: &str) -> Option<&Node> {
+        self.index.get(name).filter(|&&i| !self.gone[i]).map(|&i| &self.snap.nodes[i])
+    }
+
+    /// Pods that need a new home when the node goes (DaemonSet and mirror pods go with it).
+    pub(super) fn movable(&self, node: &str) -> Vec<&Pod> {
+        self.node(node)
+            .map(|n| n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).collect())
+            .unwrap_or_default()
+    }
+
+    pub(super) fn left(&self, pool: &str, reason: Reason, allowed: Allowed<'_>) -> usize {
+        allowed(pool, reason).saturating_sub(self.used.get(pool).copied().unwrap_or(0))
+    }
+
+    pub(super) fn remove_nodes(&mut self, names: &[String]) {
+        for n in names {
+            if let Some(&i) = self.index.get(n) {
+                self.gone[i] = true;
+            }
+        }
+        self.sort_order();
+    }
+
+    /// A snapshot of everything but nodes and pods.
+    pub(super) fn context(&self) -> Snapshot {
+        Snapshot {
+            pods: vec![],
+            nodes: vec![],
+            daemonsets: self.snap.daemonsets.clone(),
+            nodepools: self.snap.nodepools.clone(),
+            nodeclasses: self.snap.nodeclasses.clone(),
+            unavailable: self.snap.unavailable.clone(),
+            namespaces: self.snap.namespaces.clone(),
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! New claims: opening one in the first NodePool that can run the pod, and filling it with the
+//! pods still waiting, the way its target type was chosen to be filled.
+
+use super::bins::Bin;
+use super::pools::PoolFit;
+use super::targets::best_shape;
+use super::{Scheduler, Strategy};
+use crate::labels;
+use crate::requirements::{Requirement, Requirements};
+use crate::resources::Resources;
+
+impl<'a> Scheduler<'a> {
+    /// Opens a new claim for a pod in the first pool (by weight) that can run it.
+    pub(super) fn open_claim(&mut self, c: usize, l: usize, choices: &[Vec<u16>]) -> Result<(usize, Vec<u16>), String> {
+        let mut reasons: Vec<String> = Vec::new();
+        if self.pools.is_empty() {
+            return Err("no NodePool exists".to_string());
+        }
+        'pools: for p in 0..self.pools.len() {
+            let name = self.pools[p].pool.name.clone();
+            let fit = match self.fit(c, l, p) {
+                Ok(f) => f.clone(),
+                Err(e) => {
+                    reasons.push(format!("NodePool {name:?}: {e}"));
+                    continue;
+                }
+            };
+            // A fresh node has zero pods of every hostname group.
+            let level = &self.classes[c].levels[l];
+            for &(a, self_match) in &level.affinity {
+                let g = &self.topo.groups[a as usize];
+                if g.hostname && !(g.total == 0 && self_match) {
+                    reasons.push(format!(
+                        "NodePool {name:?}: pod affinity on {} needs a node that already runs a matching pod, and none has room",
+                        labels::HOSTNAME
+                    ));
+                    continue 'pools;
+                }
+            }
+            let mut last = String::new();
+            for choice in choices {
+                let pins = self.pins(c, l, choice);
+                if pins.iter().any(|(k, v)| fit.reqs.get(k).is_some_and(|r| !r.has(v))) {
+                    continue;
+                }
+                let owned: Vec<(String, String)> = pins.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+                let best = match self.strategy {
+                    Strategy::LowestCost => self.choose_target(c, l, p, &owned),
+                    Strategy::FirstFitDecreasing => self.largest_target(c, l, p, &owned),
+                };
+                if best.is_none() {
+                    last = self.pools[p]
+                        .types
+                        .iter()
+                        .find_map(|t| self.pools[p].within_limits(&t.capacity).err())
+                        .unwrap_or_default();
+                }
+                let Some(target) = best else {
+                    if last.is_empty() {
+                        let where_: Vec<String> = owned.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                        last = format!("no instance type with an offering in {}", where_.join(", "));
+                    }
+                    continue;
+                };
+                if let Some(why) = self.min_values_short(p, &fit, &owned) {
+                    last = why;
+                    continue;
+                }
+                let mut reqs = fit.reqs.clone();
+                for (k, v) in &owned {
+                    reqs.add(Requirement::single(k, v));
+                }
+                let t = &self.pools[p].types[target];
+                let free = t.free.clone();
+                let capacity = t.capacity.clone();
+                self.pools[p].reserved.add(&capacity);
+                self.bins.push(Bin {
+                    node: None,
+                    pool: p,
+                    target,
+                    reqs,
+                    free,
+                    used: Resources::default(),
+                    pods: vec![],
+                    ports: vec![],
+                    counts: vec![],
+                    offers: vec![],
+                });
+                return Ok((self.bins.len() - 1, choice.clone()));
+            }
+            reasons.push(format!("NodePool {name:?}: {last}"));
+        }
+        Err(reasons.join("; "))
+    }
+
+    /// With `minValues` on the pool: why a new claim under these pins could not keep enough
+    /// distinct values among the types that fit the pod, are offered there and stay within limits.
+    fn min_values_short(&self, p: usize, fit: &PoolFit, pins: &[(String, String)]) -> Option<String> {
+        let pool = &self.pools[p];
+        if !pool.has_min_values {
+            return None;
+        }
+        let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let usable: Vec<&Requirements> = fit
+            .types
+            .iter()
+            .map(|&i| &pool.types[i as usize])
+            .filter(|t| t.best_offering_all(&[&fit.reqs], &pins).is_some() && pool.within_limits(&t.capacity).is_ok())
+            .map(|t| &self.catalog.types[t.catalog].requirements)
+            .filter(|r| pins.iter().all(|(k, v)| r.get(k).is_none_or(|x| x.has(v))))
+            .collect();
+        for m in pool.pool.requirements.iter().filter(|r| r.min_values.is_some()) {
+            let mut values: Vec<&str> = usable.iter().filter_map(|r| r.get(&m.key)?.single_value()).collect();
+            values.sort_unstable();
+            values.dedup();
+            let want = m.min_values.unwrap_or(0);
+            if values.len() < want {
+                return Some(format!(
+                    "requirement {} has minValues {want}, but only {} value(s) can be launched there within limits",
+                    m.key,
+                    values.len()
+                ));
+            }
+        }
+        None
+    }
+
+    /// Fills a claim just opened with the unconstrained pods still waiting: each time the class
+    /// whose shape best matches the room left (largest dot product of its requests and the free
+    /// capacity, both relative to the type), so cpu-heavy and memory-heavy pods share nodes
+    /// instead of one resource running out while the other idles. This is the packing the
+    /// target type was chosen for (see `choose_target`).
+    pub(super) fn fill(&mut self, b: usize) {
+        let (p, t) = (self.bins[b].pool, self.bins[b].target);
+        let mut candidates: Vec<(usize, i64)> = (0..self.classes.len())
+            .filter(|&o| self.generic[o])
+            .filter(|&o| matches!(self.fit_cached(o, 0, p), Some(Ok(f)) if f.has_type(t)))
+            .map(|o| (o, (self.classes[o].pods.len() - self.next[o]) as i64))
+            .filter(|&(_, n)| n > 0)
+            .collect();
+        let size = self.pools[p].types[t].free.clone();
+        loop {
+            let room = self.bins[b].free.clone();
+            let Some((i, _)) = best_shape(&candidates, &room, &size, |o| &self.classes[o].rep(self.snap).requests)
+            else {
+                break;
+            };
+            let o = candidates[i].0;
+            let placed = self
+                .domain_choices(o, 0)
+                .ok()
+                .and_then(|choices| choices.into_iter().find(|ch| self.accepts(b, o, 0, ch)));
+            match placed {
+                Some(choice) if self.next[o] < self.classes[o].pods.len() => {
+                    let pod = self.classes[o].pods[self.next[o]];
+                    self.next[o] += 1;
+                    self.commit(b, o, 0, &choice, pod);
+                    candidates[i].1 -= 1;
+                    if candidates[i].1 == 0 {
+                        candidates.swap_remove(i);
+                    }
+                }
+                // Fits by resources but not otherwise (a zone pin, a port): not for this claim.
+                _ => {
+                    candidates.swap_remove(i);
+                }
+            }
+        }
+    }
+
+    /// Puts the pods of the class that opened a claim into it while they fit: the claim's target
+    /// was chosen with them in mind (and a group with hostname affinity must stay together).
+    pub(super) fn fill_class(&mut self, b: usize, c: usize, l: usize) {
+        while self.next[c] < self.classes[c].pods.len() {
+            let Ok(choices) = self.domain_choices(c, l) else { break };
+            let Some(choice) = choices.into_iter().find(|ch| self.accepts(b, c, l, ch)) else { break };
+            let pod = self.classes[c].pods[self.next[c]];
+            self.next[c] += 1;
+            self.commit(b, c, l, &choice, pod);
+        }
+    }
+}
