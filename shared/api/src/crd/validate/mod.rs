@@ -1,0 +1,138 @@
+//! Validation of NodePools and EC2NodeClasses.
+//!
+//! These are the rules Karpenter enforces through its CRD schema (OpenAPI patterns and CEL
+//! rules) and its runtime validation, restated in Rust. Dovetail needs them client-side too: the
+//! CLI checks manifests before they reach a cluster, and the functions refuse to act on an
+//! object the API server let through (an older CRD, a cluster without CEL, a hand-built object)
+//! rather than guess. Every problem is reported, not just the first, each naming the object and
+//! the field so it can be fixed in one pass.
+//!
+//! Each kind's rules are in a file of its own (`nodepool.rs`, `nodeclass.rs`); this one holds the
+//! error type and what both use.
+
+mod nodeclass;
+mod nodepool;
+
+/// One problem in one field of a NodePool or EC2NodeClass.
+///
+/// Displays as `NodePool "default": spec.disruption.budgets[0].nodes: "ten%" is neither an
+/// integer nor a percentage`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} \"{name}\": {field}: {message}")]
+pub struct FieldError {
+    /// Kind of the object, `NodePool` or `EC2NodeClass`.
+    pub kind: &'static str,
+    /// Name of the object (empty if it has none).
+    pub name: String,
+    /// Path of the field, e.g. `spec.template.spec.requirements[2].minValues`.
+    pub field: String,
+    /// What is wrong, for a person.
+    pub message: String,
+}
+
+/// Accumulates the errors of one object.
+pub(super) struct Errors {
+    kind: &'static str,
+    name: String,
+    list: Vec<FieldError>,
+}
+
+impl Errors {
+    fn new(kind: &'static str, name: Option<&str>) -> Self {
+        let mut errors = Self { kind, name: name.unwrap_or_default().to_owned(), list: Vec::new() };
+        if name.is_none_or(str::is_empty) {
+            errors.push("metadata.name", "is required");
+        }
+        errors
+    }
+
+    fn push(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.list.push(FieldError {
+            kind: self.kind,
+            name: self.name.clone(),
+            field: field.into(),
+            message: message.into(),
+        });
+    }
+
+    fn finish(self) -> Result<(), Vec<FieldError>> {
+        if self.list.is_empty() {
+            Ok(())
+        } else {
+            Err(self.list)
+        }
+    }
+}
+
+/// Kubernetes quantity syntax: a signed decimal number with an optional binary (`Ki`..`Ei`),
+/// decimal (`n`, `u`, `m`, `k`, `M`..`E`) or exponent (`e3`) suffix.
+pub(super) fn is_quantity(value: &str) -> bool {
+    let rest = value.strip_prefix(['+', '-']).unwrap_or(value);
+    let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+    let (number, suffix) = rest.split_at(number_len);
+    let digits = number.bytes().filter(u8::is_ascii_digit).count();
+    if digits == 0 || number.matches('.').count() > 1 {
+        return false;
+    }
+    match suffix {
+        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
+        exponent => {
+            let Some(exp) = exponent.strip_prefix(['e', 'E']) else {
+                return false;
+            };
+            let exp = exp.strip_prefix(['+', '-']).unwrap_or(exp);
+            !exp.is_empty() && exp.bytes().all(|b| b.is_ascii_digit())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nodeclass::check_volume_size;
+    use super::nodepool::is_budget_duration;
+    use super::*;
+
+    #[test]
+    fn quantities() {
+        for ok in ["1000", "500m", "64Gi", "1.5", "+2k", "1e3", "0.5Ti", ".5"] {
+            assert!(is_quantity(ok), "{ok}");
+        }
+        for bad in ["", "Gi", "1.2.3", "10 Gi", "ten", "1e", "5GB"] {
+            assert!(!is_quantity(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn budget_durations() {
+        for ok in ["8h", "30m", "1h30m", "10h0m0s", "5m0s"] {
+            assert!(is_budget_duration(ok), "{ok}");
+        }
+        for bad in ["30s", "1m1h", "1h1h", "", "0s", "1.5h"] {
+            assert!(!is_budget_duration(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn volume_sizes() {
+        assert!(check_volume_size("100Gi").is_ok());
+        assert!(check_volume_size("1T").is_ok());
+        assert!(check_volume_size("0Gi").is_err());
+        assert!(check_volume_size("100GB").is_err());
+        assert!(check_volume_size("65T").is_err());
+    }
+
+    #[test]
+    fn display_names_object_and_field() {
+        let err = FieldError {
+            kind: "NodePool",
+            name: "default".into(),
+            field: "spec.disruption.budgets[0].nodes".into(),
+            message: "\"ten%\" is neither an integer nor a percentage".into(),
+        };
+        assert_eq!(
+            err.to_string(),
+            "NodePool \"default\": spec.disruption.budgets[0].nodes: \"ten%\" is neither an \
+             integer nor a percentage"
+        );
+    }
+}
