@@ -191,11 +191,7 @@ fn prev_is_ident(b: &[char], i: usize) -> bool {
 }
 
 fn is_char_literal(b: &[char], i: usize) -> bool {
-    match (b.get(i + 1), b.get(i + 2)) {
-        (Some('\\'), _) => true,
-        (Some(_), Some('\'')) => true,
-        _ => false,
-    }
+    matches!((b.get(i + 1), b.get(i + 2)), (Some('\\'), _) | (Some(_), Some('\'')))
 }
 
 /// Tokens of code: identifiers, `::`, and single punctuation characters, with their line.
@@ -365,53 +361,29 @@ fn edges(krate: &Crate) -> Edges {
 fn cycles(krate: &Crate) -> Vec<String> {
     let mut found = Vec::new();
     for (parent, graph) in edges(krate) {
-        // Strongly connected components (Tarjan); each with more than one module is a knot.
-        let nodes: Vec<&String> =
-            graph.keys().chain(graph.values().flat_map(|m| m.keys())).collect::<BTreeSet<_>>().into_iter().collect();
-        let index_of: BTreeMap<&String, usize> = nodes.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-        let n = nodes.len();
-        let (mut index, mut low, mut on) = (vec![usize::MAX; n], vec![0; n], vec![false; n]);
-        let (mut stack, mut next, mut sccs) = (Vec::new(), 0, Vec::new());
-        fn visit(
-            v: usize,
-            nodes: &[&String],
-            graph: &BTreeMap<String, BTreeMap<String, Reference>>,
-            index_of: &BTreeMap<&String, usize>,
-            st: (&mut Vec<usize>, &mut Vec<usize>, &mut Vec<bool>, &mut Vec<usize>, &mut usize, &mut Vec<Vec<usize>>),
-        ) {
-            let (index, low, on, stack, next, sccs) = st;
-            index[v] = *next;
-            low[v] = *next;
-            *next += 1;
-            stack.push(v);
-            on[v] = true;
-            for w in graph.get(nodes[v]).into_iter().flat_map(|m| m.keys()).map(|k| index_of[k]) {
-                if index[w] == usize::MAX {
-                    visit(w, nodes, graph, index_of, (index, low, on, stack, next, sccs));
-                    low[v] = low[v].min(low[w]);
-                } else if on[w] {
-                    low[v] = low[v].min(index[w]);
-                }
-            }
-            if low[v] == index[v] {
-                let mut scc = Vec::new();
-                while let Some(w) = stack.pop() {
-                    on[w] = false;
-                    scc.push(w);
-                    if w == v {
-                        break;
+        // Modules that reach each other form a knot. The graphs are small (tens of modules), so
+        // each module's reach is worked out on its own.
+        let reach = |from: &String| -> BTreeSet<&String> {
+            let mut seen = BTreeSet::new();
+            let mut todo = vec![from];
+            while let Some(m) = todo.pop() {
+                for next in graph.get(m).into_iter().flat_map(|m| m.keys()) {
+                    if seen.insert(next) {
+                        todo.push(next);
                     }
                 }
-                sccs.push(scc);
             }
-        }
-        for v in 0..n {
-            if index[v] == usize::MAX {
-                visit(v, &nodes, &graph, &index_of, (&mut index, &mut low, &mut on, &mut stack, &mut next, &mut sccs));
+            seen
+        };
+        let reaches: BTreeMap<&String, BTreeSet<&String>> = graph.keys().map(|m| (m, reach(m))).collect();
+        let mut sccs: Vec<BTreeSet<&String>> = Vec::new();
+        for (m, r) in &reaches {
+            if !r.contains(m) || sccs.iter().any(|s| s.contains(m)) {
+                continue;
             }
+            sccs.push(r.iter().copied().filter(|o| reaches.get(o).is_some_and(|ro| ro.contains(m))).collect());
         }
-        for scc in sccs.into_iter().filter(|s| s.len() > 1) {
-            let members: BTreeSet<&String> = scc.iter().map(|&i| nodes[i]).collect();
+        for members in sccs {
             let mut lines = Vec::new();
             for from in &members {
                 for (to, r) in graph.get(*from).into_iter().flatten().filter(|(to, _)| members.contains(to)) {

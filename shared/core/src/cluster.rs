@@ -31,7 +31,7 @@ pub struct Instance {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedClass {
     pub name: String,
-    /// Hash of the class spec (minus selector terms), see `drift`.
+    /// Hash of the class spec (minus selector terms), see `crate::hash::nodeclass_hash`.
     pub hash: String,
     /// Image per instance type architecture (`amd64` / `arm64`) or per type name.
     pub images: BTreeMap<String, String>,
