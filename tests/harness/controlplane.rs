@@ -87,7 +87,7 @@ impl Binaries {
         if !missing.is_empty() {
             bail!(
                 "the local Kubernetes control plane {version} is not built: missing {}. \
-                 Run tests/controlplane/build.sh (about 10 minutes cold; tests/run-all.sh does it)",
+                 Run tests/controlplane/build.sh (about 20 minutes cold; tests/run-all.sh does it)",
                 missing.join(", ")
             );
         }
