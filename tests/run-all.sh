@@ -13,7 +13,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Caches live outside the clone so warm runs are fast; 2 cores, so keep rustc parallelism low.
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dovetail/target}"
+# Builds are kept per clone (named by its path): cargo judges a workspace file fresh by its mtime,
+# so two clones sharing one target directory could each run binaries built from the other.
+clone="$(basename "$PWD")-$(printf %s "$PWD" | sha256sum | cut -c1-8)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dovetail/clones/$clone/target}"
+export DOVETAIL_LAMBDA_TARGET_DIR="${DOVETAIL_LAMBDA_TARGET_DIR:-$HOME/.cache/dovetail/clones/$clone/target-lambda}"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 export CARGO_TERM_COLOR=never
 mkdir -p "$CARGO_TARGET_DIR"
