@@ -4,18 +4,19 @@
 mod lifecycle_support;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use dovetail_core::catalog::{self, CapacityType, OfferingKey};
-use dovetail_core::cluster::Cluster;
+use dovetail_core::cluster::{Cluster, ResolvedClass};
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::labels;
 use dovetail_core::model::{NodeClass, NodePool, Pod, Taint, TaintEffect};
 use dovetail_core::nodeclaim::{launched_labels, NodeClaim, Phase, Reason};
-use dovetail_core::provisioning::{self, claim_name, intent, offers, plan, pool_usage};
+use dovetail_core::provisioning::{self, claim_name, intent, offers, plan, plan_cached, pool_usage};
 use dovetail_core::requirements::{Operator, Requirement};
 use dovetail_core::resources::Resources;
-use dovetail_core::scheduler::PlannedClaim;
+use dovetail_core::scheduler::{PlannedClaim, SolveCache};
 use lifecycle_support::*;
 
 fn pending(name: &str, cpu: i64, mem_mib: i64) -> Pod {
@@ -132,6 +133,47 @@ fn leaving_capacity_takes_no_pods() {
     c.instances.push(instance("old", "running"));
     c.pending = vec![pending("web-0", 1000, 1024)];
     assert_eq!(planned(&plan(&c, catalog::embedded())).len(), 1);
+}
+
+/// A warm provisioner keeps one solve cache (the reconciler owns it): pass after pass it decides
+/// what a fresh solve decides, reusing the cache while pending pods and claims come and go, and
+/// starting it afresh when the class's subnets (the zones its pools may use) or the unavailable
+/// offerings change.
+#[test]
+fn a_kept_solve_cache_decides_what_a_fresh_solve_decides() {
+    let catalog = Arc::new(catalog::embedded().clone());
+    let cache = SolveCache::new();
+    let mut c = base(0);
+    let pass = |c: &Cluster| {
+        let decisions = plan_cached(c, &catalog, &cache);
+        assert_eq!(decisions, plan(c, &catalog));
+        decisions
+    };
+    c.pending = (0..3).map(|i| pending(&format!("web-{i}"), 1500, 2048)).collect();
+    let first = planned(&pass(&c));
+    assert_eq!(cache.starts(), 1);
+    for p in &first {
+        c.claims.push(intent(p, &c, c.now));
+    }
+    c.now = c.now.plus(secs(5));
+    c.pending.push(pending("api-0", 3000, 8192));
+    assert!(!planned(&pass(&c)).is_empty());
+    assert_eq!(cache.starts(), 1, "pods and claims are not what the cache depends on");
+
+    c.resolved = vec![ResolvedClass { name: "default".into(), zones: vec!["us-east-1b".into()], ..Default::default() }];
+    let narrowed = planned(&pass(&c));
+    assert_eq!(cache.starts(), 2, "the pools' zones follow the class's subnets");
+    assert!(narrowed.iter().all(|p| p.zone == "us-east-1b"), "{narrowed:?}");
+
+    let chosen = &narrowed[0];
+    c.unavailable.insert(OfferingKey {
+        instance_type: chosen.instance_type.clone(),
+        zone: chosen.zone.clone(),
+        capacity_type: chosen.capacity_type,
+    });
+    let after = planned(&pass(&c));
+    assert_eq!(cache.starts(), 3);
+    assert_ne!(after[0].instance_type, chosen.instance_type);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Property tests: random clusters (pods with most of kube-scheduler's constraints, NodePools with
 //! requirements, taints and limits, existing and in-flight nodes, DaemonSets) are scheduled and
-//! every plan must pass the independent checker in `checker/`.
+//! every plan must pass the independent checker in `checker/`; and a solve cache kept across a run
+//! of random changes to its inputs must plan what a fresh solve plans.
 //!
 //! The generators keep to inputs whose final state the checker can judge exactly (see the checker's
 //! notes): pods come in groups of identical replicas, and every selector of a spread, affinity or
@@ -14,7 +15,7 @@
 mod checker;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence};
@@ -23,13 +24,13 @@ use dovetail_core::benchmark;
 use dovetail_core::catalog::{CapacityType, Catalog, InstanceResources, InstanceType, Offering, OfferingKey, Zone};
 use dovetail_core::labels;
 use dovetail_core::model::{
-    DaemonSet, HostPort, InclusionPolicy, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind, NodePool,
-    OwnerKind, Pod, PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted,
+    DaemonSet, HostPort, InclusionPolicy, KubeletConfig, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind,
+    NodePool, OwnerKind, Pod, PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted,
     WhenUnsatisfiable,
 };
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::{Resources, NVIDIA_GPU};
-use dovetail_core::scheduler::{schedule, schedule_with, Plan, Strategy as Packing};
+use dovetail_core::scheduler::{schedule, schedule_cached, schedule_with, Plan, SolveCache, Strategy as Packing};
 use dovetail_core::snapshot::Snapshot;
 
 const GIB: i64 = 1 << 30;
@@ -932,5 +933,135 @@ proptest! {
         let snap = build(&spec, catalog);
         let plan = schedule(&snap, catalog);
         verify(&snap, catalog, &plan)?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A solve cache kept across solves, as a warm provisioner keeps one, never changes a plan.
+
+/// One change between two solves, of the kinds a warm process sees between invocations.
+#[derive(Debug, Clone)]
+enum Edit {
+    /// A pool (by index, modulo the pools) rebuilt from another spec: requirements, taints, weight,
+    /// limits, a missing class.
+    Pool(usize, PoolSpec),
+    /// A pool's cpu limit and usage only.
+    Limit(usize, Option<i64>, i64),
+    /// A pool's taint only (see `taint`).
+    Taint(usize, u8),
+    /// A pool's weight only: the order pools are tried in.
+    Weight(usize, i32),
+    /// The class's kubelet settings: max pods, kube-reserved cpu (millicores) and memory (MiB).
+    Kubelet(Option<i64>, Option<(i64, i64)>),
+    Daemons(Vec<DaemonSpec>),
+    /// An offering (type, zone, spot) marked unavailable, or no longer.
+    Unavailable(usize, usize, bool),
+    /// One type's prices scaled (percent): a refreshed catalog, a new object.
+    Price(usize, u32),
+    /// Other pending pods.
+    Pods(Vec<GroupSpec>),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        (0..4usize, pool_spec(true)).prop_map(|(i, s)| Edit::Pool(i, s)),
+        (0..4usize, prop::option::of(2..48i64), 0..6i64).prop_map(|(i, l, u)| Edit::Limit(i, l, u)),
+        (0..4usize, 0..4u8).prop_map(|(i, t)| Edit::Taint(i, t)),
+        (0..4usize, -1..4i32).prop_map(|(i, w)| Edit::Weight(i, w)),
+        (prop::option::of(4..60i64), prop::option::of((50..2000i64, 100..4000i64)))
+            .prop_map(|(m, r)| Edit::Kubelet(m, r)),
+        prop::collection::vec(daemon_spec(), 0..3).prop_map(Edit::Daemons),
+        (0..10_000usize, 0..3usize, any::<bool>()).prop_map(|(t, z, s)| Edit::Unavailable(t, z, s)),
+        (0..10_000usize, 10..400u32).prop_map(|(t, f)| Edit::Price(t, f)),
+        prop::collection::vec(group_spec(true), 1..6).prop_map(Edit::Pods),
+    ]
+}
+
+/// Small catalogs of either kind: synthetic types with fixed allocatable, or a slice of the
+/// embedded catalog, whose allocatable follows the kubelet settings.
+fn any_catalog() -> impl Strategy<Value = Catalog> {
+    prop_oneof![
+        prop::collection::vec(type_spec(), 2..10).prop_map(|types| build_catalog(&types)),
+        (0..1300usize, 1..40usize).prop_map(|(start, step)| {
+            let all = dovetail_core::catalog::embedded();
+            let types = all.types.iter().cycle().skip(start).step_by(step).take(10).cloned().collect();
+            Catalog { types, zones: all.zones.clone() }
+        }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(config(64))]
+
+    /// Every input the cache depends on changes somewhere in these runs; after each change the
+    /// kept cache (reused, or started afresh) plans exactly what a fresh solve plans. Changes to
+    /// what it does not depend on (pods, limits, usage) reuse it.
+    #[test]
+    fn a_kept_solve_cache_plans_what_a_fresh_solve_plans(
+        catalog in any_catalog(),
+        mut spec in cluster_spec(true, 6),
+        edits in prop::collection::vec(edit(), 1..7),
+    ) {
+        let mut catalog = Arc::new(catalog);
+        let mut kubelet = KubeletConfig::default();
+        let cache = SolveCache::new();
+        for step in 0..=edits.len() {
+            let done = &edits[..step];
+            match done.last() {
+                None => {}
+                Some(Edit::Pool(i, p)) => {
+                    let n = spec.pools.len();
+                    spec.pools[i % n] = p.clone();
+                }
+                Some(Edit::Limit(i, limit, usage)) => {
+                    let n = spec.pools.len();
+                    spec.pools[i % n].cpu_limit = *limit;
+                    spec.pools[i % n].usage_cores = *usage;
+                }
+                Some(Edit::Taint(i, taint)) => {
+                    let n = spec.pools.len();
+                    spec.pools[i % n].taint = *taint;
+                }
+                Some(Edit::Weight(i, weight)) => {
+                    let n = spec.pools.len();
+                    spec.pools[i % n].weight = *weight;
+                }
+                Some(Edit::Kubelet(max_pods, reserved)) => {
+                    kubelet.max_pods = *max_pods;
+                    kubelet.kube_reserved = reserved.map(|(cpu, mem)| Resources::new(cpu, mem * MIB));
+                }
+                Some(Edit::Daemons(d)) => spec.daemons = d.clone(),
+                Some(Edit::Unavailable(t, z, spot)) => {
+                    let key = (*t % catalog.types.len(), *z, *spot);
+                    let had = spec.unavailable.iter().any(|&(a, b, c)| (a % catalog.types.len(), b, c) == key);
+                    spec.unavailable.retain(|&(a, b, c)| (a % catalog.types.len(), b, c) != key);
+                    if !had {
+                        spec.unavailable.push(key);
+                    }
+                }
+                Some(Edit::Price(t, percent)) => {
+                    let mut repriced = (*catalog).clone();
+                    let n = repriced.types.len();
+                    for o in &mut repriced.types[t % n].offerings {
+                        o.price *= *percent as f64 / 100.0;
+                    }
+                    catalog = Arc::new(repriced);
+                }
+                Some(Edit::Pods(groups)) => spec.groups = groups.clone(),
+            }
+            let mut snap = build(&spec, &catalog);
+            snap.nodeclasses[0].kubelet = kubelet.clone();
+            let starts = cache.starts();
+            let cached = schedule_cached(&snap, &catalog, &cache);
+            let fresh = schedule(&snap, &catalog);
+            prop_assert_eq!(&cached, &fresh, "after {:?}", done);
+            match done.last() {
+                Some(Edit::Limit(..) | Edit::Pods(..)) => {
+                    prop_assert_eq!(cache.starts(), starts, "reused after {:?}", done.last());
+                }
+                Some(Edit::Price(..)) => prop_assert_eq!(cache.starts(), starts + 1, "a new catalog"),
+                _ => {}
+            }
+        }
     }
 }

@@ -17,7 +17,7 @@ use crate::model::{DaemonSet, Node, NodeKind, NodePool, Taint};
 use crate::nodeclaim::{Hashes, NodeClaim, Phase};
 use crate::requirements::{Operator, Requirement};
 use crate::resources::Resources;
-use crate::scheduler::{schedule, PlannedClaim};
+use crate::scheduler::{schedule_cached, CatalogRef, PlannedClaim, SolveCache};
 use crate::snapshot::Snapshot;
 use crate::time::Time;
 
@@ -195,13 +195,21 @@ fn base36(mut v: u64, len: usize) -> String {
 /// Launches for the pending pods, with an Event for each pod they are for and for each pod no
 /// pool can run.
 pub fn plan(cluster: &Cluster, catalog: &Catalog) -> Vec<Decision> {
+    plan_cached(cluster, catalog, &SolveCache::new())
+}
+
+/// [`plan`], reusing what earlier solves with `cache` prepared from the same pools, classes,
+/// DaemonSets, unavailable offerings and catalog (a warm provisioner keeps one: see
+/// [`SolveCache`]).
+pub fn plan_cached<'c>(cluster: &Cluster, catalog: impl Into<CatalogRef<'c>>, cache: &SolveCache<'c>) -> Vec<Decision> {
     // The snapshot's pods are the pending ones: with none, skip copying every node into it (the
     // sweeper asks every minute, mostly with nothing pending).
     if cluster.pending.is_empty() {
         return vec![];
     }
-    let snap = snapshot(cluster, catalog);
-    let plan = schedule(&snap, catalog);
+    let catalog = catalog.into();
+    let snap = snapshot(cluster, catalog.get());
+    let plan = schedule_cached(&snap, catalog, cache);
     let mut taken: BTreeSet<String> = cluster.claims.iter().map(|c| c.name.clone()).collect();
     let mut out = Vec::new();
     for (i, planned) in plan.nodeclaims.iter().enumerate() {

@@ -22,7 +22,7 @@ pub mod ports;
 mod read;
 
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Duration;
 
 use crate::catalog::Catalog;
@@ -34,6 +34,7 @@ use crate::interruption;
 use crate::lifecycle;
 use crate::nodeclaim::Phase;
 use crate::provisioning;
+use crate::scheduler::SolveCache;
 
 pub use launch::ATTEMPT_TIMEOUT;
 use ports::{Clock, Cloud, Invalid, Kube, Lease, PoolStatus, PortError, PortResult, Queue, Store};
@@ -138,11 +139,15 @@ pub struct Reconciler<K, C, S, Q, T> {
     /// The last consolidation pass that found nothing, while its inputs stay the same (kept by a
     /// warm function between sweeps; see [`crate::disruption::consolidation::quiet`]).
     quiet: Quiet,
+    /// What provisioning solves prepared (each pool's instance types, pool fits, priced types),
+    /// kept by a warm function for the next solve, which checks it against its own inputs (see
+    /// [`SolveCache`]). Boxed: it would be most of the reconciler's size.
+    solves: Box<Mutex<SolveCache<'static>>>,
 }
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
     pub fn new(ports: Ports<K, C, S, Q, T>, settings: Settings) -> Self {
-        Reconciler { ports, settings, quiet: Quiet::new() }
+        Reconciler { ports, settings, quiet: Quiet::new(), solves: Box::new(Mutex::new(SolveCache::new())) }
     }
 
     /// The provisioner's invocation (a batch of doorbells: their content does not matter, the
@@ -195,9 +200,26 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let mut view = self.read(report).await?;
         self.register(&mut view, report).await;
         self.repair_launches(&mut view, report).await;
-        let decisions = provisioning::plan(&view.cluster, &view.catalog);
+        let decisions = self.plan(&view);
         self.apply(decisions, &mut view, report).await;
         Ok(view)
+    }
+
+    /// Launches for the view's pending pods, with the kept [`SolveCache`]. A second solve running
+    /// alongside (never in Lambda, which sends a process one event at a time) prepares its own;
+    /// after a panic mid-solve the cache starts afresh.
+    fn plan(&self, view: &View) -> Vec<Decision> {
+        let cache = match self.solves.try_lock() {
+            Ok(cache) => cache,
+            Err(TryLockError::WouldBlock) => return provisioning::plan(&view.cluster, &view.catalog),
+            Err(TryLockError::Poisoned(poisoned)) => {
+                let mut cache = poisoned.into_inner();
+                *cache = SolveCache::new();
+                self.solves.clear_poison();
+                cache
+            }
+        };
+        provisioning::plan_cached(&view.cluster, &view.catalog, &cache)
     }
 
     /// Steps claims whose instance is up but whose Node is not yet matched or Ready, so pods can

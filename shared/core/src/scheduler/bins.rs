@@ -2,7 +2,7 @@
 //! claims this pass opens), whether a bin takes a pod, and putting it there.
 
 use super::classes::{taints_block, Level};
-use super::pools::PoolType;
+use super::pools::{OfferingFilter, PoolType};
 use super::topology::bin_count;
 use super::Scheduler;
 use crate::labels;
@@ -148,9 +148,10 @@ impl<'a> Scheduler<'a> {
             return false;
         }
         let t = &self.pools[bin.pool].types[bin.target];
+        let allowed = OfferingFilter::new(&level.reqs);
         let offered = bin.offers.iter().any(|&i| {
             let o = &t.offerings[i as usize];
-            o.allowed_by_pins(&pins) && (level.reqs.is_empty() || o.allowed_by(&level.reqs))
+            o.allowed_by_pins(&pins) && (level.reqs.is_empty() || allowed.allows(o))
         });
         if !offered {
             return false;
@@ -179,11 +180,12 @@ impl<'a> Scheduler<'a> {
                 rem.iter().all(|(n, left)| pool.reserved.get(n) - own.get(n) + t.capacity.get(n) <= *left)
             })
         };
+        let allowed = OfferingFilter::new(reqs);
         let fitting: Vec<&PoolType> = pool
             .types
             .iter()
             .filter(|t| used.fits(&t.free) && within(t))
-            .filter(|t| self.catalog.types[t.catalog].requirements.overlaps(reqs) && t.has_offering(reqs))
+            .filter(|t| self.catalog.types[t.catalog].requirements.overlaps(reqs) && t.has_offering(&allowed))
             .collect();
         mins.iter().all(|m| {
             let mut distinct: Vec<&str> = fitting
@@ -215,8 +217,8 @@ impl<'a> Scheduler<'a> {
                 bin.reqs.add(Requirement::single(k, v));
             }
             let t = &self.pools[bin.pool].types[bin.target];
-            bin.offers =
-                (0..t.offerings.len()).filter(|&i| t.offerings[i].allowed_by(&bin.reqs)).map(|i| i as u8).collect();
+            let allowed = OfferingFilter::new(&bin.reqs);
+            bin.offers = (0..t.offerings.len()).filter(|&i| allowed.allows(&t.offerings[i])).map(|i| i as u8).collect();
         }
         let domains: Vec<(u32, Option<String>)> = self.classes[c]
             .effects

@@ -13,6 +13,7 @@ use rustc_hash::FxHashMap as HashMap;
 use crate::requirements::Requirements;
 
 use super::plan::Plan;
+use super::pools::{Frontier, OfferingFilter, PoolFit};
 use super::Scheduler;
 
 pub(crate) fn lower_bound(s: &Scheduler<'_>, plan: &Plan) -> f64 {
@@ -47,7 +48,7 @@ pub(crate) fn dual(s: &Scheduler<'_>, counts: &[(usize, f64)]) -> Dual {
     // Per class: the usable types' prices per unit of cpu, memory and pods. Types are pruned to
     // the Pareto frontier of those three unit prices (a dominated type never gives the minimum),
     // and frontiers are shared between classes with the same pool fit.
-    let mut frontiers: Vec<Frontier> = Vec::new();
+    let mut frontiers: Vec<&Frontier> = Vec::new();
     // Keyed by the fit's types too: classes with the same requirements but larger requests fit fewer types.
     let mut index: HashMap<(usize, &Requirements, &[u32]), usize> = HashMap::default();
     let mut classes: Vec<(usize, f64, [f64; 3], Vec<usize>)> = Vec::new();
@@ -107,24 +108,21 @@ pub(crate) fn dual(s: &Scheduler<'_>, counts: &[(usize, f64)]) -> Dual {
     Dual { total: best.0, single, values }
 }
 
-/// A fit's types as unit prices `[per cpu, per memory, per pod]`, dominated ones dropped, and
-/// the cheapest price of any of them.
-pub(crate) struct Frontier {
-    pub units: Vec<[f64; 3]>,
-    /// The pool type index of each entry of `units`.
-    pub types: Vec<u32>,
-    pub cheapest: f64,
+/// The fit's unit-price frontier (see [`Frontier`]), worked out the first time it is asked for.
+pub(crate) fn frontier<'f>(s: &Scheduler<'_>, p: usize, fit: &'f PoolFit) -> &'f Frontier {
+    fit.frontier.get_or_init(|| compute_frontier(s, p, fit))
 }
 
-pub(crate) fn frontier(s: &Scheduler<'_>, p: usize, fit: &super::pools::PoolFit) -> Frontier {
+fn compute_frontier(s: &Scheduler<'_>, p: usize, fit: &PoolFit) -> Frontier {
     let pool = &s.pools[p];
+    let allowed = OfferingFilter::new(&fit.reqs);
     let mut cheapest = f64::INFINITY;
     let mut units: Vec<([f64; 3], u32)> = fit
         .types
         .iter()
         .filter_map(|&ti| {
             let t = &pool.types[ti as usize];
-            let price = t.best_offering(&fit.reqs)?.price;
+            let price = t.best_offering(&allowed)?.price;
             cheapest = cheapest.min(price);
             let per = |f: i64| if f > 0 { price / f as f64 } else { f64::INFINITY };
             Some(([per(t.free.cpu), per(t.free.memory), per(t.free.pods)], ti))

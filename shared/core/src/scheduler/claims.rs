@@ -2,7 +2,7 @@
 //! pods still waiting, the way its target type was chosen to be filled.
 
 use super::bins::Bin;
-use super::pools::PoolFit;
+use super::pools::{OfferingFilter, PoolFit};
 use super::targets::best_shape;
 use super::{Scheduler, Strategy};
 use crate::labels;
@@ -101,11 +101,12 @@ impl<'a> Scheduler<'a> {
             return None;
         }
         let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let allowed = [OfferingFilter::new(&fit.reqs)];
         let usable: Vec<&Requirements> = fit
             .types
             .iter()
             .map(|&i| &pool.types[i as usize])
-            .filter(|t| t.best_offering_all(&[&fit.reqs], &pins).is_some() && pool.within_limits(&t.capacity).is_ok())
+            .filter(|t| t.best_offering_all(&allowed, &pins).is_some() && pool.within_limits(&t.capacity).is_ok())
             .map(|t| &self.catalog.types[t.catalog].requirements)
             .filter(|r| pins.iter().all(|(k, v)| r.get(k).is_none_or(|x| x.has(v))))
             .collect();

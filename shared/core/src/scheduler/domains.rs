@@ -6,7 +6,7 @@
 use rustc_hash::FxHashMap;
 
 use super::classes::taints_block;
-use super::pools::PreparedPool;
+use super::pools::{OfferingFilter, PreparedPool};
 use super::Scheduler;
 use crate::catalog::Catalog;
 use crate::labels;
@@ -259,6 +259,7 @@ fn universe(
         } else {
             pool.requirements.clone()
         };
+        let allowed = OfferingFilter::new(&reqs);
         for t in pool.types.iter() {
             let treqs = &catalog.types[t.catalog].requirements;
             if !treqs.overlaps(&reqs) {
@@ -266,10 +267,10 @@ fn universe(
             }
             match key {
                 labels::ZONE | labels::CAPACITY_TYPE | labels::ZONE_ID => {
-                    for o in t.offerings.iter().filter(|o| o.allowed_by(&reqs)) {
+                    for o in t.offerings.iter().filter(|o| allowed.allows(o)) {
                         push(match key {
-                            labels::ZONE => o.zone.as_str(),
-                            labels::ZONE_ID => o.zone_id.as_str(),
+                            labels::ZONE => &o.zone,
+                            labels::ZONE_ID => &o.zone_id,
                             _ => o.capacity_type.as_str(),
                         });
                     }

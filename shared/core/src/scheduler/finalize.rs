@@ -3,9 +3,10 @@
 
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::plan::{ExistingPlacement, Plan, PlannedClaim, Unschedulable};
-use super::pools::PoolType;
+use super::pools::{OfferingFilter, PoolType};
 use super::Scheduler;
 use crate::catalog::CapacityType;
 use crate::labels;
@@ -21,7 +22,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
     // Claims release their provisional reservation as they are finalised, so a claim can
     // only pick types that still fit under the pool's limits next to the others.
     let mut reserved: Vec<Resources> = s.pools.iter().map(|p| p.reserved.clone()).collect();
-    let mut cache: HashMap<(usize, &Requirements), SpotAndOnDemand> = HashMap::default();
+    let mut cache: HashMap<(usize, &Requirements), Arc<PricedTypes>> = HashMap::default();
     for bin in &s.bins {
         if bin.pods.is_empty() {
             continue;
@@ -39,8 +40,11 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
             Some(rem) => rem.iter().all(|(n, left)| reserved[bin.pool].get(n) + t.capacity.get(n) <= *left),
         };
         // Types the claim's requirements allow, priced, spot first then price: worked out once
-        // per distinct (pool, requirements), since most claims of a pass share them.
-        let priced = cache.entry((bin.pool, &bin.reqs)).or_insert_with(|| priced_types(s, bin.pool, &bin.reqs));
+        // per distinct (pool, requirements), since most claims of a pass share them (and kept in
+        // the solve cache for the next pass).
+        let priced = cache
+            .entry((bin.pool, &bin.reqs))
+            .or_insert_with(|| s.cache.priced(bin.pool, &bin.reqs, || priced_types(s, bin.pool, &bin.reqs)));
         let fitting = |list: &[Priced]| -> Vec<Candidate<'_>> {
             let limit = if pool.has_min_values { usize::MAX } else { MAX_INSTANCE_TYPES };
             list.iter()
@@ -92,7 +96,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         let mut labels_out: BTreeMap<String, String> = pool.pool.labels.clone();
         labels_out.extend(bin.reqs.single_valued_labels());
         labels_out.extend(ctype.requirements.single_valued_labels());
-        labels_out.insert(labels::ZONE.to_string(), zone.clone());
+        labels_out.insert(labels::ZONE.to_string(), zone.to_string());
         if let Some(id) = s.catalog.zone_id(&zone) {
             labels_out.insert(labels::ZONE_ID.to_string(), id.to_string());
         }
@@ -134,7 +138,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
             instance_type: ctype.name.clone(),
             instance_types: candidates.iter().map(|c| s.catalog.types[c.0.catalog].name.clone()).collect(),
             capacity_type,
-            zone,
+            zone: zone.to_string(),
             price_per_hour: price,
             labels: labels_out,
             taints,
@@ -162,18 +166,19 @@ fn label_value(r: &Requirement) -> Option<String> {
     (low..high).take(r.values.len() + 1).map(|v| v.to_string()).find(|v| !r.values.contains(v))
 }
 
-type Candidate<'a> = (&'a PoolType, CapacityType, f64, String);
+type Candidate<'a> = (&'a PoolType, CapacityType, f64, Arc<str>);
 /// (index into the pool's types, capacity type, price, zone) of a type's best offering.
-type Priced = (usize, CapacityType, f64, String);
+type Priced = (usize, CapacityType, f64, Arc<str>);
 
 /// Priced spot and on-demand candidates.
-type SpotAndOnDemand = (Vec<Priced>, Vec<Priced>);
+pub(crate) type PricedTypes = (Vec<Priced>, Vec<Priced>);
 
 /// A pool's types the requirements allow, as (spot, on-demand) lists sorted by price then name.
-fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> SpotAndOnDemand {
+fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> PricedTypes {
     let p = &s.pools[pool];
     let mut spot = Vec::new();
     let mut on_demand = Vec::new();
+    let allowed = OfferingFilter::new(reqs);
     for (i, t) in p.types.iter().enumerate() {
         if !s.catalog.types[t.catalog].requirements.overlaps(reqs) {
             continue;
@@ -181,7 +186,7 @@ fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> SpotAndO
         let cheapest = |ct: CapacityType| {
             t.offerings
                 .iter()
-                .filter(|o| o.capacity_type == ct && o.allowed_by(reqs))
+                .filter(|o| o.capacity_type == ct && allowed.allows(o))
                 .min_by(|a, b| a.price.total_cmp(&b.price))
                 .map(|o| (i, ct, o.price, o.zone.clone()))
         };

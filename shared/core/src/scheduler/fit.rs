@@ -1,40 +1,30 @@
 //! Pool fits: whether a NodePool can run a class at a rung and with which of its instance types,
 //! worked out lazily once per (class, rung, pool), and why not when it cannot.
 
+use std::sync::Arc;
+
 use super::classes::taints_block;
-use super::pools::{self, FitResult, PoolFit, PoolType};
+use super::pools::{self, FitResult, OfferingFilter, PoolFit, PoolType};
 use super::Scheduler;
 use crate::resources::Resources;
 
 impl<'a> Scheduler<'a> {
-    /// Lazily computed compatibility of a class level with a pool.
-    pub(crate) fn fit(&mut self, c: usize, l: usize, p: usize) -> Result<&PoolFit, &str> {
+    /// Lazily computed compatibility of a class level with a pool: from the solve cache when a
+    /// class with the same fit key (this pass or an earlier one) asked already.
+    pub(crate) fn fit(&mut self, c: usize, l: usize, p: usize) -> Result<&Arc<PoolFit>, &str> {
         if self.fits[c][l][p].is_none() {
-            let r = match self.cache {
-                Some(cache) => {
-                    let pod = self.classes[c].rep(self.snap);
-                    let level = &self.classes[c].levels[l];
-                    let key = (
-                        self.pools[p].pool.name.clone(),
-                        level.reqs.clone(),
-                        pod.requests.clone(),
-                        pod.tolerations.clone(),
-                        pod.host_ports.clone(),
-                        level.strict_prefer,
-                        pod.node_affinity.is_empty(),
-                    );
-                    let known = cache.fits.borrow().get(&key).cloned();
-                    match known {
-                        Some(r) => r,
-                        None => {
-                            let r = self.compute_fit(c, l, p);
-                            cache.fits.borrow_mut().insert(key, r.clone());
-                            r
-                        }
-                    }
-                }
-                None => self.compute_fit(c, l, p),
-            };
+            let pod = self.classes[c].rep(self.snap);
+            let level = &self.classes[c].levels[l];
+            let key = (
+                p as u32,
+                level.reqs.clone(),
+                pod.requests.clone(),
+                pod.tolerations.clone(),
+                pod.host_ports.clone(),
+                level.strict_prefer,
+                pod.node_affinity.is_empty(),
+            );
+            let r = self.cache.fit(key, || self.compute_fit(c, l, p));
             self.fits[c][l][p] = Some(r);
         }
         match self.fits[c][l][p].as_ref().unwrap() {
@@ -48,7 +38,7 @@ impl<'a> Scheduler<'a> {
         self.fits[c][l][p].as_ref()
     }
 
-    fn compute_fit(&self, c: usize, l: usize, p: usize) -> FitResult {
+    fn compute_fit(&self, c: usize, l: usize, p: usize) -> Result<PoolFit, String> {
         let pool = &self.pools[p];
         let pod = self.classes[c].rep(self.snap);
         let level = &self.classes[c].levels[l];
@@ -64,6 +54,7 @@ impl<'a> Scheduler<'a> {
         }
         pool.requirements.compatible(&level.reqs).map_err(|e| format!("requirement {e}"))?;
         let reqs = pool.requirements.intersection(&level.reqs);
+        let allowed = OfferingFilter::new(&reqs);
         let mut matched = 0usize;
         let mut offered = 0usize;
         let mut types = Vec::new();
@@ -74,7 +65,7 @@ impl<'a> Scheduler<'a> {
                 continue;
             }
             matched += 1;
-            if !t.has_offering(&reqs) {
+            if !t.has_offering(&allowed) {
                 continue;
             }
             offered += 1;
@@ -131,7 +122,7 @@ impl<'a> Scheduler<'a> {
                 ));
             }
         }
-        Ok(PoolFit { reqs, types })
+        Ok(PoolFit::new(reqs, types))
     }
 
     /// Why no pool can take a class at a level, if none can (`None` when some pool can).

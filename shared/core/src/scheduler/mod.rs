@@ -16,6 +16,8 @@
 //! - `classes.rs` — pods grouped into classes, and each class's relaxation ladder (its rungs);
 //! - `pools.rs` — the NodePools prepared for a pass: instance types, offerings, prices, limits,
 //!   and a pool fit (which of its types can take a class);
+//! - `cache.rs` — what a pass prepares (pool types, fits, priced types), kept for the next pass
+//!   over the same inputs, and checked against them;
 //! - `fit.rs` — whether a pool can run a class at a rung, and with which types;
 //! - `topology.rs` — pods counted per topology domain; `domains.rs` — the domains a pod may take;
 //! - `bins.rs` — the capacity pods go on, and whether a bin takes a pod;
@@ -26,6 +28,7 @@
 
 mod bins;
 mod bound;
+mod cache;
 mod claims;
 mod classes;
 mod domains;
@@ -37,8 +40,8 @@ mod pools;
 mod targets;
 mod topology;
 
+pub use cache::{CatalogRef, SolveCache};
 pub use plan::{ExistingPlacement, Plan, PlannedClaim, Unschedulable};
-pub use pools::TypeCache;
 
 use pass::Scheduler;
 
@@ -63,25 +66,36 @@ pub enum Strategy {
 
 /// Computes the plan with a given packing strategy (constraints are honoured the same way).
 pub fn schedule_with(snap: &Snapshot, catalog: &Catalog, strategy: Strategy) -> Plan {
-    plan_with(snap, catalog, strategy, None)
+    plan_with(snap, catalog.into(), &SolveCache::new(), strategy, true)
 }
 
-/// Computes the plan reusing the pools' instance types from `cache`. Only for snapshots with the
-/// same NodePools, EC2NodeClasses, DaemonSets and unavailable offerings as the first one planned
-/// with that cache (pool usage and limits may differ): consolidation's many small simulations.
-/// The plan's `lower_bound_per_hour` is left at 0.
-pub fn schedule_cached(snap: &Snapshot, catalog: &Catalog, cache: &TypeCache) -> Plan {
-    plan_with(snap, catalog, Strategy::LowestCost, Some(cache))
+/// Computes the plan [`schedule`] computes, reusing what earlier solves with `cache` prepared when
+/// they had the same inputs (see [`SolveCache`]; it is checked and started afresh otherwise). A
+/// warm process keeps one cache and passes it to every solve.
+pub fn schedule_cached<'c>(snap: &Snapshot, catalog: impl Into<CatalogRef<'c>>, cache: &SolveCache<'c>) -> Plan {
+    plan_with(snap, catalog.into(), cache, Strategy::LowestCost, true)
 }
 
-fn plan_with<'a>(snap: &'a Snapshot, catalog: &'a Catalog, strategy: Strategy, cache: Option<&'a TypeCache>) -> Plan {
-    let mut s = Scheduler::new(snap, catalog, cache);
+/// [`schedule_cached`] for consolidation's many small simulations, which read placements and
+/// prices only: the plan's `lower_bound_per_hour` is left at 0.
+pub fn simulate<'c>(snap: &Snapshot, catalog: impl Into<CatalogRef<'c>>, cache: &SolveCache<'c>) -> Plan {
+    plan_with(snap, catalog.into(), cache, Strategy::LowestCost, false)
+}
+
+fn plan_with<'c>(
+    snap: &Snapshot,
+    catalog: CatalogRef<'c>,
+    cache: &SolveCache<'c>,
+    strategy: Strategy,
+    with_bound: bool,
+) -> Plan {
+    let prepared = cache.check(snap, &catalog);
+    let mut s = Scheduler::new(snap, catalog.get(), prepared);
     s.strategy = strategy;
     s.run();
     let mut plan = finalize::plan(&s);
-    // Consolidation's simulations (the cached ones) read placements and prices only; the bound
-    // costs another pass over the pods, so only plans people read carry it.
-    if cache.is_none() {
+    // The bound costs another pass over the pods, so only plans people read carry it.
+    if with_bound {
         plan.lower_bound_per_hour = bound::lower_bound(&s, &plan);
     }
     plan

@@ -7,9 +7,9 @@
 use rustc_hash::FxHashMap;
 
 use super::bins::Bin;
+use super::cache::{class_kubelet, Prepared};
 use super::classes::{self, Class};
-use super::pools::FitResult;
-use super::pools::{self, PreparedPool, TypeCache};
+use super::pools::{self, FitResult, PreparedPool};
 use super::targets::TargetCandidates;
 use super::topology::Topology;
 use super::{bound, Strategy};
@@ -50,14 +50,18 @@ pub(crate) struct Scheduler<'a> {
     pub(super) private_counts: Vec<(u32, FxHashMap<String, u32>)>,
     pub(super) private_owner: Vec<(usize, usize)>,
     pub(super) strategy: Strategy,
-    /// Pool types and fits shared across passes (consolidation's simulations).
-    pub(super) cache: Option<&'a TypeCache>,
+    /// What this pass and earlier ones over the same inputs prepared (see `cache.rs`).
+    pub(super) cache: &'a Prepared,
 }
 
 impl<'a> Scheduler<'a> {
-    pub(super) fn new(snap: &'a Snapshot, catalog: &'a Catalog, cache: Option<&'a TypeCache>) -> Self {
-        let kubelets = |name: &str| snap.nodeclasses.iter().find(|c| c.name == name).map(|c| c.kubelet.clone());
-        let pools = pools::prepare(&snap.nodepools, kubelets, &snap.daemonsets, catalog, &snap.unavailable, cache);
+    pub(super) fn new(snap: &'a Snapshot, catalog: &'a Catalog, cache: &'a Prepared) -> Self {
+        let pools = pools::prepare(&snap.nodepools, |index, pool, requirements| {
+            cache.pool(index, || {
+                let kubelet = class_kubelet(snap, pool);
+                pools::pool_types(pool, requirements, kubelet, &snap.daemonsets, catalog, &snap.unavailable)
+            })
+        });
         let prefer_taints_exist = snap
             .nodepools
             .iter()

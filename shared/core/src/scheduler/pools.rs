@@ -1,38 +1,58 @@
 //! NodePools prepared for one scheduling pass: which instance types each can launch, what they
 //! offer after DaemonSet overhead, where they can be bought and for how much.
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
-use std::rc::Rc;
+use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
 
 use crate::catalog::{CapacityType, Catalog, OfferingKey};
 use crate::labels;
 use crate::model::{tolerates_all, DaemonSet, HostPort, KubeletConfig, NodePool, Pod};
-use crate::requirements::Requirements;
+use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
-/// An offering a pool may use: zone, capacity type, price.
+/// An offering a pool may use: zone, capacity type, price. The zone's name and id are shared by
+/// every offering in the zone (a pool has thousands of offerings, a catalog a few zones).
 #[derive(Debug, Clone)]
 pub(crate) struct PoolOffering {
-    pub zone: String,
-    pub zone_id: String,
+    pub zone: Arc<str>,
+    pub zone_id: Arc<str>,
     pub capacity_type: CapacityType,
     pub price: f64,
 }
 
-impl PoolOffering {
-    /// Whether requirements on zone, zone id and capacity type allow this offering.
-    pub fn allowed_by(&self, reqs: &Requirements) -> bool {
-        reqs.get(labels::ZONE).is_none_or(|r| r.has(&self.zone))
-            && reqs.get(labels::CAPACITY_TYPE).is_none_or(|r| r.has(self.capacity_type.as_str()))
-            && reqs.get(labels::ZONE_ID).is_none_or(|r| r.has(&self.zone_id))
+/// What a requirement set says about offerings: its zone, capacity-type and zone-id requirements,
+/// looked up once (offerings are checked by the thousand, and a lookup by label key costs more
+/// than the check).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OfferingFilter<'r> {
+    zone: Option<&'r Requirement>,
+    capacity_type: Option<&'r Requirement>,
+    zone_id: Option<&'r Requirement>,
+}
+
+impl<'r> OfferingFilter<'r> {
+    pub fn new(reqs: &'r Requirements) -> Self {
+        OfferingFilter {
+            zone: reqs.get(labels::ZONE),
+            capacity_type: reqs.get(labels::CAPACITY_TYPE),
+            zone_id: reqs.get(labels::ZONE_ID),
+        }
     }
 
+    /// Whether the requirements allow this offering's zone, capacity type and zone id.
+    pub fn allows(&self, o: &PoolOffering) -> bool {
+        self.zone.is_none_or(|r| r.has(&o.zone))
+            && self.capacity_type.is_none_or(|r| r.has(o.capacity_type.as_str()))
+            && self.zone_id.is_none_or(|r| r.has(&o.zone_id))
+    }
+}
+
+impl PoolOffering {
     /// Whether topology pins (`key = value`) allow this offering.
     pub fn allowed_by_pins(&self, pins: &[(&str, &str)]) -> bool {
         pins.iter().all(|(k, v)| match *k {
-            labels::ZONE => self.zone == *v,
-            labels::ZONE_ID => self.zone_id == *v,
+            labels::ZONE => &*self.zone == *v,
+            labels::ZONE_ID => &*self.zone_id == *v,
             labels::CAPACITY_TYPE => self.capacity_type.as_str() == *v,
             _ => true,
         })
@@ -62,25 +82,21 @@ impl PoolType {
     }
 
     /// Cheapest offering the requirements allow, preferring spot when it is allowed at all.
-    pub fn best_offering(&self, reqs: &Requirements) -> Option<&PoolOffering> {
-        let rank = |o: &PoolOffering| o.capacity_type != CapacityType::Spot;
-        self.offerings
-            .iter()
-            .filter(|o| o.allowed_by(reqs))
-            .min_by(|a, b| rank(a).cmp(&rank(b)).then(a.price.total_cmp(&b.price)))
+    pub fn best_offering(&self, allowed: &OfferingFilter<'_>) -> Option<&PoolOffering> {
+        self.best_offering_all(std::slice::from_ref(allowed), &[])
     }
 
-    pub fn has_offering(&self, reqs: &Requirements) -> bool {
-        self.offerings.iter().any(|o| o.allowed_by(reqs))
+    pub fn has_offering(&self, allowed: &OfferingFilter<'_>) -> bool {
+        self.offerings.iter().any(|o| allowed.allows(o))
     }
 
     /// Cheapest offering allowed by several requirement sets and pins at once (spot first), without
     /// building their intersection.
-    pub fn best_offering_all(&self, reqs: &[&Requirements], pins: &[(&str, &str)]) -> Option<&PoolOffering> {
+    pub fn best_offering_all(&self, allowed: &[OfferingFilter<'_>], pins: &[(&str, &str)]) -> Option<&PoolOffering> {
         let rank = |o: &PoolOffering| o.capacity_type != CapacityType::Spot;
         self.offerings
             .iter()
-            .filter(|o| o.allowed_by_pins(pins) && reqs.iter().all(|r| o.allowed_by(r)))
+            .filter(|o| o.allowed_by_pins(pins) && allowed.iter().all(|f| f.allows(o)))
             .min_by(|a, b| rank(a).cmp(&rank(b)).then(a.price.total_cmp(&b.price)))
     }
 }
@@ -92,8 +108,8 @@ pub(crate) struct PreparedPool<'a> {
     pub requirements: Requirements,
     /// Why the pool cannot launch anything at all (missing EC2NodeClass, no types), if so.
     pub broken: Option<String>,
-    /// Shared with a [`TypeCache`] when the caller plans many times over the same pools.
-    pub types: Rc<Vec<PoolType>>,
+    /// Shared with the [`SolveCache`](super::SolveCache) that prepared them.
+    pub types: Arc<Vec<PoolType>>,
     /// Limits minus current usage; `None` for resources without a limit.
     pub remaining: Option<Vec<(String, i64)>>,
     /// Reserved by claims opened in this pass.
@@ -134,58 +150,34 @@ fn daemon_runs_on(ds: &Pod, pool: &NodePool, pool_reqs: &Requirements, type_reqs
         && ds.node_affinity.iter().any(|term| pool_reqs.overlaps(term) && type_reqs.overlaps(term))
 }
 
-/// The instance types each pool can launch, worked out once and reused by every scheduling pass
-/// over the same pools, DaemonSets and unavailable offerings (consolidation simulates hundreds of
-/// small passes; matching 1,363 types against each pool every time would dominate them).
-#[derive(Default)]
-pub struct TypeCache {
-    entries: RefCell<BTreeMap<String, CachedPool>>,
-    /// Pool fits of pods by everything a fit depends on (see `FitKey`).
-    pub(crate) fits: RefCell<rustc_hash::FxHashMap<FitKey, FitResult>>,
-}
-
 /// A pool's prepared types: (why it cannot launch anything, if so; its types).
-type CachedPool = (Option<String>, Rc<Vec<PoolType>>);
+pub(crate) type CachedPool = (Option<String>, Arc<Vec<PoolType>>);
 
-/// What a pool fit depends on: the pool, the rung's node requirements, the pod's requests,
-/// tolerations and host ports, whether PreferNoSchedule taints still count, and whether the pod's
-/// required node affinity can match anything at all.
+/// What a pool fit depends on besides the pool (its index in the pass's pool order): the rung's
+/// node requirements, the pod's requests, tolerations and host ports, whether PreferNoSchedule
+/// taints still count, and whether the pod's required node affinity can match anything at all.
 pub(crate) type FitKey =
-    (String, Requirements, Resources, Vec<crate::model::Toleration>, Vec<crate::model::HostPort>, bool, bool);
+    (u32, Requirements, Resources, Vec<crate::model::Toleration>, Vec<crate::model::HostPort>, bool, bool);
 
-impl TypeCache {
-    pub fn new() -> Self {
-        TypeCache::default()
-    }
-}
-
+/// The pools in the order a pass tries them (highest weight first, then name, so the order never
+/// depends on input order), each with its types from `types_of` (given the pool and its
+/// requirements with the pool's name added) and what is left under its limits.
 pub(crate) fn prepare<'a>(
     pools: &'a [NodePool],
-    kubelets: impl Fn(&str) -> Option<KubeletConfig>,
-    daemonsets: &[DaemonSet],
-    catalog: &Catalog,
-    unavailable: &BTreeSet<OfferingKey>,
-    cache: Option<&TypeCache>,
+    mut types_of: impl FnMut(usize, &NodePool, &Requirements) -> CachedPool,
 ) -> Vec<PreparedPool<'a>> {
     let mut order: Vec<&NodePool> = pools.iter().collect();
-    // Highest weight first, then name, so the order never depends on input order.
     order.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.name.cmp(&b.name)));
     order
         .into_iter()
-        .map(|pool| {
+        .enumerate()
+        .map(|(index, pool)| {
             let remaining = (!pool.limits.is_empty())
                 .then(|| pool.limits.iter().map(|(n, l)| (n.clone(), l - pool.usage.get(n))).collect::<Vec<_>>());
             let mut requirements = pool.requirements.clone();
-            requirements.add(crate::requirements::Requirement::single(labels::NODEPOOL, &pool.name));
+            requirements.add(Requirement::single(labels::NODEPOOL, &pool.name));
             let has_min_values = pool.requirements.iter().any(|r| r.min_values.is_some());
-            let cached = cache.and_then(|c| c.entries.borrow().get(&pool.name).cloned());
-            let (broken, types) = cached.unwrap_or_else(|| {
-                let prepared = pool_types(pool, &requirements, &kubelets, daemonsets, catalog, unavailable);
-                if let Some(c) = cache {
-                    c.entries.borrow_mut().insert(pool.name.clone(), prepared.clone());
-                }
-                prepared
-            });
+            let (broken, types) = types_of(index, pool, &requirements);
             PreparedPool {
                 pool,
                 requirements,
@@ -200,45 +192,54 @@ pub(crate) fn prepare<'a>(
 }
 
 /// The instance types a pool can launch, and why it cannot launch anything when so.
-fn pool_types(
+pub(crate) fn pool_types(
     pool: &NodePool,
     requirements: &Requirements,
-    kubelets: &impl Fn(&str) -> Option<KubeletConfig>,
+    kubelet: Option<&KubeletConfig>,
     daemonsets: &[DaemonSet],
     catalog: &Catalog,
     unavailable: &BTreeSet<OfferingKey>,
 ) -> CachedPool {
-    let Some(kubelet) = kubelets(&pool.node_class) else {
-        return (Some(format!("its EC2NodeClass {:?} does not exist", pool.node_class)), Rc::new(vec![]));
+    let Some(kubelet) = kubelet else {
+        return (Some(format!("its EC2NodeClass {:?} does not exist", pool.node_class)), Arc::new(vec![]));
+    };
+    let allowed = OfferingFilter::new(requirements);
+    let mut zones: Vec<(Arc<str>, Arc<str>)> = Vec::new();
+    let mut zone = |name: &str| -> (Arc<str>, Arc<str>) {
+        if let Some(z) = zones.iter().find(|(n, _)| &**n == name) {
+            return z.clone();
+        }
+        let z: (Arc<str>, Arc<str>) = (name.into(), catalog.zone_id(name).unwrap_or_default().into());
+        zones.push(z.clone());
+        z
     };
     let mut types = Vec::new();
     for (i, t) in catalog.types.iter().enumerate() {
         if !requirements.overlaps(&t.requirements) {
             continue;
         }
+        // This type's offerings marked unavailable (the set is ordered by type first).
+        let from =
+            || OfferingKey { instance_type: t.name.clone(), zone: String::new(), capacity_type: CapacityType::Spot };
+        let down: Vec<&OfferingKey> = match unavailable.is_empty() {
+            true => vec![],
+            false => unavailable.range(from()..).take_while(|k| k.instance_type == t.name).collect(),
+        };
         let offerings: Vec<PoolOffering> = t
             .offerings
             .iter()
             .filter(|o| o.available)
-            .filter(|o| {
-                !unavailable.contains(&OfferingKey {
-                    instance_type: t.name.clone(),
-                    zone: o.zone.clone(),
-                    capacity_type: o.capacity_type,
-                })
+            .filter(|o| !down.iter().any(|k| k.zone == o.zone && k.capacity_type == o.capacity_type))
+            .map(|o| {
+                let (zone, zone_id) = zone(&o.zone);
+                PoolOffering { zone, zone_id, capacity_type: o.capacity_type, price: o.price }
             })
-            .map(|o| PoolOffering {
-                zone: o.zone.clone(),
-                zone_id: catalog.zone_id(&o.zone).unwrap_or_default().to_string(),
-                capacity_type: o.capacity_type,
-                price: o.price,
-            })
-            .filter(|o| o.allowed_by(requirements))
+            .filter(|o| allowed.allows(o))
             .collect();
         if offerings.is_empty() {
             continue;
         }
-        let allocatable = t.allocatable(&kubelet);
+        let allocatable = t.allocatable(kubelet);
         let mut free = allocatable.clone();
         let mut ports = Vec::new();
         for ds in daemonsets {
@@ -250,25 +251,44 @@ fn pool_types(
         if free.cpu <= 0 || free.memory <= 0 || free.pods <= 0 {
             continue;
         }
-        types.push(PoolType { catalog: i, free, allocatable, capacity: t.capacity(&kubelet), offerings, ports });
+        types.push(PoolType { catalog: i, free, allocatable, capacity: t.capacity(kubelet), offerings, ports });
     }
     let broken =
         types.is_empty().then(|| "no instance type satisfies its requirements with an available offering".to_string());
-    (broken, Rc::new(types))
+    (broken, Arc::new(types))
 }
 
-/// A pool fit, or why the pool cannot take the class at that level.
-pub(crate) type FitResult = Result<PoolFit, String>;
+/// A pool fit, or why the pool cannot take the class at that level. Shared: classes with the same
+/// fit key, and later solves over the same inputs, use one.
+pub(crate) type FitResult = Result<Arc<PoolFit>, String>;
 
-/// Per (class, level, pool): the pool's requirements narrowed by the pod's and the types that fit.
-#[derive(Debug, Clone)]
+/// Per (class, level, pool): the pool's requirements narrowed by the pod's and the types that fit,
+/// with what is worked out from those alone, once (`bound::frontier`, `targets::best_buys`).
+#[derive(Debug)]
 pub(crate) struct PoolFit {
     pub reqs: Requirements,
     /// Indices into the pool's prepared types, ascending.
     pub types: Vec<u32>,
+    pub frontier: OnceLock<Frontier>,
+    /// The best buys by size (indices into the pool's types, ascending).
+    pub buys: OnceLock<Vec<u32>>,
+}
+
+/// A fit's types as unit prices `[per cpu, per memory, per pod]`, dominated ones dropped, and
+/// the cheapest price of any of them.
+#[derive(Debug)]
+pub(crate) struct Frontier {
+    pub units: Vec<[f64; 3]>,
+    /// The pool type index of each entry of `units`.
+    pub types: Vec<u32>,
+    pub cheapest: f64,
 }
 
 impl PoolFit {
+    pub fn new(reqs: Requirements, types: Vec<u32>) -> PoolFit {
+        PoolFit { reqs, types, frontier: OnceLock::new(), buys: OnceLock::new() }
+    }
+
     pub fn has_type(&self, t: usize) -> bool {
         self.types.binary_search(&(t as u32)).is_ok()
     }

@@ -6,7 +6,7 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 use super::bound;
-use super::pools::PoolFit;
+use super::pools::{OfferingFilter, PoolFit};
 use super::Scheduler;
 use crate::resources::Resources;
 
@@ -20,6 +20,7 @@ impl<'a> Scheduler<'a> {
         let fit = self.fit_cached(c, l, p)?.as_ref().ok()?;
         let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let pool = &self.pools[p];
+        let allowed = [OfferingFilter::new(&fit.reqs)];
         fit.types
             .iter()
             .map(|&ti| ti as usize)
@@ -27,7 +28,7 @@ impl<'a> Scheduler<'a> {
                 let t = &pool.types[ti];
                 let treqs = &self.catalog.types[t.catalog].requirements;
                 !pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v)))
-                    && t.best_offering_all(&[&fit.reqs], &pins).is_some()
+                    && t.best_offering_all(&allowed, &pins).is_some()
                     && pool.within_limits(&t.capacity).is_ok()
             })
             .max_by_key(|&ti| (pool.types[ti].free.cpu, pool.types[ti].free.memory))
@@ -43,8 +44,9 @@ impl<'a> Scheduler<'a> {
             // First the types cheapest per unit of some mix of resources (what the lower bound
             // says an optimal plan would use), then the best buys by size (for pods too coarse for
             // those: see `best_buys`).
-            let frontier = bound::frontier(self, p, fit).types;
-            let extra: Vec<u32> = best_buys(self, p, fit).into_iter().filter(|t| !frontier.contains(t)).collect();
+            let frontier = bound::frontier(self, p, fit).types.clone();
+            let buys = fit.buys.get_or_init(|| best_buys(self, p, fit));
+            let extra: Vec<u32> = buys.iter().copied().filter(|t| !frontier.contains(t)).collect();
             let types = (frontier, extra);
             // Classes that could ever share a claim this class opens in this pool.
             let joiners: Vec<u32> = (0..self.classes.len())
@@ -98,6 +100,7 @@ impl<'a> Scheduler<'a> {
         // other types that fit get their turn (a dominated type beats no node at all).
         let rest: Vec<u32> =
             fit.types.iter().copied().filter(|t| !frontier.contains(t) && !extra.contains(t)).collect();
+        let allowed = [OfferingFilter::new(&fit.reqs)];
         for (round, candidates) in [frontier, extra, &rest].into_iter().enumerate() {
             if round == 2 && !scored.is_empty() {
                 break;
@@ -116,7 +119,7 @@ impl<'a> Scheduler<'a> {
                 if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
                     continue;
                 }
-                let Some(offer) = t.best_offering_all(&[&fit.reqs], &pins) else { continue };
+                let Some(offer) = t.best_offering_all(&allowed, &pins) else { continue };
                 if pool.within_limits(&t.capacity).is_err() {
                     continue;
                 }
@@ -180,17 +183,23 @@ impl<'a> Scheduler<'a> {
 /// keeps its cheapest type and its cheapest per vCPU, per GiB and per pod slot.
 fn best_buys(s: &Scheduler<'_>, p: usize, fit: &PoolFit) -> Vec<u32> {
     let pool = &s.pools[p];
+    let allowed = OfferingFilter::new(&fit.reqs);
     let mut all: Vec<(f64, u32)> = fit
         .types
         .iter()
-        .filter_map(|&ti| pool.types[ti as usize].best_offering(&fit.reqs).map(|o| (o.price, ti)))
+        .filter_map(|&ti| pool.types[ti as usize].best_offering(&allowed).map(|o| (o.price, ti)))
         .collect();
     all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut kept: Vec<(f64, u32)> = Vec::new();
+    // Only the roomiest of the kept types need checking: types come cheapest first, so one with
+    // room for another kept type dominates whatever that one dominates.
+    let mut roomiest: Vec<(f64, &Resources)> = Vec::new();
     for (price, ti) in all {
         let f = &pool.types[ti as usize].free;
-        let dominated = kept.iter().any(|&(kp, ki)| kp <= price && f.fits(&pool.types[ki as usize].free));
+        let dominated = roomiest.iter().any(|&(kp, k)| kp <= price && f.fits(k));
         if !dominated {
+            roomiest.retain(|&(_, k)| !k.fits(f));
+            roomiest.push((price, f));
             kept.push((price, ti));
         }
     }

@@ -15,7 +15,7 @@ use crate::labels;
 use crate::model::{tolerates_all, Node, Pod};
 use crate::nodeclaim::Reason;
 use crate::resources::Resources;
-use crate::scheduler::{schedule_cached, Plan, PlannedClaim};
+use crate::scheduler::{self, Plan, PlannedClaim};
 use crate::snapshot::Snapshot;
 
 /// Multi-node consolidation gives up after this many of its answers fail the next-pass check.
@@ -110,14 +110,14 @@ impl<'a> Work<'a> {
         let full = self.wide_anti || pods.iter().any(|p| p.has_topology());
         let plan = if full {
             self.spend_full_simulation("its pods have topology constraints and ")?;
-            schedule_cached(&self.next_pass(&names, None), self.catalog, &self.types)
+            scheduler::simulate(&self.next_pass(&names, None), self.catalog, &self.types)
         } else {
             let Some(sub) = self.subset(&names, &pods, total) else {
                 return Err("its pods fit neither the other nodes nor a cheaper node".into());
             };
             let nodes: Vec<Node> = sub.iter().map(|&i| self.snap.nodes[i].clone()).collect();
             let snap = Snapshot { pods, nodes, ..self.context() };
-            schedule_cached(&snap, self.catalog, &self.types)
+            scheduler::simulate(&snap, self.catalog, &self.types)
         };
         if let Some(u) = plan.unschedulable.first() {
             return Err(format!("pod {} would not schedule elsewhere: {}", u.pod, u.reason));

@@ -14,7 +14,7 @@ use crate::labels;
 use crate::model::{DaemonSet, Node, NodePool, Pod};
 use crate::provisioning;
 use crate::resources::Resources;
-use crate::scheduler::{schedule_cached, PlannedClaim};
+use crate::scheduler::{self, PlannedClaim};
 use crate::snapshot::Snapshot;
 
 impl<'a> Work<'a> {
@@ -33,7 +33,7 @@ impl<'a> Work<'a> {
         let names: FxHashSet<&str> = nodes.iter().map(|c| c.node.as_str()).collect();
         let (outcome, next) = match sim.outcome {
             Outcome::Delete(_) => {
-                let next = schedule_cached(&self.next_pass(&names, None), self.catalog, &self.types);
+                let next = scheduler::simulate(&self.next_pass(&names, None), self.catalog, &self.types);
                 if next.nodeclaims.is_empty() && next.unschedulable.is_empty() {
                     return Ok(Outcome::Delete(next));
                 }
@@ -44,7 +44,7 @@ impl<'a> Work<'a> {
                 let claim = &mut plan.nodeclaims[0];
                 claim.name = format!("{}-consolidation", self.cluster.claims[nodes[0].claim].name);
                 claim.labels.insert(labels::NODECLAIM.into(), claim.name.clone());
-                let next = schedule_cached(&self.next_pass(&names, Some(claim)), self.catalog, &self.types);
+                let next = scheduler::simulate(&self.next_pass(&names, Some(claim)), self.catalog, &self.types);
                 if next.nodeclaims.is_empty() && next.unschedulable.is_empty() {
                     return Ok(Outcome::Replace(plan));
                 }
@@ -353,7 +353,7 @@ mod tests {
                 let mut full = crate::scheduler::schedule(&after(&c, &decisions), embedded());
                 // Cached plans (consolidation's simulations) carry no lower bound.
                 full.lower_bound_per_hour = 0.0;
-                let view = schedule_cached(&w.next_pass(&names, None), embedded(), &w.types);
+                let view = scheduler::simulate(&w.next_pass(&names, None), embedded(), &w.types);
                 assert_eq!(view, full, "spread: {spread}, leaving: {leaving}, gone: {gone:?}");
             }
         }

@@ -13,7 +13,7 @@ use crate::labels;
 use crate::model::{Node, Pod};
 use crate::nodeclaim::Reason;
 use crate::resources::Resources;
-use crate::scheduler::{Plan, TypeCache};
+use crate::scheduler::{Plan, SolveCache};
 use crate::snapshot::Snapshot;
 
 /// The cluster as this pass has changed it.
@@ -35,8 +35,8 @@ pub(super) struct Work<'a> {
     /// Some pod has required anti-affinity over a topology wider than one node.
     pub(super) wide_anti: bool,
     pub(super) full_sims: usize,
-    /// The pools' instance types, shared by every simulation of the pass.
-    pub(super) types: TypeCache,
+    /// What the simulations of the pass prepare (pool types, fits, priced types), shared by all.
+    pub(super) types: SolveCache<'a>,
     /// Underutilized moves committed this pass (at most one: see `consolidate_with`).
     pub(super) moves: usize,
     pub(super) sims: usize,
@@ -93,7 +93,7 @@ impl<'a> Work<'a> {
             fit: FirstFit::default(),
             wide_anti,
             full_sims: 0,
-            types: TypeCache::new(),
+            types: SolveCache::new(),
             moves: 0,
             sims: 0,
             pdb_left: cluster.pdbs.iter().map(|p| p.disruptions_allowed).collect(),
