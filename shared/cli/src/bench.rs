@@ -3,17 +3,20 @@
 //! DaemonSets — once with Karpenter's documented general-purpose NodePool (c/m/r, generation > 2),
 //! once with every type allowed (burstable micro types included) — at Karpenter's published sizes.
 //!
-//! Each size is warmed up once, then timed repeatedly (at least `--samples` runs and about
+//! Each size is timed twice: cold, every solve preparing the pools' instance types, offerings and
+//! fits afresh (a process's first solve), and warm, every solve reusing what the previous one
+//! prepared through one kept `SolveCache` (a warm provisioner's next solve); the two plans must be
+//! the same. Each is warmed up once, then timed repeatedly (at least `--samples` runs and about
 //! `--seconds` of wall time); the median is reported with the spread, so one noisy run on a
 //! shared machine does not decide the figure. `cargo bench -p dovetail-core` runs the same
 //! workloads under criterion.
 
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use dovetail_core::benchmark;
 use dovetail_core::catalog::Catalog;
-use dovetail_core::scheduler::{schedule, schedule_with, Plan, Strategy};
+use dovetail_core::scheduler::{schedule, schedule_cached, schedule_with, Plan, SolveCache, Strategy};
 use dovetail_core::snapshot::Snapshot;
 use serde::Serialize;
 
@@ -51,11 +54,17 @@ enum Suite {
 struct Row {
     suite: &'static str,
     pods: usize,
+    /// Cold: a fresh solve cache every run.
     runs: usize,
     median_ms: f64,
     min_ms: f64,
     max_ms: f64,
     pods_per_second: f64,
+    /// Warm: one solve cache kept between runs.
+    warm_runs: usize,
+    warm_median_ms: f64,
+    warm_min_ms: f64,
+    warm_max_ms: f64,
     nodes: usize,
     unschedulable: usize,
     cost_per_hour: f64,
@@ -73,13 +82,15 @@ struct Report {
     growth_1k_to_largest: Vec<(String, f64)>,
 }
 
-fn time(snap: &Snapshot, catalog: &Catalog, samples: usize, budget: Duration) -> (Vec<Duration>, Plan) {
-    let plan = schedule(snap, catalog); // warm-up, and the plan the figures describe
+/// Times `solve` (after one warm-up run, whose plan is returned) until `samples` runs and `budget`
+/// are both spent (at most 1,000 runs); the durations come sorted.
+fn time(samples: usize, budget: Duration, mut solve: impl FnMut() -> Plan) -> (Vec<Duration>, Plan) {
+    let plan = solve();
     let started = Instant::now();
     let mut runs = Vec::new();
     while runs.len() < samples || (started.elapsed() < budget && runs.len() < 1000) {
         let t = Instant::now();
-        let p = schedule(snap, catalog);
+        let p = solve();
         runs.push(t.elapsed());
         std::hint::black_box(p);
     }
@@ -87,7 +98,20 @@ fn time(snap: &Snapshot, catalog: &Catalog, samples: usize, budget: Duration) ->
     (runs, plan)
 }
 
-fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan, ffd: &Plan) -> Row {
+/// One workload at one size, cold and warm, and first-fit-decreasing's plan for comparison.
+fn measure(suite: &'static str, snap: &Snapshot, catalog: &Catalog, args: &Args) -> Result<Row> {
+    let budget = Duration::from_secs_f64(args.seconds.max(0.0));
+    let (cold, plan) = time(args.samples, budget, || schedule(snap, catalog));
+    let cache = SolveCache::new();
+    let (warm, _) = time(args.samples, budget, || schedule_cached(snap, catalog, &cache));
+    let warm_plan = schedule_cached(snap, catalog, &cache);
+    ensure!(warm_plan == plan, "{suite}, {} pods: the warm plan differs from the cold one", snap.pods.len());
+    ensure!(cache.starts() == 1, "{suite}, {} pods: the kept cache was started afresh", snap.pods.len());
+    let ffd = schedule_with(snap, catalog, Strategy::FirstFitDecreasing);
+    Ok(row(suite, snap.pods.len(), &cold, &warm, &plan, &ffd))
+}
+
+fn row(suite: &'static str, pods: usize, runs: &[Duration], warm: &[Duration], plan: &Plan, ffd: &Plan) -> Row {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let median = ms(runs[runs.len() / 2]);
     Row {
@@ -98,6 +122,10 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan, ffd: &P
         min_ms: ms(runs[0]),
         max_ms: ms(runs[runs.len() - 1]),
         pods_per_second: pods as f64 / (median / 1e3),
+        warm_runs: warm.len(),
+        warm_median_ms: ms(warm[warm.len() / 2]),
+        warm_min_ms: ms(warm[0]),
+        warm_max_ms: ms(warm[warm.len() - 1]),
         nodes: plan.nodeclaims.len(),
         unschedulable: plan.unschedulable.len(),
         cost_per_hour: plan.cost_per_hour,
@@ -113,20 +141,17 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], plan: &Plan, ffd: &P
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let budget = Duration::from_secs_f64(args.seconds.max(0.0));
     let mut rows = Vec::new();
     if args.output == Format::Table {
         println!(
-            "suite                   size         median time                                   throughput  result"
+            "suite                   size         cold: median time                             warm: median time        throughput  result"
         );
     }
     if args.suite != Suite::RealCatalog {
         let catalog = benchmark::karpenter_catalog(400);
         for &n in &args.sizes {
             let snap = benchmark::snapshot(benchmark::karpenter_pods(n, benchmark::SEED));
-            let (runs, plan) = time(&snap, &catalog, args.samples, budget);
-            let ffd = schedule_with(&snap, &catalog, Strategy::FirstFitDecreasing);
-            rows.push(row("karpenter-mix", n, &runs, &plan, &ffd));
+            rows.push(measure("karpenter-mix", &snap, &catalog, &args)?);
             progress(args.output, rows.last().expect("just pushed"));
         }
     }
@@ -141,9 +166,7 @@ pub fn run(args: Args) -> Result<()> {
         for &n in &args.sizes {
             let pods = benchmark::generic_pods(n, benchmark::SEED);
             let snap = if any_type { benchmark::eks_snapshot(pods) } else { benchmark::general_purpose_snapshot(pods) };
-            let (runs, plan) = time(&snap, catalog, args.samples, budget);
-            let ffd = schedule_with(&snap, catalog, Strategy::FirstFitDecreasing);
-            rows.push(row(name, n, &runs, &plan, &ffd));
+            rows.push(measure(name, &snap, catalog, &args)?);
             progress(args.output, rows.last().expect("just pushed"));
         }
     }
@@ -174,13 +197,15 @@ fn progress(format: Format, r: &Row) {
         return;
     }
     println!(
-        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>4} runs)  {:>8.0} pods/s  {:>5} nodes ${:>9.3}/h  bound ${:>9.3}/h  {:.3}x  FFD {:>5} nodes ${:>9.3}/h ({:.3}x ours){}",
+        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>4} runs)  {:>9.2} ms (min {:>8.2})  {:>8.0} pods/s  {:>5} nodes ${:>9.3}/h  bound ${:>9.3}/h  {:.3}x  FFD {:>5} nodes ${:>9.3}/h ({:.3}x ours){}",
         r.suite,
         r.pods,
         r.median_ms,
         r.min_ms,
         r.max_ms,
         r.runs,
+        r.warm_median_ms,
+        r.warm_min_ms,
         r.pods_per_second,
         r.nodes,
         r.cost_per_hour,
