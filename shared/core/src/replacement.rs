@@ -10,7 +10,7 @@ use crate::decision::{launch_once, Decision};
 use crate::labels;
 use crate::model::{Node, Pod};
 use crate::nodeclaim::NodeClaim;
-use crate::scheduler::{schedule, Plan, PlannedClaim};
+use crate::scheduler::{schedule_cached, Plan, PlannedClaim, SolveCache};
 use crate::snapshot::Snapshot;
 
 /// The registered Node of a claim, by name or by its `dovetail.dev/nodeclaim` label.
@@ -78,10 +78,12 @@ pub(crate) fn plan_replacement(
         unavailable,
         namespaces: cluster.namespaces.clone(),
     };
+    // Both solves below are over the same pools: the second reuses what the first prepared.
+    let cache = SolveCache::new();
     if !snapshot.pods.is_empty() {
         // Pods the scheduler would put on new capacity are left out: that capacity is theirs
         // (a replacement already launched, or the provisioner's next pass), not this claim's.
-        let first = schedule(&snapshot, catalog);
+        let first = schedule_cached(&snapshot, catalog, &cache);
         let mut by_key: BTreeMap<String, Pod> = snapshot.pods.drain(..).map(|p| (p.key(), p)).collect();
         for e in &first.existing {
             let Some(n) = snapshot.nodes.iter_mut().find(|n| n.name == e.node) else { continue };
@@ -92,7 +94,7 @@ pub(crate) fn plan_replacement(
         }
     }
     snapshot.pods = pods;
-    schedule(&snapshot, catalog)
+    schedule_cached(&snapshot, catalog, &cache)
 }
 
 /// Launches for a claim's replacement plan, named `<claim>-r<N>` so a redelivered message or a

@@ -149,7 +149,7 @@ impl<'a> Work<'a> {
         if self.snap.pods.is_empty() {
             return true;
         }
-        let plan = crate::scheduler::schedule(&self.snap, self.catalog);
+        let plan = crate::scheduler::simulate(&self.snap, self.catalog, &self.types);
         let pending = std::mem::take(&mut self.snap.pods);
         let by_key: FxHashMap<String, Pod> = pending.into_iter().map(|p| (p.key(), p)).collect();
         self.place(&plan, &by_key);
