@@ -253,6 +253,14 @@ mod tests {
 
     const GIB: i64 = 1 << 30;
 
+    /// A warm function keeps the cache in its reconciler, which Lambda's runtime shares across
+    /// the awaits of a handler: behind a mutex it must be both.
+    #[test]
+    fn a_cache_behind_a_mutex_is_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<std::sync::Mutex<SolveCache<'static>>>();
+    }
+
     /// The general-purpose m5 and c5 types of the embedded catalog: few enough for a debug build,
     /// with allocatable worked out from the kubelet settings (the synthetic catalog's is fixed).
     fn catalog() -> Catalog {
