@@ -218,12 +218,14 @@ pub(crate) fn pool_types(
         if !requirements.overlaps(&t.requirements) {
             continue;
         }
-        // This type's offerings marked unavailable (the set is ordered by type first).
-        let from =
-            || OfferingKey { instance_type: t.name.clone(), zone: String::new(), capacity_type: CapacityType::Spot };
-        let down: Vec<&OfferingKey> = match unavailable.is_empty() {
-            true => vec![],
-            false => unavailable.range(from()..).take_while(|k| k.instance_type == t.name).collect(),
+        // This type's offerings marked unavailable (the set is ordered by type first; no key is
+        // built while the set is empty, as it nearly always is).
+        let down: Vec<&OfferingKey> = if unavailable.is_empty() {
+            vec![]
+        } else {
+            let first =
+                OfferingKey { instance_type: t.name.clone(), zone: String::new(), capacity_type: CapacityType::Spot };
+            unavailable.range(first..).take_while(|k| k.instance_type == t.name).collect()
         };
         let offerings: Vec<PoolOffering> = t
             .offerings
