@@ -1,8 +1,8 @@
 //! The functions as Lambda runs them, through cargo-lambda (PyPI `cargo-lambda` and `ziglang`,
 //! in the venv at `$HOME/.cache/dovetail/venv` that `tests/run-all.sh` creates):
 //!
-//! - [`artifacts`]: `cargo lambda build --release --arm64` of the three functions, once per test
-//!   run, in a target directory of its own under `$HOME/.cache/dovetail` (release aarch64 objects
+//! - [`artifacts`]: `cargo lambda build --profile lambda-check --arm64` of the three functions,
+//!   once per test run, in a target directory of its own under `$HOME/.cache/dovetail` (aarch64 objects
 //!   share nothing with the debug test build, and the two builds never wait on each other's lock);
 //! - [`Emulator`]: `cargo lambda watch --only-lambda-apis`, Lambda's runtime API emulated on a
 //!   loopback port, to run an already built function binary against and invoke it with
@@ -65,7 +65,8 @@ pub fn target_dir() -> Result<PathBuf> {
     }
 }
 
-/// `cargo lambda build --release --arm64` of [`FUNCTIONS`]; the directory holding
+/// `cargo lambda build --profile lambda-check --arm64` of [`FUNCTIONS`] (the release layout without
+/// the optimisation: see the profile in Cargo.toml); the directory holding
 /// `<function>/bootstrap` for each. Built once per process (later calls wait for the first and
 /// share its outcome); cargo makes a warm rebuild a no-op.
 pub fn artifacts() -> Result<&'static Path> {
@@ -80,7 +81,7 @@ pub fn artifacts() -> Result<&'static Path> {
 fn build() -> Result<PathBuf> {
     let target = target_dir()?;
     let lambda_dir = target.join("lambda");
-    let mut args = vec!["build", "--release", "--arm64", "--lambda-dir"];
+    let mut args = vec!["build", "--profile", "lambda-check", "--arm64", "--lambda-dir"];
     let dir = lambda_dir.to_string_lossy().into_owned();
     args.push(&dir);
     for f in FUNCTIONS {
@@ -95,12 +96,12 @@ fn build() -> Result<PathBuf> {
         .context("running cargo lambda build")?;
     if !out.status.success() {
         bail!(
-            "cargo lambda build --release --arm64 failed ({}):\n{}",
+            "cargo lambda build --profile lambda-check --arm64 failed ({}):\n{}",
             out.status,
             tail(&String::from_utf8_lossy(&out.stderr), 40)
         );
     }
-    eprintln!("cargo lambda build --release --arm64: {:.0} s", started.elapsed().as_secs_f64());
+    eprintln!("cargo lambda build --profile lambda-check --arm64: {:.0} s", started.elapsed().as_secs_f64());
     Ok(lambda_dir)
 }
 

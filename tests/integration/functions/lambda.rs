@@ -1,5 +1,5 @@
 //! The functions as Lambda runs them: the three `bootstrap` binaries that
-//! `cargo lambda build --release --arm64` packages, and a smoke run of the provisioner process
+//! `cargo lambda build --arm64` packages (the release layout, unoptimised), and a smoke run of the provisioner process
 //! under `cargo lambda watch`'s runtime API emulator, invoked by `cargo lambda invoke` with a
 //! recorded SQS event — against moto for AWS and a private local control plane for Kubernetes
 //! (through `DOVETAIL_KUBECONFIG`), where a real pending pod gets an instance.
@@ -50,7 +50,7 @@ fn provisioner_process() {
 
 #[test]
 fn cargo_lambda_packages_three_arm64_bootstraps() {
-    let dir = artifacts().expect("cargo lambda build --release --arm64");
+    let dir = artifacts().expect("cargo lambda build --profile lambda-check --arm64");
     for f in FUNCTIONS {
         let bootstrap = dir.join(f).join("bootstrap");
         assert_eq!(elf_machine(&bootstrap).unwrap(), AARCH64, "{} is an arm64 executable", bootstrap.display());
