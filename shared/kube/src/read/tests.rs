@@ -151,9 +151,10 @@ fn pods_are_grouped_and_pending_ones_found() {
     assert!(state.nodes[1].unschedulable, "a deleting node takes nothing new");
     let pending: Vec<(&str, Option<&str>)> =
         state.pending.iter().map(|p| (p.name.as_str(), p.node_name.as_deref())).collect();
-    // web-2 is unschedulable; db-0 leaves a node being deleted; web-3 was not judged yet.
-    assert_eq!(pending, [("web-2", None), ("db-0", None)]);
-    let db = &state.pending[1];
+    // db-0 leaves a node being deleted; web-2 is unschedulable; web-3 was not judged yet. In key
+    // order, as the API server lists them.
+    assert_eq!(pending, [("db-0", None), ("web-2", None)]);
+    let db = &state.pending[0];
     assert!(db.volume_requirements.get(dovetail_core::labels::ZONE).is_some(), "its volume pins the zone");
 }
 

@@ -14,9 +14,9 @@
 mod kept;
 mod kind;
 
-pub(crate) use kept::{
-    object_name, Converted, Keep, KeptAttachment, KeptClass, KeptNamespace, KeptNode, KeptPod, KeptPool,
-};
+#[cfg(test)]
+pub(crate) use kept::Keep;
+pub(crate) use kept::{Converted, KeptAttachment, KeptClass, KeptNamespace, KeptNode, KeptPod, KeptPool};
 pub(crate) use kind::{Kind, Source};
 pub use kind::{Reading, CATCH_UP_SECONDS, PAGE_SIZE};
 
