@@ -91,7 +91,8 @@ impl Function {
         let facts = facts?;
         table?;
         resume_queue?;
-        let (kube, token_due) = kube_adapter(name, &eks, &auth).await?;
+        let (client, token_due) = kube_client(&eks, &auth).await?;
+        let kube = KubeAdapter::new(client).with_reporting_instance(name);
         let cloud = Ec2Cloud::new(&clients, &config, facts);
         let settings = Settings::new(&config.cluster_name, &holder(name));
         let reconciler = Reconciler::new(Ports { kube, cloud, store, queue, clock: SystemClock }, settings);
@@ -102,8 +103,9 @@ impl Function {
     async fn reconciler(&self) -> Result<MutexGuard<'_, Live>, InitError> {
         let mut live = self.live.lock().await;
         if live.token_due.is_some_and(|due| SystemTime::now() >= due) {
-            let (kube, due) = kube_adapter(&self.name, &self.eks, &self.auth).await?;
-            live.reconciler.ports.kube = kube;
+            // The adapter, and the cluster snapshot it keeps warm, stay: only the client changes.
+            let (client, due) = kube_client(&self.eks, &self.auth).await?;
+            live.reconciler.ports.kube.set_client(client);
             live.token_due = due;
         }
         Ok(live)
@@ -195,12 +197,8 @@ impl Summary {
     }
 }
 
-/// The Kubernetes adapter for `auth`, and when its token must be renewed.
-async fn kube_adapter(
-    name: &str,
-    eks: &Eks,
-    auth: &ClusterAuth,
-) -> Result<(KubeAdapter, Option<SystemTime>), InitError> {
+/// The Kubernetes client for `auth`, and when its token must be renewed.
+async fn kube_client(eks: &Eks, auth: &ClusterAuth) -> Result<(kube::Client, Option<SystemTime>), InitError> {
     let (client, due) = match auth {
         ClusterAuth::Eks => {
             let access = eks.access().await?;
@@ -216,7 +214,7 @@ async fn kube_adapter(
             (client, None)
         }
     };
-    Ok((KubeAdapter::new(client).with_reporting_instance(name), due))
+    Ok((client, due))
 }
 
 /// Who holds the provisioning lease: this process. Lambda runs one event at a time per process

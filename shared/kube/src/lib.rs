@@ -1,9 +1,11 @@
 //! Dovetail's Kubernetes adapter: the core's [`Kube`] port over kube-rs.
 //!
-//! - [`KubeAdapter::read`]: one concurrent, paginated read of nodes, pods, DaemonSets, PDBs,
-//!   storage, VolumeAttachments, namespaces, NodePools and EC2NodeClasses, converted by
-//!   dovetail-api (the converters `dovetail plan` uses on files). Objects that cannot be used go
-//!   to [`KubeState::invalid`] with their field; one bad object never hides the others.
+//! - [`KubeAdapter::read`]: nodes, pods, DaemonSets, PDBs, storage, VolumeAttachments, namespaces,
+//!   NodePools and EC2NodeClasses from a snapshot kept between reads ([`snapshot`]): the first
+//!   read lists them (concurrently, page by page), later ones catch up with what changed. Objects
+//!   are converted by dovetail-api (the converters `dovetail plan` uses on files); those that
+//!   cannot be used go to [`KubeState::invalid`] with their field; one bad object never hides
+//!   the others.
 //! - writes: taints (a compare-and-swap on the taint list), evictions (policy/v1 Eviction; a PDB's
 //!   429 is `Refused`), pod and node deletion, Events (repeats folded into one), NodePool status
 //!   (server-side apply on the status subresource, skipped when unchanged). Every write is
@@ -15,8 +17,8 @@
 mod client;
 mod error;
 mod events;
-mod list;
 mod read;
+mod snapshot;
 mod status;
 mod taints;
 
@@ -36,11 +38,12 @@ use tracing::{debug, info, warn};
 
 pub use client::{adapter_settings, eks_client, eks_config, ClientError, CONNECT_TIMEOUT, REQUEST_TIMEOUT};
 pub use events::{REPORTING_CONTROLLER, SOURCE_COMPONENT};
-pub use list::PAGE_SIZE;
+pub use snapshot::{Counts, Reading, CATCH_UP_SECONDS, LIVE_PODS, PAGE_SIZE};
 pub use status::{READY, VALIDATION_SUCCEEDED};
 
 use error::{is_conflict, is_not_found, port_error, status_code};
 use read::{ObservedPool, Seen};
+use snapshot::Snapshot;
 
 /// Field manager of the NodePool status Dovetail applies.
 pub const FIELD_MANAGER: &str = "dovetail";
@@ -53,9 +56,12 @@ pub struct KubeAdapter {
     client: Client,
     /// `reportingInstance` of Events: which function (or process) wrote them.
     instance: String,
-    page_size: u32,
+    reading: Reading,
     /// From the last read: uids for Events and eviction preconditions, NodePools' statuses.
     seen: Mutex<Seen>,
+    /// What the core needs of the cluster, kept between reads (and across client renewals), and
+    /// what its last sync asked of the API server.
+    snapshot: tokio::sync::Mutex<(Snapshot, Counts)>,
 }
 
 impl KubeAdapter {
@@ -63,7 +69,13 @@ impl KubeAdapter {
     /// [`eks_client`] is): with kube-rs's default retry layer, a PDB-blocked eviction would be
     /// retried inside the client for minutes instead of coming back as `Refused`.
     pub fn new(client: Client) -> Self {
-        KubeAdapter { client, instance: SOURCE_COMPONENT.to_string(), page_size: PAGE_SIZE, seen: Mutex::default() }
+        KubeAdapter {
+            client,
+            instance: SOURCE_COMPONENT.to_string(),
+            reading: Reading::default(),
+            seen: Mutex::default(),
+            snapshot: tokio::sync::Mutex::default(),
+        }
     }
 
     /// Names the writer in Events' `reportingInstance` (the function name, say).
@@ -74,12 +86,48 @@ impl KubeAdapter {
 
     /// Objects per list page (default [`PAGE_SIZE`]).
     pub fn with_page_size(mut self, page_size: u32) -> Self {
-        self.page_size = page_size.max(1);
+        self.reading.page = page_size.max(1);
         self
     }
 
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// Swaps in a new client (a renewed token) and keeps the snapshot: the next read still only
+    /// catches up.
+    pub fn set_client(&mut self, client: Client) {
+        self.client = client;
+    }
+
+    /// Forgets the snapshot: the next read lists everything again, as a new process would.
+    pub async fn forget(&self) {
+        self.snapshot.lock().await.0.clear();
+    }
+
+    /// Kinds that held at most `objects` objects at the last read are listed again instead of
+    /// caught up (default [`PAGE_SIZE`]; 0 catches every kind up).
+    pub fn with_relist_up_to(mut self, objects: usize) -> Self {
+        self.reading.relist_up_to = objects;
+        self
+    }
+
+    /// Fault injection for tests: every catch-up watch is dropped after `events` events, as if
+    /// its connection broke.
+    pub fn with_watch_drops(mut self, events: usize) -> Self {
+        self.reading.drop_watch_after = Some(events);
+        self
+    }
+
+    /// Tests: every kept kind resumes from `version`. An old one is answered 410 Gone, as after
+    /// etcd's compaction, and the kind is listed again.
+    pub async fn set_versions(&self, version: &str) {
+        self.snapshot.lock().await.0.set_versions(version);
+    }
+
+    /// What the last read asked of the API server.
+    pub async fn last_read(&self) -> Counts {
+        self.snapshot.lock().await.1
     }
 
     fn uid(&self, object: &str) -> Option<String> {
@@ -172,13 +220,21 @@ fn now() -> Time {
 
 impl Kube for KubeAdapter {
     async fn read(&self) -> PortResult<KubeState> {
-        let listed = read::fetch(&self.client, self.page_size).await?;
-        let (state, seen) = read::assemble(listed);
+        // One read at a time: a second waits and then only catches up with what the first left.
+        let mut kept = self.snapshot.lock().await;
+        let (snapshot, last) = &mut *kept;
+        *last = Counts::default();
+        *last = snapshot.sync(&self.client, &self.reading).await?;
+        let (state, seen) = read::assemble(snapshot);
         debug!(
             nodes = state.nodes.len(),
             pending = state.pending.len(),
             nodepools = state.nodepools.len(),
             invalid = state.invalid.len(),
+            requests = last.requests,
+            objects = last.objects,
+            events = last.events,
+            relists = last.relists,
             "read the cluster"
         );
         *self.seen.lock().expect("seen lock") = seen;

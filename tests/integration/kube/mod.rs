@@ -4,6 +4,7 @@
 //! own (the control plane is shared), and pods select their test's nodes by label.
 
 mod read;
+mod snapshot;
 mod writes;
 
 use crate::controlplane::{eventually, pod_scheduled, SCHEDULING_TIMEOUT};

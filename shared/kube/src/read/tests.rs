@@ -1,4 +1,49 @@
 use super::*;
+use crate::snapshot::Keep;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{StorageClass, VolumeAttachment};
+use kube::api::DynamicObject;
+
+/// The objects of a test cluster as the API server would send them.
+#[derive(Debug, Default)]
+struct Listed {
+    nodes: Vec<k8s_openapi::api::core::v1::Node>,
+    pods: Vec<Pod>,
+    daemonsets: Vec<DaemonSet>,
+    pdbs: Vec<PodDisruptionBudget>,
+    claims: Vec<PersistentVolumeClaim>,
+    volumes: Vec<PersistentVolume>,
+    classes: Vec<StorageClass>,
+    attachments: Vec<VolumeAttachment>,
+    namespaces: Vec<Namespace>,
+    nodepools: Vec<Value>,
+    nodeclasses: Vec<Value>,
+}
+
+fn kind<T: Keep>(objects: &[T::Object]) -> Kind<T> {
+    Kind { objects: objects.iter().map(|o| (T::key(o), T::keep(o))).collect(), version: None }
+}
+
+/// The snapshot a list of these objects keeps.
+fn snapshot(l: Listed) -> Snapshot {
+    let dynamic =
+        |v: &[Value]| -> Vec<DynamicObject> { v.iter().map(|o| serde_json::from_value(o.clone()).unwrap()).collect() };
+    Snapshot {
+        nodes: kind(&l.nodes),
+        pods: kind(&l.pods),
+        daemonsets: kind(&l.daemonsets),
+        pdbs: kind(&l.pdbs),
+        claims: kind(&l.claims),
+        volumes: kind(&l.volumes),
+        classes: kind(&l.classes),
+        attachments: kind(&l.attachments),
+        namespaces: kind(&l.namespaces),
+        nodepools: kind(&dynamic(&l.nodepools)),
+        nodeclasses: kind(&dynamic(&l.nodeclasses)),
+    }
+}
 
 fn parse<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
     serde_yaml_ng::from_str(yaml).unwrap()
@@ -97,7 +142,7 @@ fn listed() -> Listed {
 
 #[test]
 fn pods_are_grouped_and_pending_ones_found() {
-    let (state, _) = assemble(listed());
+    let (state, _) = assemble(&snapshot(listed()));
     let names: Vec<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["n1", "n2"]);
     let on = |n: usize| state.nodes[n].pods.iter().map(|p| p.name.as_str()).collect::<Vec<_>>();
@@ -106,15 +151,16 @@ fn pods_are_grouped_and_pending_ones_found() {
     assert!(state.nodes[1].unschedulable, "a deleting node takes nothing new");
     let pending: Vec<(&str, Option<&str>)> =
         state.pending.iter().map(|p| (p.name.as_str(), p.node_name.as_deref())).collect();
-    // web-2 is unschedulable; db-0 leaves a node being deleted; web-3 was not judged yet.
-    assert_eq!(pending, [("web-2", None), ("db-0", None)]);
-    let db = &state.pending[1];
+    // db-0 leaves a node being deleted; web-2 is unschedulable; web-3 was not judged yet. In key
+    // order, as the API server lists them.
+    assert_eq!(pending, [("db-0", None), ("web-2", None)]);
+    let db = &state.pending[0];
     assert!(db.volume_requirements.get(dovetail_core::labels::ZONE).is_some(), "its volume pins the zone");
 }
 
 #[test]
 fn the_rest_of_the_cluster() {
-    let (state, seen) = assemble(listed());
+    let (state, seen) = assemble(&snapshot(listed()));
     assert_eq!(state.daemonsets.len(), 1);
     assert_eq!((state.pdbs[0].name.as_str(), state.pdbs[0].disruptions_allowed), ("web", 1));
     assert_eq!(state.volume_attachments["n2"], ["pv-db", "pv-logs"]);
@@ -129,7 +175,7 @@ fn the_rest_of_the_cluster() {
 
 #[test]
 fn invalid_objects_are_listed_and_skipped() {
-    let (state, _) = assemble(listed());
+    let (state, _) = assemble(&snapshot(listed()));
     let pools: Vec<&str> = state.nodepools.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(pools, ["spot"], "the broken pool does not hide the good one");
     let bad: Vec<(&str, &str)> = state.invalid.iter().map(|i| (i.object.as_str(), i.field.as_str())).collect();
@@ -145,6 +191,6 @@ fn volumes_of_pods_that_stay_do_not_hold_termination() {
     // db-0 tolerates the disrupted taint: it is not evicted, so its volume never detaches.
     let db = l.pods.iter_mut().find(|p| p.metadata.name.as_deref() == Some("db-0")).unwrap();
     db.spec.as_mut().unwrap().tolerations = Some(vec![parse("{key: dovetail.dev/disrupted, operator: Exists}")]);
-    let (state, _) = assemble(l);
+    let (state, _) = assemble(&snapshot(l));
     assert_eq!(state.volume_attachments["n2"], ["pv-logs"]);
 }
