@@ -176,14 +176,7 @@ async fn seed(world: &World, store: &DynamoStore, live: usize, terminated: usize
         })
         .collect();
     for batch in requests.chunks(25) {
-        let out = world
-            .clients
-            .dynamodb
-            .batch_write_item()
-            .request_items(TABLE, batch.to_vec())
-            .send()
-            .await
-            .unwrap();
+        let out = world.clients.dynamodb.batch_write_item().request_items(TABLE, batch.to_vec()).send().await.unwrap();
         assert!(out.unprocessed_items().is_none_or(|u| u.is_empty()), "moto left items unwritten");
     }
 }

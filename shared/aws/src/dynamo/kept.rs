@@ -43,12 +43,17 @@ const _: () = assert!(TOMBSTONE_TTL.as_secs() > RESYNC_AFTER.as_secs() + CHANGE_
 /// What a stored claim item means to a reader of live claims.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Entry {
-    Live(NodeClaim),
+    /// Boxed: a claim is some 700 bytes, a name 24.
+    Live(Box<NodeClaim>),
     /// Terminated, or deleted (a tombstone): out of the live view. The claim's name.
     Gone(String),
 }
 
 impl Entry {
+    pub fn live(claim: NodeClaim) -> Entry {
+        Entry::Live(Box::new(claim))
+    }
+
     pub fn name(&self) -> &str {
         match self {
             Entry::Live(c) => &c.name,
@@ -109,7 +114,7 @@ impl Kept {
     pub fn record(&mut self, entry: Entry) {
         match entry {
             Entry::Live(c) => {
-                self.claims.insert(c.name.clone(), c);
+                self.claims.insert(c.name.clone(), *c);
             }
             Entry::Gone(name) => {
                 self.claims.remove(&name);
@@ -157,17 +162,17 @@ mod tests {
 
     #[test]
     fn changes_replace_claims_and_gone_ones_leave() {
-        let mut k = Kept::full([Entry::Live(claim("a", 3)), Entry::Live(claim("b", 1))], 0);
+        let mut k = Kept::full([Entry::live(claim("a", 3)), Entry::live(claim("b", 1))], 0);
         assert_eq!(names(&k), ["a", "b"]);
         let mut terminated = claim("a", 4);
         terminated.phase = Phase::Terminated;
         // The store turns a Terminated item into Gone; a new claim and a deleted one arrive too.
-        k.changes([Entry::Gone(terminated.name.clone()), Entry::Live(claim("c", 0)), Entry::Gone("b".into())], 10);
+        k.changes([Entry::Gone(terminated.name.clone()), Entry::live(claim("c", 0)), Entry::Gone("b".into())], 10);
         assert_eq!(names(&k), ["c"]);
         // A claim deleted and created again under the same name: the read is the truth, even
         // with a lower version than was kept.
-        k.record(Entry::Live(claim("c", 5)));
-        k.changes([Entry::Live(claim("c", 0))], 20);
+        k.record(Entry::live(claim("c", 5)));
+        k.changes([Entry::live(claim("c", 0))], 20);
         assert_eq!(k.claims(), vec![claim("c", 0)]);
         // Reading an older window never moves the watermark back.
         k.changes([], 15);
@@ -193,7 +198,7 @@ mod tests {
             let name = format!("c{}", next(40));
             let entry = match next(3) {
                 0 => Entry::Gone(name.clone()),
-                _ => Entry::Live(claim(&name, next(10))),
+                _ => Entry::live(claim(&name, next(10))),
             };
             table.insert(name, entry.clone());
             if next(4) == 0 {
@@ -213,7 +218,7 @@ mod tests {
         let live: Vec<NodeClaim> = table
             .values()
             .filter_map(|e| match e {
-                Entry::Live(c) => Some(c.clone()),
+                Entry::Live(c) => Some((**c).clone()),
                 Entry::Gone(_) => None,
             })
             .collect();

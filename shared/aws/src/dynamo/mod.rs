@@ -140,7 +140,7 @@ impl Layout {
         let claim = Self::claim_from_item(item)?;
         Ok(match claim.phase {
             Phase::Terminated => Entry::Gone(claim.name),
-            _ => Entry::Live(claim),
+            _ => Entry::live(claim),
         })
     }
 
@@ -335,7 +335,13 @@ impl DynamoStore {
                     };
                     kept.changes(entries, started);
                     let claims = kept.claims();
-                    tracing::debug!(read = "changes", since, items = items.len(), live = claims.len(), "NodeClaims read");
+                    tracing::debug!(
+                        read = "changes",
+                        since,
+                        items = items.len(),
+                        live = claims.len(),
+                        "NodeClaims read"
+                    );
                     return Ok(claims);
                 }
             }
@@ -580,7 +586,7 @@ impl Store for DynamoStore {
             Ok(_) => {
                 self.record(match claim.phase {
                     Phase::Terminated => Entry::Gone(claim.name.clone()),
-                    _ => Entry::Live(claim.clone()),
+                    _ => Entry::live(claim.clone()),
                 });
                 Ok(())
             }
@@ -708,7 +714,7 @@ mod tests {
         assert_eq!(item["live"], s("default-abc"), "in the live-claims index");
         assert!(!item.contains_key("instance_id") && !item.contains_key("expires_at"));
         assert_eq!(Layout::claim_from_item(&item).unwrap(), claim);
-        assert_eq!(Layout::entry_from_item(&item).unwrap(), Entry::Live(claim.clone()));
+        assert_eq!(Layout::entry_from_item(&item).unwrap(), Entry::live(claim.clone()));
 
         claim.launch = Some(Launch {
             instance_id: "i-1".into(),
