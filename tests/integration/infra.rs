@@ -471,6 +471,7 @@ fn comparable(resources: &BTreeMap<String, Value>, flavour: Flavour) -> Result<B
                         "BillingMode",
                         "KeySchema",
                         "GlobalSecondaryIndexes",
+                        "LocalSecondaryIndexes",
                         "TimeToLiveSpecification",
                         "PointInTimeRecoverySpecification",
                     ],

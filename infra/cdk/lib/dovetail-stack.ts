@@ -171,6 +171,19 @@ export class DovetailStack extends Stack {
       partitionKey: { name: 'instance_id', type: dynamodb.AttributeType.STRING },
       projectionType: dynamodb.ProjectionType.ALL,
     });
+    // The live NodeClaims (sparse: Terminated ones lack `live`) and every claim write by time:
+    // what a cold and a warm function read. Local, for strongly consistent reads; DynamoDB adds
+    // local indexes only when it creates a table (docs/operations.md, "Upgrading").
+    this.table.addLocalSecondaryIndex({
+      indexName: 'live-claims',
+      sortKey: { name: 'live', type: dynamodb.AttributeType.STRING },
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
+    this.table.addLocalSecondaryIndex({
+      indexName: 'claims-by-change',
+      sortKey: { name: 'changed', type: dynamodb.AttributeType.NUMBER },
+      projectionType: dynamodb.ProjectionType.ALL,
+    });
 
     // --- Log groups, one per function.
     const logGroups = Object.fromEntries(
@@ -448,6 +461,11 @@ export class DovetailStack extends Stack {
           sid: 'InstanceIndex',
           actions: ['dynamodb:Query'],
           resources: [`${this.table.tableArn}/index/by-instance`],
+        }),
+        new iam.PolicyStatement({
+          sid: 'ClaimIndexes',
+          actions: ['dynamodb:Query'],
+          resources: [`${this.table.tableArn}/index/live-claims`, `${this.table.tableArn}/index/claims-by-change`],
         }),
         new iam.PolicyStatement({
           sid: 'Logs',

@@ -242,7 +242,7 @@ describe('events', () => {
 });
 
 describe('the table', () => {
-  it('has the documented keys, index, TTL and recovery, and survives the stack', () => {
+  it('has the documented keys, indexes, TTL and recovery, and survives the stack', () => {
     const t = synth();
     const [, table] = one(t, 'AWS::DynamoDB::Table', 'Table');
     assert.equal(table.DeletionPolicy, 'Retain');
@@ -258,6 +258,24 @@ describe('the table', () => {
       {
         IndexName: 'by-instance',
         KeySchema: [{ AttributeName: 'instance_id', KeyType: 'HASH' }],
+        Projection: { ProjectionType: 'ALL' },
+      },
+    ]);
+    assert.deepEqual(p.LocalSecondaryIndexes, [
+      {
+        IndexName: 'live-claims',
+        KeySchema: [
+          { AttributeName: 'pk', KeyType: 'HASH' },
+          { AttributeName: 'live', KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
+      },
+      {
+        IndexName: 'claims-by-change',
+        KeySchema: [
+          { AttributeName: 'pk', KeyType: 'HASH' },
+          { AttributeName: 'changed', KeyType: 'RANGE' },
+        ],
         Projection: { ProjectionType: 'ALL' },
       },
     ]);
@@ -330,6 +348,10 @@ describe("the functions' IAM", () => {
     const [table] = one(t, 'AWS::DynamoDB::Table', 'Table');
     assert.deepEqual(s.Table.Resource, arnOf(table));
     assert.deepEqual(s.InstanceIndex.Resource, { 'Fn::Join': ['', [arnOf(table), '/index/by-instance']] });
+    assert.deepEqual(s.ClaimIndexes.Resource, [
+      { 'Fn::Join': ['', [arnOf(table), '/index/live-claims']] },
+      { 'Fn::Join': ['', [arnOf(table), '/index/claims-by-change']] },
+    ]);
     assert.equal(s.Logs.Resource.length, 3);
     for (const st of Object.values(s)) {
       const resources = list<Json>(st.Resource);

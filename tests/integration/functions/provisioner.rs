@@ -1,5 +1,7 @@
 //! The provisioner's handler on moto: doorbells in, one CreateFleet per claim, claims recorded.
 
+use std::time::Duration;
+
 use dovetail_core::catalog::CapacityType;
 use dovetail_runtime::handlers;
 
@@ -81,4 +83,36 @@ async fn a_batch_fails_whole_when_the_table_is_missing_and_succeeds_once_it_exis
     assert!(handled.response.batch_item_failures.is_empty(), "{:?}", handled.report.errors);
     assert!(handled.report.launches().count() >= 1);
     rig.assert_exactly_once("after the table came back").await;
+}
+
+/// A warm provisioner — the same process, its store's view of the claims kept — reads the claim
+/// items that changed since its last read, not the table: its next invocation reads what its
+/// first one wrote, the one after reads nothing.
+#[tokio::test]
+async fn a_warm_provisioner_reads_only_the_claims_that_changed() {
+    let rig = Rig::new(&["on-demand"]).await;
+    // Everything here is written within a second on one clock: no margin, so that a read of changes
+    // counts what changed since the last read and not the whole last minute (see
+    // `dovetail_aws::dynamo::kept::CHANGE_MARGIN`).
+    let store = rig.store().with_change_margin(Duration::ZERO);
+    let provisioner = rig.reconciler_with(rig.aws.cloud(), store.clone(), "provisioner-1");
+    let pause = || tokio::time::sleep(Duration::from_millis(20));
+
+    let first = provisioner.provision().await.unwrap();
+    let launched = first.launches().count() as u64;
+    assert!(launched >= 1, "{:?}", first.decisions);
+    let mut read = store.items_read();
+    pause().await;
+
+    let second = provisioner.provision().await.unwrap();
+    assert_eq!(second.launches().count(), 0, "{:?}", second.decisions);
+    let warm = store.items_read() - read;
+    assert_eq!(warm, launched, "the claims the first invocation wrote, once each");
+    read = store.items_read();
+    pause().await;
+
+    provisioner.provision().await.unwrap();
+    assert_eq!(store.items_read() - read, 0, "nothing changed, nothing read");
+    assert_eq!(rig.live_claims().await.len() as u64, launched);
+    eprintln!("warm provisioner: {warm} items read after {launched} claims written, then 0");
 }

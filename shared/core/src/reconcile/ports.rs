@@ -157,7 +157,12 @@ pub enum Lease {
 
 /// NodeClaims, the unavailable-offerings cache and the provisioning lease (DynamoDB in AWS).
 pub trait Store: Send + Sync {
+    /// The claims that are not Terminated, by name. Terminated claims are history: every decision
+    /// reads live claims only (what a Terminated claim still owned — a lingering Node, a stray
+    /// instance — the sweeper's orphan rules find without it), so a store may keep them out of
+    /// this read and its cost.
     fn claims(&self) -> impl Future<Output = PortResult<Vec<NodeClaim>>> + Send;
+    /// Any claim by name, Terminated ones included.
     fn claim(&self, name: &str) -> impl Future<Output = PortResult<Option<NodeClaim>>> + Send;
     /// Writes `claim` only if the stored version is `claim.version − 1`, or, for version 0, only
     /// if no claim of that name exists; otherwise `Conflict`.

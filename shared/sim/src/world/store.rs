@@ -6,7 +6,7 @@ use std::future::{ready, Future};
 use std::time::Duration;
 
 use dovetail_core::catalog::OfferingKey;
-use dovetail_core::nodeclaim::NodeClaim;
+use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::reconcile::ports::{Lease as LeaseAnswer, PortError, PortResult, Store};
 use dovetail_core::time::Time;
 
@@ -120,8 +120,12 @@ impl StoreState {
 pub struct SimStore(pub World);
 
 impl Store for SimStore {
+    /// Live claims only, as the port allows and DynamoDB's store does, so that the simulator's
+    /// runs check that no decision needs Terminated claims. The world keeps them (its tests and
+    /// `claim(name)` read them).
     fn claims(&self) -> impl Future<Output = PortResult<Vec<NodeClaim>>> + Send {
-        ready(Ok(self.0.lock().store.claims.values().cloned().collect()))
+        let s = self.0.lock();
+        ready(Ok(s.store.claims.values().filter(|c| c.phase != Phase::Terminated).cloned().collect()))
     }
 
     fn claim(&self, name: &str) -> impl Future<Output = PortResult<Option<NodeClaim>>> + Send {
