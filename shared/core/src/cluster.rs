@@ -59,8 +59,12 @@ pub struct Cluster {
     /// Hash of each pool's template, by pool name.
     pub nodepool_hashes: BTreeMap<String, String>,
     pub pdbs: Vec<Pdb>,
-    /// Instances tagged for this cluster.
+    /// Instances tagged for this cluster: all of them, or only those a per-event read asked for
+    /// (see `described`).
     pub instances: Vec<Instance>,
+    /// Which instances `instances` covers. An instance outside it is unknown, not gone.
+    #[serde(default)]
+    pub described: Described,
     /// VolumeAttachments still present, by node name.
     pub volume_attachments: BTreeMap<String, Vec<String>>,
     pub unavailable: BTreeSet<OfferingKey>,
@@ -73,6 +77,75 @@ impl Cluster {
         match self.claims.iter_mut().find(|c| c.name == claim.name) {
             Some(c) => *c = claim.clone(),
             None => self.claims.push(claim.clone()),
+        }
+    }
+
+    /// Whether `instances` tells the state of `claim`'s instance, as [`instance_of`] finds it:
+    /// `false` when the read did not ask for it (or the claim's launch was recorded after the
+    /// read) — its absence from the list then says nothing, and nothing may be judged on it.
+    pub fn knows_instance_of(&self, claim: &NodeClaim) -> bool {
+        match &self.described {
+            Described::All => true,
+            Described::Only(query) => query.covers(claim),
+        }
+    }
+
+    /// Whether `instances` tells whether instance `id` exists (and is tagged for the cluster).
+    pub fn knows_instance(&self, id: &str) -> bool {
+        match &self.described {
+            Described::All => true,
+            Described::Only(query) => query.ids.contains(id),
+        }
+    }
+}
+
+/// Which instances a read described.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Described {
+    /// Every instance tagged for the cluster (the sweeper's reconciliation): an instance missing
+    /// from the list is gone, or too fresh for EC2 to list it yet.
+    #[default]
+    All,
+    /// Only what a per-event read asked for: the instances of the claims it steps and those its
+    /// events name. The rest of the cluster's instances are unknown, not gone.
+    Only(InstanceQuery),
+}
+
+/// The instances a per-event read asks the cloud for (`Cloud::instances_of`): the few whose
+/// state its decisions read, so its work follows the event, not the size of the cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceQuery {
+    /// By instance id: the recorded launches of the claims to step, and ids events name.
+    pub ids: BTreeSet<String>,
+    /// By `dovetail.dev/nodeclaim` tag: claims with no launch recorded (a crash between
+    /// CreateFleet and the claim write leaves the instance findable only by its tag).
+    pub claims: BTreeSet<String>,
+}
+
+impl InstanceQuery {
+    /// Asks for `claim`'s instance the way [`instance_of`] finds it: by the recorded id, else by
+    /// the claim's tag.
+    pub fn claim(&mut self, claim: &NodeClaim) {
+        match &claim.launch {
+            Some(l) => self.ids.insert(l.instance_id.clone()),
+            None => self.claims.insert(claim.name.clone()),
+        };
+    }
+
+    /// Asks for the instance `id` (named by an event).
+    pub fn instance(&mut self, id: &str) {
+        self.ids.insert(id.to_string());
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty() && self.claims.is_empty()
+    }
+
+    /// Whether the answer to this query tells the state of `claim`'s instance.
+    pub fn covers(&self, claim: &NodeClaim) -> bool {
+        match &claim.launch {
+            Some(l) => self.ids.contains(&l.instance_id),
+            None => self.claims.contains(&claim.name),
         }
     }
 }
@@ -100,7 +173,8 @@ pub(crate) fn vacate_leaving(cluster: &Cluster, nodes: &mut [Node]) -> Vec<Pod> 
 }
 
 /// The instance a claim runs on, if it still exists: by the recorded id, else (a crash between
-/// CreateFleet and the write) by the `dovetail.dev/nodeclaim` tag.
+/// CreateFleet and the write) by the `dovetail.dev/nodeclaim` tag. `None` means gone only where
+/// [`Cluster::knows_instance_of`] the claim: callers that judge a claim by it check that first.
 pub fn instance_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Instance> {
     match &claim.launch {
         Some(l) => cluster.instances.iter().find(|i| i.id == l.instance_id),

@@ -167,4 +167,16 @@ impl Step {
     pub fn is_quiet(&self) -> bool {
         self.claim.is_none() && self.actions().next().is_none()
     }
+
+    /// The step for a claim whose instance the read did not describe (see
+    /// [`Cluster::knows_instance_of`]): nothing is decided — its instance may be running or gone —
+    /// and the claim is looked at again after `after`, by a read that asks for it.
+    pub fn instance_not_described(claim: &NodeClaim, after: Duration) -> Step {
+        let instance = claim.launch.as_ref().map_or_else(
+            || format!("the instance tagged for {}", claim.name),
+            |l| format!("instance {}", l.instance_id),
+        );
+        let why = format!("{} not stepped: this read did not describe {instance}; looking again", claim.name);
+        Step { claim: None, decisions: vec![Decision::note(Some(&claim.name), why)], requeue: Some(after) }
+    }
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
-use dovetail_core::cluster::{Cluster, Instance};
+use dovetail_core::cluster::{Cluster, Described, Instance, InstanceQuery};
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::disruption::expiration::{expirations, expires_at};
 use dovetail_core::disruption::orphans::{orphans, ORPHAN_GRACE};
@@ -192,6 +192,19 @@ fn fresh_and_terminating_claims_are_not_called_vanished() {
     c.instances.clear();
     c.nodes.clear();
     assert!(orphans(&c).is_empty(), "{:?}", orphans(&c));
+}
+
+#[test]
+fn no_orphan_pass_over_a_read_that_described_only_some_instances() {
+    // A per-event read asked for b's instance only: a's is absent because it was not asked for.
+    let mut c = healthy(vec![claim("a", Phase::Initialized, t(0)), claim("b", Phase::Initialized, t(0))], t(60));
+    let mut query = InstanceQuery::default();
+    query.instance("i-b");
+    c.instances.retain(|i| i.id == "i-b");
+    c.described = Described::Only(query);
+    let d = orphans(&c);
+    assert!(actions(&d).is_empty(), "nothing vanished, nothing orphaned: {d:#?}");
+    assert_eq!(d.len(), 1, "one note says why: {d:#?}");
 }
 
 #[test]

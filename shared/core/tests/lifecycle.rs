@@ -5,13 +5,13 @@ mod lifecycle_support;
 
 use dovetail_core::decision::Action;
 
-use dovetail_core::cluster::Cluster;
+use dovetail_core::cluster::{Cluster, Described, InstanceQuery};
 use dovetail_core::decision::Step;
 use dovetail_core::labels::{self, TAINT_UNREGISTERED};
 use dovetail_core::lifecycle::{advance, advance_all};
 use dovetail_core::model::{Taint, TaintEffect};
 use dovetail_core::nodeclaim::drain::EvictionResult;
-use dovetail_core::nodeclaim::{NodeClaim, Phase};
+use dovetail_core::nodeclaim::{NodeClaim, Phase, Reason};
 use lifecycle_support::*;
 use std::collections::BTreeMap;
 
@@ -248,4 +248,53 @@ fn persisted_claims_resume_identically() {
     let json = serde_json::to_string(&claim).unwrap();
     let resumed: NodeClaim = serde_json::from_str(&json).unwrap();
     assert_eq!(advance(&resumed, &c), advance(&claim, &c));
+}
+
+/// A snapshot from a per-event read that asked only for `query`.
+fn described_only(mut c: Cluster, query: InstanceQuery) -> Cluster {
+    c.instances.retain(|i| query.ids.contains(&i.id));
+    c.described = Described::Only(query);
+    c
+}
+
+#[test]
+fn an_instance_the_read_did_not_describe_is_never_taken_for_vanished() {
+    let claims = [launched("a"), running("a"), disrupted("a", Reason::SpotInterrupted, T0)];
+    for claim in claims {
+        let c = cluster(T0.plus(secs(3600)), &claim, "running", Some(node("a")));
+        // The read asked for another claim's instance: this one's is absent, and unknown.
+        let mut other = InstanceQuery::default();
+        other.instance("i-b");
+        let step = advance(&claim, &described_only(c.clone(), other));
+        assert!(step.is_quiet() && step.claim.is_none(), "{}: nothing judged: {step:?}", claim.phase);
+        assert_eq!(step.requeue, Some(secs(10)), "looked at again by a read that asks for it");
+        assert!(sentences(&step)[0].contains("did not describe instance i-a"), "{step:?}");
+
+        // Asked for and absent: gone, as with a full read.
+        let mut asked = InstanceQuery::default();
+        asked.claim(&claim);
+        let mut gone = described_only(c.clone(), asked.clone());
+        gone.instances.clear();
+        let step = advance(&claim, &gone);
+        assert_eq!(step.claim.as_ref().map(|n| n.phase), Some(Phase::Terminated), "{step:?}");
+
+        // Asked for and running: the same step as from a full read.
+        assert_eq!(advance(&claim, &described_only(c.clone(), asked)), advance(&claim, &c));
+    }
+}
+
+#[test]
+fn a_timed_out_launch_terminates_only_tagged_instances_it_asked_for() {
+    let claim = NodeClaim::launching("a", "default", "default", T0);
+    let c = cluster(T0.plus(secs(300)), &claim, "running", None);
+    // Not asked for: neither the tagged instance's termination nor the claim's deletion.
+    let step = advance(&claim, &described_only(c.clone(), InstanceQuery::default()));
+    assert!(step.is_quiet(), "{step:?}");
+    // Asked for by its tag: what a full read decides.
+    let mut by_tag = InstanceQuery::default();
+    by_tag.claim(&claim);
+    let mut asked = c.clone();
+    asked.described = Described::Only(by_tag);
+    assert_eq!(advance(&claim, &asked), advance(&claim, &c));
+    assert_eq!(actions(&advance(&claim, &asked))[0], Action::TerminateInstance { instance_id: "i-a".into() });
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dovetail_core::catalog::{Catalog, OfferingKey};
-use dovetail_core::cluster::{Instance, ResolvedClass};
+use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::model::NodeClass;
 use dovetail_core::nodeclaim::{Launch, NodeClaim};
 use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, Lease, PortError, PortResult, Store};
@@ -74,6 +74,10 @@ impl<C: Cloud> Cloud for FaultyCloud<C> {
     async fn instances(&self) -> PortResult<Vec<Instance>> {
         self.1.call()?;
         self.0.instances().await
+    }
+    async fn instances_of(&self, query: &InstanceQuery) -> PortResult<Vec<Instance>> {
+        self.1.call()?;
+        self.0.instances_of(query).await
     }
     async fn resolve(&self, class: &NodeClass) -> PortResult<ResolvedClass> {
         self.1.call()?;

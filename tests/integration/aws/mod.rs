@@ -3,8 +3,10 @@
 //! is covered by the adapters' unit tests on data.
 
 mod catalog;
+pub mod describes;
 mod dynamo;
 mod eks;
+mod instances;
 mod launch;
 mod resolve;
 mod sqs;
@@ -145,6 +147,24 @@ impl World {
         let tagged_sg = sg("nodes", true).await;
         let named_sg = sg("extra", false).await;
         Network { big_a, small_a, b, untagged_c, tagged_sg, named_sg }
+    }
+
+    /// `count` arm64 instances launched in one call (one reservation), tagged `tags`; their ids.
+    pub async fn run_instances(&self, count: i32, tags: &[(&str, &str)]) -> Vec<String> {
+        let ec2 = &self.clients.ec2;
+        let images = ec2.describe_images().owners("amazon").send().await.unwrap();
+        let image = images.images().iter().find_map(|i| i.image_id()).unwrap().to_string();
+        let out = ec2
+            .run_instances()
+            .image_id(image)
+            .instance_type(aws_sdk_ec2::types::InstanceType::from("m6g.large"))
+            .min_count(count)
+            .max_count(count)
+            .tag_specifications(World::tags(ResourceType::Instance, tags))
+            .send()
+            .await
+            .unwrap();
+        out.instances().iter().map(|i| i.instance_id().unwrap().to_string()).collect()
     }
 
     /// An amd64 and an arm64 image among moto's, tagged `team=nodes`, and published as the

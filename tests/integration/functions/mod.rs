@@ -4,6 +4,7 @@
 //! Events reach the handlers as Lambda's SQS poller delivers them: received from the moto queue,
 //! shaped as Lambda's SQS event, and deleted afterwards unless the handler reported them failed.
 
+mod ec2_reads;
 mod exactly_once;
 mod ice;
 pub mod interruption;

@@ -7,9 +7,12 @@
 //!   minute per class spec.
 //! - `launch`: the claim's instance if one is already tagged for it; else one launch template per
 //!   (image, maxPods) group of the offered types, then CreateFleet `instant` for one unit.
-//! - `find_launched` / `instances`: DescribeInstances by `dovetail.dev/nodeclaim` /
-//!   `dovetail.dev/cluster` tag. `terminate`: TerminateInstances, an unknown instance being
-//!   already gone.
+//! - `instances`: DescribeInstances of every instance tagged `dovetail.dev/cluster` (the sweeper's
+//!   reconciliation). `instances_of`: only the instances a per-event read asks for, by the
+//!   `instance-id` filter and by the `dovetail.dev/nodeclaim` tag, in chunks of the 200 filter
+//!   values EC2 takes per call; an empty query makes no call. `find_launched`: by the
+//!   `dovetail.dev/nodeclaim` tag, live instances only. `terminate`: TerminateInstances, an
+//!   unknown instance being already gone.
 
 pub mod catalog;
 pub mod fleet;
@@ -29,7 +32,7 @@ use aws_sdk_ec2::types::{
     SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest,
 };
 use dovetail_core::catalog::{embedded, CapacityType, Catalog, InstanceResources};
-use dovetail_core::cluster::{Instance, ResolvedClass};
+use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::labels;
 use dovetail_core::model::NodeClass;
 use dovetail_core::nodeclaim::Launch;
@@ -57,6 +60,10 @@ pub const TAG_NODECLAIM: &str = labels::NODECLAIM;
 const RESOLVE_TTL: Duration = Duration::from_secs(60);
 /// How long a fallback (embedded catalog, embedded prices) serves before the APIs are tried again.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Filter values EC2 accepts in one DescribeInstances call, all filters together (more is
+/// `FilterLimitExceeded`).
+const FILTER_VALUES: usize = 200;
 
 /// Instance states in which an instance still stands for its claim.
 const LIVE_STATES: [&str; 4] = ["pending", "running", "stopping", "stopped"];
@@ -304,6 +311,17 @@ impl Ec2Cloud {
     fn tag_filter(key: &str, value: &str) -> Filter {
         Filter::builder().name(format!("tag:{key}")).values(value).build()
     }
+
+    /// The cluster's instances whose `filter` has one of `values`: one paginated describe per
+    /// chunk (the cluster tag takes one of the call's filter values).
+    async fn describe_where(&self, filter: &str, values: &[String]) -> AwsResult<Vec<aws_sdk_ec2::types::Instance>> {
+        let mut found = Vec::new();
+        for chunk in values.chunks(FILTER_VALUES - 1) {
+            let wanted = Filter::builder().name(filter).set_values(Some(chunk.to_vec())).build();
+            found.extend(self.describe(vec![Self::tag_filter(TAG_CLUSTER, &self.cluster.name), wanted]).await?);
+        }
+        Ok(found)
+    }
 }
 
 fn time_of(t: Option<&aws_sdk_ec2::primitives::DateTime>) -> Time {
@@ -352,6 +370,18 @@ impl Cloud for Ec2Cloud {
     async fn instances(&self) -> PortResult<Vec<Instance>> {
         let found = self.describe(vec![Self::tag_filter(TAG_CLUSTER, &self.cluster.name)]).await?;
         Ok(found.iter().map(instance_of).collect())
+    }
+
+    async fn instances_of(&self, query: &InstanceQuery) -> PortResult<Vec<Instance>> {
+        // The `instance-id` filter rather than InstanceIds: an id EC2 no longer knows (an event
+        // about an instance long gone) would fail the whole call with InvalidInstanceID.NotFound.
+        let ids: Vec<String> = query.ids.iter().cloned().collect();
+        let claims: Vec<String> = query.claims.iter().cloned().collect();
+        let mut found = self.describe_where("instance-id", &ids).await?;
+        found.extend(self.describe_where(&format!("tag:{TAG_NODECLAIM}"), &claims).await?);
+        // An instance asked for both ways is listed once.
+        let unique: BTreeMap<String, Instance> = found.iter().map(instance_of).map(|i| (i.id.clone(), i)).collect();
+        Ok(unique.into_values().collect())
     }
 
     async fn resolve(&self, class: &NodeClass) -> PortResult<ResolvedClass> {

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use crate::decision::{Action, Decision};
 
-use crate::cluster::{Cluster, Instance};
+use crate::cluster::{Cluster, Described, Instance};
 use crate::labels;
 use crate::model::{Node, Taint, TaintEffect};
 use crate::nodeclaim::{NodeClaim, Phase};
@@ -45,8 +45,13 @@ pub fn orphans(cluster: &Cluster) -> Vec<Decision> {
     orphans_with_grace(cluster, ORPHAN_GRACE)
 }
 
-/// All orphan decisions for a sweep: instances, then claims, then nodes.
+/// All orphan decisions for a sweep: instances, then claims, then nodes. Only from a read that
+/// described every instance of the cluster ([`Described::All`]): in a partial one, every claim and
+/// node whose instance was not asked for would look orphaned.
 pub fn orphans_with_grace(cluster: &Cluster, grace: Duration) -> Vec<Decision> {
+    if cluster.described != Described::All {
+        return vec![Decision::note(None, "no orphan pass: this read described only some of the cluster's instances")];
+    }
     let claims: BTreeMap<&str, &NodeClaim> = cluster.claims.iter().map(|c| (c.name.as_str(), c)).collect();
     let mut out = orphan_instances(cluster, &claims, grace);
     out.extend(vanished_instances(cluster, grace));

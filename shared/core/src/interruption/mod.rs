@@ -76,7 +76,10 @@ fn decide_instance(
 ) {
     let Some(claim) = cluster.claims.iter().find(|c| c.launch.as_ref().is_some_and(|l| l.instance_id == instance_id))
     else {
-        let why = if cluster.instances.iter().any(|i| i.id == instance_id) {
+        let why = if !cluster.knows_instance(instance_id) {
+            // Not described by this read (only a caller that skipped the read's query gets here).
+            format!("ignored: no NodeClaim owns instance {instance_id}")
+        } else if cluster.instances.iter().any(|i| i.id == instance_id) {
             format!(
                 "ignored: instance {instance_id} is tagged for this cluster but no NodeClaim owns it; \
                  the sweeper's orphan pass cleans it up"

@@ -43,8 +43,13 @@ fn node_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
     labels
 }
 
-/// Advances one claim as far as the snapshot allows.
+/// Advances one claim as far as the snapshot allows. A claim whose instance the snapshot did not
+/// describe (a per-event read asks only for the instances of the claims it steps) is left alone:
+/// its absence from the list would otherwise read as "vanished".
 pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
+    if !cluster.knows_instance_of(claim) {
+        return Step::instance_not_described(claim, WATCH);
+    }
     if claim.disruption.is_some() || claim.phase >= Phase::Draining {
         return termination::step(claim, cluster);
     }

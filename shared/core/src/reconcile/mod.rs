@@ -10,6 +10,10 @@
 //!   orphans, expiration, drift and consolidation ([`crate::disruption::sweep::sweep`]) and the
 //!   NodePools' status.
 //!
+//! What each reads of EC2 ([`scope`]): the sweeper describes every instance of the cluster; the
+//! provisioner and the interruption function only the instances of the claims they step and
+//! those their events name.
+//!
 //! Exactly-once launches (see [`launch`]): the claim intent is written (create-only) before
 //! CreateFleet; whoever bumps the claim's attempt counter (a conditional write) owns the call;
 //! the instance is recorded after. A crash between CreateFleet and the record is repaired by the
@@ -20,6 +24,7 @@ mod apply;
 mod launch;
 pub mod ports;
 mod read;
+pub mod scope;
 
 use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex, TryLockError};
@@ -38,6 +43,7 @@ use crate::scheduler::SolveCache;
 
 pub use launch::ATTEMPT_TIMEOUT;
 use ports::{Clock, Cloud, Invalid, Kube, Lease, PoolStatus, PortError, PortResult, Queue, Store};
+pub use scope::Scope;
 
 /// The Event reason for an object skipped as invalid.
 pub const VALIDATION_FAILED: &str = "ValidationFailed";
@@ -151,14 +157,14 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     }
 
     /// The provisioner's invocation (a batch of doorbells: their content does not matter, the
-    /// cluster is re-read).
+    /// cluster is re-read). Of EC2 it describes only the instances of the claims it registers.
     pub async fn provision(&self) -> PortResult<Report> {
-        self.provision_keeping_view().await.map(|(report, _)| report)
+        self.provision_keeping_view(Scope::Provisioning).await.map(|(report, _)| report)
     }
 
-    /// [`Reconciler::provision`], also returning the view of its last pass (kept in step with
-    /// what it did), so the sweep that follows need not read everything again.
-    async fn provision_keeping_view(&self) -> PortResult<(Report, Option<View>)> {
+    /// [`Reconciler::provision`] reading `scope`, also returning the view of its last pass (kept
+    /// in step with what it did), so the sweep that follows need not read everything again.
+    async fn provision_keeping_view(&self, scope: Scope<'_>) -> PortResult<(Report, Option<View>)> {
         let mut report = Report::default();
         let (holder, ttl) = (self.settings.holder.as_str(), self.settings.lease_ttl);
         if self.ports.store.lease(holder, self.ports.clock.now(), ttl).await? == Lease::Busy {
@@ -167,7 +173,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         }
         let mut last = None;
         for pass in 1..=MAX_PASSES {
-            let replan = match self.provision_pass(&mut report).await {
+            let replan = match self.provision_pass(&mut report, scope).await {
                 Ok(view) => {
                     let replan = view.replan;
                     last = Some(view);
@@ -196,8 +202,8 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     }
 
     /// One pass; its view's `replan` says a launch was given up and its pods need planning again.
-    async fn provision_pass(&self, report: &mut Report) -> PortResult<View> {
-        let mut view = self.read(report).await?;
+    async fn provision_pass(&self, report: &mut Report, scope: Scope<'_>) -> PortResult<View> {
+        let mut view = self.read(report, scope).await?;
         self.register(&mut view, report).await;
         self.repair_launches(&mut view, report).await;
         let decisions = self.plan(&view);
@@ -224,14 +230,10 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
 
     /// Steps claims whose instance is up but whose Node is not yet matched or Ready, so pods can
     /// land as soon as the `dovetail.dev/unregistered` taint goes (a node doorbell brings us here).
+    /// The same claims [`Scope::Provisioning`] describes the instances of.
     async fn register(&self, view: &mut View, report: &mut Report) {
-        let waiting: Vec<String> = view
-            .cluster
-            .claims
-            .iter()
-            .filter(|c| c.is_live() && (Phase::Launched..Phase::Initialized).contains(&c.phase))
-            .map(|c| c.name.clone())
-            .collect();
+        let waiting: Vec<String> =
+            view.cluster.claims.iter().filter(|c| scope::registering(c)).map(|c| c.name.clone()).collect();
         for name in waiting {
             self.step_claim(&name, false, view, report).await;
         }
@@ -259,10 +261,29 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     }
 
     /// A batch from the interruption queue. Each message stands alone: a malformed one fails
-    /// (and reaches the DLQ after its retries) without holding back the others.
+    /// (and reaches the DLQ after its retries) without holding back the others. Of EC2 it
+    /// describes the instances its events name and those of the claims it resumes.
     pub async fn interrupt(&self, messages: &[QueueMessage]) -> Batch {
         let mut batch = Batch::default();
-        let mut view = match self.read(&mut batch.report).await {
+        let parsed: Vec<Parsed> = messages.iter().map(|m| Parsed::of(&m.body)).collect();
+        let resumed: Vec<String> = parsed
+            .iter()
+            .filter_map(|p| match p {
+                Parsed::Resume(claim) => Some(claim.clone()),
+                _ => None,
+            })
+            .collect();
+        let named: Vec<String> = parsed
+            .iter()
+            .filter_map(|p| match p {
+                Parsed::Event(message) => Some(message.instance_ids()),
+                _ => None,
+            })
+            .flatten()
+            .map(str::to_string)
+            .collect();
+        let scope = Scope::Named { claims: &resumed, instances: &named };
+        let mut view = match self.read(&mut batch.report, scope).await {
             Ok(v) => v,
             Err(e) => {
                 batch.report.errors.push(format!("reading the cluster: {e}"));
@@ -270,22 +291,18 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 return batch;
             }
         };
-        for m in messages {
-            let retry;
-            if let Ok(Resume { resume }) = serde_json::from_str::<Resume>(&m.body) {
-                retry = self.step_claim(&resume, true, &mut view, &mut batch.report).await;
-            } else {
-                match interruption::parse(&m.body) {
-                    Ok(message) => {
-                        let decisions = interruption::decide(&message, &view.cluster, &view.catalog);
-                        retry = self.apply(decisions, &mut view, &mut batch.report).await;
-                    }
-                    Err(e) => {
-                        batch.report.errors.push(format!("message {}: {e}", m.id));
-                        retry = true;
-                    }
+        for (m, parsed) in messages.iter().zip(parsed) {
+            let retry = match parsed {
+                Parsed::Resume(claim) => self.step_claim(&claim, true, &mut view, &mut batch.report).await,
+                Parsed::Event(message) => {
+                    let decisions = interruption::decide(&message, &view.cluster, &view.catalog);
+                    self.apply(decisions, &mut view, &mut batch.report).await
                 }
-            }
+                Parsed::Malformed(e) => {
+                    batch.report.errors.push(format!("message {}: {e}", m.id));
+                    true
+                }
+            };
             if retry {
                 batch.failed.push(m.id.clone());
             }
@@ -296,15 +313,17 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// Advances one claim's drain (a `{"resume": …}` message).
     pub async fn resume(&self, claim: &str) -> PortResult<Report> {
         let mut report = Report::default();
-        let mut view = self.read(&mut report).await?;
+        let claims = [claim.to_string()];
+        let mut view = self.read(&mut report, Scope::Named { claims: &claims, instances: &[] }).await?;
         self.step_claim(claim, true, &mut view, &mut report).await;
         Ok(report)
     }
 
     /// The scheduled sweep: the provisioning safety net, then every disruption decision, then the
-    /// NodePools' status.
+    /// NodePools' status. The one reader of every instance of the cluster (its orphan pass needs
+    /// them all), its provisioning pass included, since the sweep reuses that pass's view.
     pub async fn sweep(&self) -> PortResult<Report> {
-        let (mut report, view) = match self.provision_keeping_view().await {
+        let (mut report, view) = match self.provision_keeping_view(Scope::All).await {
             Ok(r) => r,
             Err(e) => (Report { errors: vec![format!("provisioning pass: {e}")], ..Report::default() }, None),
         };
@@ -315,7 +334,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let mut view = match view.filter(|_| quiet) {
             Some(v) => v,
             None => {
-                let mut v = self.read(&mut report).await?;
+                let mut v = self.read(&mut report, Scope::All).await?;
                 self.repair_launches(&mut v, &mut report).await;
                 v
             }
@@ -395,6 +414,26 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             if let Err(e) = self.ports.kube.event(&inv.object, VALIDATION_FAILED, &message).await {
                 report.errors.push(format!("{} Event: {e}", inv.object));
             }
+        }
+    }
+}
+
+/// An interruption-queue message, parsed once: its instances are asked for before the read.
+enum Parsed {
+    /// `{"resume": "<claim>"}`: one step of that claim's drain.
+    Resume(String),
+    Event(interruption::Message),
+    Malformed(interruption::ParseError),
+}
+
+impl Parsed {
+    fn of(body: &str) -> Parsed {
+        if let Ok(Resume { resume }) = serde_json::from_str::<Resume>(body) {
+            return Parsed::Resume(resume);
+        }
+        match interruption::parse(body) {
+            Ok(message) => Parsed::Event(message),
+            Err(e) => Parsed::Malformed(e),
         }
     }
 }

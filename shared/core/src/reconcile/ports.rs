@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, Offer, OfferingKey};
-use crate::cluster::{Instance, ResolvedClass};
+use crate::cluster::{Instance, InstanceQuery, ResolvedClass};
 use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pdb, Pod, Taint};
 use crate::nodeclaim::drain::EvictionResult;
 use crate::nodeclaim::{Launch, NodeClaim};
@@ -134,8 +134,16 @@ pub trait Cloud: Send + Sync {
     /// Instance types, offerings and prices; refreshed by the adapter, the embedded catalog being
     /// the fallback.
     fn catalog(&self) -> impl Future<Output = PortResult<Arc<Catalog>>> + Send;
-    /// Instances tagged for this cluster (terminated ones while EC2 still lists them).
+    /// Instances tagged for this cluster (terminated ones while EC2 still lists them): the
+    /// sweeper's full reconciliation, once a minute. Work in proportion to the cluster's size.
     fn instances(&self) -> impl Future<Output = PortResult<Vec<Instance>>> + Send;
+    /// Only the instances `query` asks for, among those tagged for this cluster (terminated ones
+    /// while EC2 still lists them): those whose id is in `query.ids`, and those whose
+    /// `dovetail.dev/nodeclaim` tag is in `query.claims`. An id that is unknown or not the
+    /// cluster's is absent from the answer, never an error. The provisioner's and the interruption
+    /// function's reads use this, so their work follows the claims they step and the instances
+    /// their events name, not the cluster's size; an empty query should cost no call.
+    fn instances_of(&self, query: &InstanceQuery) -> impl Future<Output = PortResult<Vec<Instance>>> + Send;
     /// What a class resolves to now: its hash, images, subnets and security groups.
     fn resolve(&self, class: &NodeClass) -> impl Future<Output = PortResult<ResolvedClass>> + Send;
     /// One instance for one claim (CreateFleet instant, one unit, client token = claim name).

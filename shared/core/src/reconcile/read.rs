@@ -1,23 +1,28 @@
-//! One read of everything a pass decides from.
+//! One read of everything a pass decides from (which instances it describes: [`super::scope`]).
 
 use std::collections::BTreeMap;
 
 use super::ports::{Clock, Cloud, Kube, PortResult, Queue, Store};
+use super::scope::Scope;
 use super::{Reconciler, Report, View};
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Described};
 use crate::hash::nodepool_hash;
 use crate::nodeclaim::Phase;
 use crate::provisioning;
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
-    /// Kubernetes objects, claims, instances, the catalog, the unavailable offerings and what each
-    /// EC2NodeClass resolves to now. A class that fails to resolve is reported and left out
-    /// (launches for it wait; drift is not judged against it); the other reads are required.
-    pub async fn read(&self, report: &mut Report) -> PortResult<View> {
+    /// Kubernetes objects, claims, instances (all of the cluster's, or those `scope` asks for),
+    /// the catalog, the unavailable offerings and what each EC2NodeClass resolves to now. A class
+    /// that fails to resolve is reported and left out (launches for it wait; drift is not judged
+    /// against it); the other reads are required.
+    pub async fn read(&self, report: &mut Report, scope: Scope<'_>) -> PortResult<View> {
         let now = self.ports.clock.now();
         let kube = self.ports.kube.read().await?;
         let claims = self.ports.store.claims().await?;
-        let instances = self.ports.cloud.instances().await?;
+        let (instances, described) = match scope.query(&claims) {
+            None => (self.ports.cloud.instances().await?, Described::All),
+            Some(query) => (self.ports.cloud.instances_of(&query).await?, Described::Only(query)),
+        };
         let catalog = self.ports.cloud.catalog().await?;
         let unavailable = self.ports.store.unavailable(now).await?;
         let mut resolved = Vec::with_capacity(kube.nodeclasses.len());
@@ -44,6 +49,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             nodepool_hashes,
             pdbs: kube.pdbs,
             instances,
+            described,
             volume_attachments: kube.volume_attachments,
             unavailable,
             namespaces: kube.namespaces,

@@ -86,6 +86,11 @@ pub fn ignored_by_drain(pod: &Pod) -> bool {
 /// Advances a claim that is being taken away (disruption set, or phase Draining / Terminating)
 /// by one short step. Pure: the same claim and cluster always give the same [`Step`].
 pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
+    // Whether the instance is gone, and whether it is on its way out, is read from the snapshot:
+    // a snapshot that did not describe it cannot tell.
+    if !cluster.knows_instance_of(claim) {
+        return Step::instance_not_described(claim, POLL);
+    }
     let mut s = Stepper { now: cluster.now, name: claim.name.clone(), next: claim.clone(), out: Step::default() };
     if claim.phase == Phase::Terminated {
         s.after_terminated(cluster);

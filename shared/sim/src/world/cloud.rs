@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dovetail_core::catalog::{spot_band_monthly_rate, spot_interruption_band, CapacityType, Catalog, OfferingKey};
-use dovetail_core::cluster::{Instance, ResolvedClass};
+use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::disruption::drift::resolved_image;
 use dovetail_core::hash::nodeclass_hash;
 use dovetail_core::interruption::{REBALANCE_RECOMMENDATION, SOURCE_EC2, SPOT_INTERRUPTION, STATE_CHANGE};
@@ -452,6 +452,14 @@ impl State {
             .collect()
     }
 
+    /// The listed instances `query` asks for: by id, or by their claim's tag.
+    pub fn listed_instances_of(&self, query: &InstanceQuery) -> Vec<Instance> {
+        let asked = |i: &Instance| {
+            query.ids.contains(&i.id) || i.tags.get(labels::NODECLAIM).is_some_and(|c| query.claims.contains(c))
+        };
+        self.listed_instances().into_iter().filter(asked).collect()
+    }
+
     /// Instances EC2 lists now (terminated ones for an hour).
     pub fn listed_instances(&self) -> Vec<Instance> {
         let now = self.now;
@@ -498,6 +506,10 @@ impl Cloud for SimCloud {
 
     fn instances(&self) -> impl Future<Output = PortResult<Vec<Instance>>> + Send {
         ready(Ok(self.0.lock().listed_instances()))
+    }
+
+    fn instances_of(&self, query: &InstanceQuery) -> impl Future<Output = PortResult<Vec<Instance>>> + Send {
+        ready(Ok(self.0.lock().listed_instances_of(query)))
     }
 
     fn resolve(&self, class: &NodeClass) -> impl Future<Output = PortResult<ResolvedClass>> + Send {
