@@ -19,6 +19,8 @@ use aws_sdk_dynamodb::operation::get_item::{GetItemInput, GetItemOutput};
 use aws_sdk_dynamodb::operation::query::{QueryInput, QueryOutput};
 use aws_sdk_dynamodb::operation::scan::{ScanInput, ScanOutput};
 use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_ec2::operation::create_fleet::CreateFleetInput;
+use aws_sdk_ec2::operation::describe_spot_price_history::DescribeSpotPriceHistoryInput;
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::context::{
     BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef,
@@ -127,28 +129,23 @@ impl Intercept for AwsCounter {
         context: &BeforeSerializationInterceptorContextRef<'_>,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let Some(operation) = cfg.load::<Metadata>().map(|m| m.name().to_string()) else {
-            return Ok(());
-        };
+        // By the input's type: the operation's metadata is not in the bag yet at this hook.
         let input = context.input();
-        let consistent = match operation.as_str() {
-            "Query" => input.downcast_ref::<QueryInput>().and_then(|i| i.consistent_read),
-            "Scan" => input.downcast_ref::<ScanInput>().and_then(|i| i.consistent_read),
-            "GetItem" => input.downcast_ref::<GetItemInput>().and_then(|i| i.consistent_read),
-            "BatchGetItem" => input
-                .downcast_ref::<BatchGetItemInput>()
-                .and_then(|i| i.request_items.as_ref())
-                .map(|tables| tables.values().any(|k| k.consistent_read == Some(true))),
-            "CreateFleet" => {
-                let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
-                let now = Instant::now();
-                tally.create_fleets.push(now);
-                None
-            }
-            "DescribeSpotPriceHistory" => {
-                return Err("moto's spot prices are placeholders: the functions use the embedded ones".into())
-            }
-            _ => None,
+        let consistent = if let Some(i) = input.downcast_ref::<QueryInput>() {
+            i.consistent_read
+        } else if let Some(i) = input.downcast_ref::<ScanInput>() {
+            i.consistent_read
+        } else if let Some(i) = input.downcast_ref::<GetItemInput>() {
+            i.consistent_read
+        } else if let Some(i) = input.downcast_ref::<BatchGetItemInput>() {
+            i.request_items.as_ref().map(|tables| tables.values().any(|k| k.consistent_read == Some(true)))
+        } else if input.downcast_ref::<CreateFleetInput>().is_some() {
+            self.tally.lock().unwrap_or_else(|e| e.into_inner()).create_fleets.push(Instant::now());
+            None
+        } else if input.downcast_ref::<DescribeSpotPriceHistoryInput>().is_some() {
+            return Err("moto's spot prices are placeholders: the functions use the embedded ones".into());
+        } else {
+            None
         };
         cfg.interceptor_state().store_put(Consistent(consistent.unwrap_or(false)));
         Ok(())

@@ -366,7 +366,7 @@ impl World {
     }
 
     fn capacity_type(i: usize) -> CapacityType {
-        if i % 4 == 0 {
+        if i.is_multiple_of(4) {
             CapacityType::Spot
         } else {
             CapacityType::OnDemand
