@@ -125,7 +125,8 @@ fn is_executable(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// A running etcd + kube-apiserver + kube-scheduler (+ kube-controller-manager when asked for).
+/// A running etcd + kube-apiserver + kube-scheduler (unless started without) (+
+/// kube-controller-manager when asked for).
 pub struct ControlPlane {
     binaries: Binaries,
     dir: PathBuf,
@@ -168,6 +169,18 @@ impl ControlPlane {
     /// lifecycle controller is never among them: with no kubelet heartbeating, it would taint
     /// every Node unreachable.
     pub fn start_with_controllers(controllers: &[&str]) -> Result<ControlPlane> {
+        ControlPlane::start_components(controllers, true)
+    }
+
+    /// A private control plane without kube-scheduler: for the scale rig
+    /// (`tests/harness/scale`), which writes pods bound or marked Unschedulable itself. With
+    /// thousands of Nodes a scheduler would retry every pending pod on each Node change, CPU the
+    /// rig's measurements share; and nothing would be bound behind the rig's back.
+    pub fn start_without_scheduler() -> Result<ControlPlane> {
+        ControlPlane::start_components(&[], false)
+    }
+
+    fn start_components(controllers: &[&str], scheduler: bool) -> Result<ControlPlane> {
         let binaries = Binaries::locate()?;
         if !controllers.is_empty() {
             binaries.require(CONTROLLER_MANAGER)?;
@@ -180,14 +193,14 @@ impl ControlPlane {
                         .enable_all()
                         .build()
                         .context("building a Tokio runtime")?;
-                    runtime.block_on(Self::start_with(binaries, &controllers))
+                    runtime.block_on(Self::start_with(binaries, &controllers, scheduler))
                 })
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })
     }
 
-    async fn start_with(binaries: Binaries, controllers: &[String]) -> Result<ControlPlane> {
+    async fn start_with(binaries: Binaries, controllers: &[String], scheduler: bool) -> Result<ControlPlane> {
         let begun = Instant::now();
         let mut attempt = 1;
         loop {
@@ -205,7 +218,7 @@ impl ControlPlane {
             };
             // On error the partly started control plane is dropped: processes stopped, dir
             // removed.
-            match control_plane.boot(controllers).await {
+            match control_plane.boot(controllers, scheduler).await {
                 Ok(()) => {
                     control_plane.startup = begun.elapsed();
                     return Ok(control_plane);
@@ -223,7 +236,7 @@ impl ControlPlane {
             .any(|process| fs::read_to_string(&process.log).is_ok_and(|log| log.contains("address already in use")))
     }
 
-    async fn boot(&mut self, controllers: &[String]) -> Result<()> {
+    async fn boot(&mut self, controllers: &[String], scheduler: bool) -> Result<()> {
         let [etcd_port, etcd_peer_port, api_port] = free_ports()?;
         let pki = Pki::generate(&self.dir)?;
         self.server = format!("https://127.0.0.1:{api_port}");
@@ -246,6 +259,10 @@ impl ControlPlane {
                 format!("--initial-cluster=dovetail={etcd_peer_url}"),
                 // Test data: durability buys nothing, fsync costs.
                 "--unsafe-no-fsync".into(),
+                // The scale rig's 100,000 pods, each written twice, with their history until the
+                // apiserver compacts (every 5 minutes) pass the 2 GiB default quota; past it etcd
+                // refuses every write (NOSPACE). Data files grow only as needed.
+                "--quota-backend-bytes=8589934592".into(),
                 "--log-level=warn".into(),
             ],
         )?;
@@ -286,23 +303,9 @@ impl ControlPlane {
         })
         .await?;
 
-        self.spawn(
-            "kube-scheduler",
-            &[
-                format!("--kubeconfig={}", path(&scheduler_kubeconfig)),
-                "--leader-elect=true".into(),
-                // No HTTPS endpoint: readiness is the leader lease, below.
-                "--secure-port=0".into(),
-            ],
-        )?;
-        let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
-        let leases = &leases;
-        self.wait_for("kube-scheduler to hold its leader lease", || async move {
-            leases.get_opt("kube-scheduler").await.ok().flatten().is_some_and(|lease| {
-                lease.spec.and_then(|spec| spec.holder_identity).is_some_and(|holder| !holder.is_empty())
-            })
-        })
-        .await?;
+        if scheduler {
+            self.start_scheduler(&scheduler_kubeconfig, &client).await?;
+        }
 
         if !controllers.is_empty() {
             // As the admin: the tests' controllers need no narrower identity. No HTTPS endpoint
@@ -319,6 +322,27 @@ impl ControlPlane {
             )?;
         }
         install_crds(&client).await
+    }
+
+    /// kube-scheduler, ready once it holds its leader lease.
+    async fn start_scheduler(&mut self, kubeconfig: &Path, client: &Client) -> Result<()> {
+        self.spawn(
+            "kube-scheduler",
+            &[
+                format!("--kubeconfig={}", kubeconfig.display()),
+                "--leader-elect=true".into(),
+                // No HTTPS endpoint: readiness is the leader lease, below.
+                "--secure-port=0".into(),
+            ],
+        )?;
+        let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+        let leases = &leases;
+        self.wait_for("kube-scheduler to hold its leader lease", || async move {
+            leases.get_opt("kube-scheduler").await.ok().flatten().is_some_and(|lease| {
+                lease.spec.and_then(|spec| spec.holder_identity).is_some_and(|holder| !holder.is_empty())
+            })
+        })
+        .await
     }
 
     fn spawn(&mut self, name: &'static str, args: &[String]) -> Result<()> {

@@ -6,3 +6,4 @@ pub mod controlplane;
 pub mod forwarder;
 pub mod lambda;
 pub mod moto;
+pub mod scale;

@@ -8,3 +8,4 @@ mod forwarder;
 mod functions;
 mod infra;
 mod kube;
+mod scale;

@@ -83,7 +83,19 @@ impl Function {
     pub async fn new(name: &str, config: Config, auth: ClusterAuth) -> Result<Function, InitError> {
         let sdk = load_sdk_config(&config).await;
         let clients = Clients::new(&sdk, &config);
-        let eks = Eks::new(clients.eks.clone(), &sdk, &config.cluster_name);
+        Function::with_clients(name, config, clients, auth).await
+    }
+
+    /// [`Function::new`] with SDK clients the caller built: the scale rig's
+    /// (`tests/harness/scale`), which carry an interceptor counting every AWS call the function
+    /// makes. Everything else — the adapters, the checks at init, the handlers — is the Lambda's.
+    pub async fn with_clients(
+        name: &str,
+        config: Config,
+        clients: Clients,
+        auth: ClusterAuth,
+    ) -> Result<Function, InitError> {
+        let eks = Eks::new(clients.eks.clone(), &clients.sdk, &config.cluster_name);
         let store =
             DynamoStore::new(clients.dynamodb.clone(), &config.table_name, &config.cluster_name, config.terminated_ttl);
         let queue = SqsQueue::new(clients.sqs.clone(), &config.resume_queue_url);

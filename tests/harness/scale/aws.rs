@@ -1,0 +1,255 @@
+//! Counting the functions' AWS calls: an SDK interceptor on every client the functions get
+//! (`dovetail_runtime::aws::Function::with_clients`). It counts executions by service and
+//! operation, the DynamoDB items each read returned and the read units DynamoDB would bill for them,
+//! and when the first CreateFleet left. moto's own `ConsumedCapacity` is a constant, so units are
+//! computed here from the items, as DynamoDB documents it: per request, the items' size rounded up
+//! to 4 KB (each item on its own for GetItem and BatchGetItem), one unit per 4 KB strongly
+//! consistent, half eventually consistent.
+//!
+//! It also refuses DescribeSpotPriceHistory, as the end-to-end tests do: moto answers it with one
+//! placeholder price for every type, with which "cheapest first" picks absurd types; refused, the
+//! functions fall back to the embedded spot prices. The refused call is still counted.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use aws_sdk_dynamodb::operation::batch_get_item::{BatchGetItemInput, BatchGetItemOutput};
+use aws_sdk_dynamodb::operation::get_item::{GetItemInput, GetItemOutput};
+use aws_sdk_dynamodb::operation::query::{QueryInput, QueryOutput};
+use aws_sdk_dynamodb::operation::scan::{ScanInput, ScanOutput};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_ec2::operation::create_fleet::CreateFleetInput;
+use aws_sdk_ec2::operation::describe_spot_price_history::DescribeSpotPriceHistoryInput;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeSerializationInterceptorContextRef, FinalizerInterceptorContextRef,
+};
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
+use dovetail_aws::Clients;
+
+/// DynamoDB's read unit: 4 KB.
+const READ_UNIT: usize = 4096;
+
+/// What the functions' AWS calls added up to since the counter was made (a window is the
+/// difference of two of these, see [`AwsTally::since`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AwsTally {
+    /// Executions (not attempts) by `Service.Operation`, e.g. `EC2.CreateFleet`.
+    pub calls: BTreeMap<String, u64>,
+    /// Items DynamoDB reads returned (Query, Scan, GetItem, BatchGetItem).
+    pub dynamodb_items: u64,
+    /// Read units those reads would consume (see the module documentation).
+    pub dynamodb_read_units: f64,
+    /// When each CreateFleet call began, in order.
+    pub create_fleets: Vec<Instant>,
+}
+
+impl AwsTally {
+    /// What was counted after `before`.
+    pub fn since(&self, before: &AwsTally) -> AwsTally {
+        let mut calls = self.calls.clone();
+        for (k, v) in &before.calls {
+            if let Some(n) = calls.get_mut(k) {
+                *n -= v;
+            }
+        }
+        calls.retain(|_, n| *n > 0);
+        AwsTally {
+            calls,
+            dynamodb_items: self.dynamodb_items - before.dynamodb_items,
+            dynamodb_read_units: self.dynamodb_read_units - before.dynamodb_read_units,
+            create_fleets: self.create_fleets[before.create_fleets.len()..].to_vec(),
+        }
+    }
+
+    /// Calls to one service (`EC2`, `DynamoDB`, `SQS`, …) by operation.
+    pub fn service(&self, service: &str) -> BTreeMap<String, u64> {
+        let prefix = format!("{service}.");
+        self.calls.iter().filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?.to_string(), *v))).collect()
+    }
+
+    /// Calls to services other than EC2 and DynamoDB, as `Service.Operation`.
+    pub fn others(&self) -> BTreeMap<String, u64> {
+        self.calls
+            .iter()
+            .filter(|(k, _)| !k.starts_with("EC2.") && !k.starts_with("DynamoDB."))
+            .map(|(k, v)| (k.clone(), *v))
+            .collect()
+    }
+}
+
+/// The interceptor; clones share one tally.
+#[derive(Debug, Clone, Default)]
+pub struct AwsCounter {
+    tally: Arc<Mutex<AwsTally>>,
+}
+
+/// Whether a read was strongly consistent, noted before serialization (the input is gone after).
+#[derive(Debug, Clone)]
+struct Consistent(bool);
+
+impl Storable for Consistent {
+    type Storer = StoreReplace<Self>;
+}
+
+impl AwsCounter {
+    pub fn tally(&self) -> AwsTally {
+        self.tally.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Every client of `clients` again, as configured, with this counter on it.
+    pub fn instrument(&self, clients: &Clients) -> Clients {
+        Clients {
+            sdk: clients.sdk.clone(),
+            ec2: aws_sdk_ec2::Client::from_conf(clients.ec2.config().to_builder().interceptor(self.clone()).build()),
+            ssm: aws_sdk_ssm::Client::from_conf(clients.ssm.config().to_builder().interceptor(self.clone()).build()),
+            pricing: aws_sdk_pricing::Client::from_conf(
+                clients.pricing.config().to_builder().interceptor(self.clone()).build(),
+            ),
+            dynamodb: aws_sdk_dynamodb::Client::from_conf(
+                clients.dynamodb.config().to_builder().interceptor(self.clone()).build(),
+            ),
+            sqs: aws_sdk_sqs::Client::from_conf(clients.sqs.config().to_builder().interceptor(self.clone()).build()),
+            eks: aws_sdk_eks::Client::from_conf(clients.eks.config().to_builder().interceptor(self.clone()).build()),
+        }
+    }
+}
+
+impl Intercept for AwsCounter {
+    fn name(&self) -> &'static str {
+        "ScaleRigAwsCounter"
+    }
+
+    fn read_before_execution(
+        &self,
+        context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        // By the input's type: the operation's metadata is not in the bag yet at this hook.
+        let input = context.input();
+        let consistent = if let Some(i) = input.downcast_ref::<QueryInput>() {
+            i.consistent_read
+        } else if let Some(i) = input.downcast_ref::<ScanInput>() {
+            i.consistent_read
+        } else if let Some(i) = input.downcast_ref::<GetItemInput>() {
+            i.consistent_read
+        } else if let Some(i) = input.downcast_ref::<BatchGetItemInput>() {
+            i.request_items.as_ref().map(|tables| tables.values().any(|k| k.consistent_read == Some(true)))
+        } else if input.downcast_ref::<CreateFleetInput>().is_some() {
+            self.tally.lock().unwrap_or_else(|e| e.into_inner()).create_fleets.push(Instant::now());
+            None
+        } else if input.downcast_ref::<DescribeSpotPriceHistoryInput>().is_some() {
+            return Err("moto's spot prices are placeholders: the functions use the embedded ones".into());
+        } else {
+            None
+        };
+        cfg.interceptor_state().store_put(Consistent(consistent.unwrap_or(false)));
+        Ok(())
+    }
+
+    fn read_after_execution(
+        &self,
+        context: &FinalizerInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let Some(metadata) = cfg.load::<Metadata>() else { return Ok(()) };
+        let key = format!("{}.{}", metadata.service(), metadata.name());
+        let factor = if cfg.load::<Consistent>().is_some_and(|c| c.0) { 1.0 } else { 0.5 };
+        let read = match context.output_or_error() {
+            Some(Ok(output)) => {
+                if let Some(o) = output.downcast_ref::<QueryOutput>() {
+                    Some(page(o.scanned_count, o.items()))
+                } else if let Some(o) = output.downcast_ref::<ScanOutput>() {
+                    Some(page(o.scanned_count, o.items()))
+                } else if let Some(o) = output.downcast_ref::<GetItemOutput>() {
+                    let size = o.item().map_or(0, item_size);
+                    Some((u64::from(o.item().is_some()), units(size).max(1)))
+                } else {
+                    output.downcast_ref::<BatchGetItemOutput>().map(|o| {
+                        let items: Vec<&HashMap<String, AttributeValue>> =
+                            o.responses().into_iter().flat_map(|r| r.values()).flatten().collect();
+                        (items.len() as u64, items.iter().map(|i| units(item_size(i)).max(1)).sum())
+                    })
+                }
+            }
+            _ => None,
+        };
+        let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+        *tally.calls.entry(key).or_default() += 1;
+        if let Some((items, units)) = read {
+            tally.dynamodb_items += items;
+            tally.dynamodb_read_units += units as f64 * factor;
+        }
+        Ok(())
+    }
+}
+
+/// Items and whole units of one Query or Scan page: at least one unit, even when empty.
+fn page(scanned: i32, items: &[HashMap<String, AttributeValue>]) -> (u64, u64) {
+    let size: usize = items.iter().map(item_size).sum();
+    (u64::try_from(scanned).unwrap_or(0).max(items.len() as u64), units(size).max(1))
+}
+
+fn units(bytes: usize) -> u64 {
+    bytes.div_ceil(READ_UNIT) as u64
+}
+
+/// An item's size as DynamoDB counts it: attribute names plus values.
+pub fn item_size(item: &HashMap<String, AttributeValue>) -> usize {
+    item.iter().map(|(name, value)| name.len() + value_size(value)).sum()
+}
+
+fn value_size(value: &AttributeValue) -> usize {
+    // Numbers: about one byte per two significant digits, plus one.
+    let number = |n: &String| n.len().div_ceil(2) + 1;
+    match value {
+        AttributeValue::S(s) => s.len(),
+        AttributeValue::N(n) => number(n),
+        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
+        AttributeValue::Ss(v) => v.iter().map(String::len).sum(),
+        AttributeValue::Ns(v) => v.iter().map(number).sum(),
+        AttributeValue::Bs(v) => v.iter().map(|b| b.as_ref().len()).sum(),
+        AttributeValue::L(v) => 3 + v.iter().map(|e| 1 + value_size(e)).sum::<usize>(),
+        AttributeValue::M(m) => 3 + m.iter().map(|(k, e)| k.len() + 1 + value_size(e)).sum::<usize>(),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn item_sizes_and_units_follow_dynamodbs_rules() {
+        let item = HashMap::from([
+            ("pk".to_string(), AttributeValue::S("CLUSTER#c".into())),
+            ("version".to_string(), AttributeValue::N("12".into())),
+            ("claim".to_string(), AttributeValue::S("x".repeat(5000))),
+        ]);
+        // 2 + 9, 7 + 2, 5 + 5000.
+        assert_eq!(item_size(&item), 5025);
+        assert_eq!(units(item_size(&item)), 2);
+        assert_eq!(page(0, &[]), (0, 1), "an empty page still costs a unit");
+        assert_eq!(page(2, &[item.clone(), item]), (2, 3));
+    }
+
+    #[test]
+    fn a_window_is_the_difference_of_two_tallies() {
+        let mut before = AwsTally::default();
+        before.calls.insert("EC2.DescribeInstances".into(), 2);
+        before.dynamodb_items = 10;
+        let mut after = before.clone();
+        *after.calls.get_mut("EC2.DescribeInstances").unwrap() += 1;
+        after.calls.insert("EC2.CreateFleet".into(), 1);
+        after.dynamodb_items = 15;
+        let window = after.since(&before);
+        assert_eq!(window.service("EC2"), BTreeMap::from([("CreateFleet".into(), 1), ("DescribeInstances".into(), 1)]));
+        assert_eq!(window.dynamodb_items, 5);
+    }
+}

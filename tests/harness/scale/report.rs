@@ -1,0 +1,89 @@
+//! The rows as a Markdown table, one line per invocation, and each size's load.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::Run;
+
+fn ms(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".to_string(), |v| format!("{v:.0}"))
+}
+
+fn mb(bytes: u64) -> String {
+    format!("{:.2}", bytes as f64 / 1e6)
+}
+
+/// `Name n, Other m`, largest first.
+fn calls(counts: &BTreeMap<String, u64>) -> String {
+    let mut sorted: Vec<(&String, &u64)> = counts.iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let text: Vec<String> = sorted.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    if text.is_empty() {
+        "–".into()
+    } else {
+        text.join(", ")
+    }
+}
+
+/// Kubernetes requests by verb: `list 21, get 3, patch 1`.
+fn verbs(requests: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (key, n) in requests {
+        *out.entry(key.split(' ').next().unwrap_or_default().to_string()).or_default() += n;
+    }
+    out
+}
+
+/// The loads and the invocations of `runs`.
+pub fn markdown(runs: &[Run]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "| size | load: AWS s | nodes s | pods s | one full list of pods and nodes |");
+    let _ = writeln!(out, "|---|---|---|---|---|");
+    for run in runs {
+        let l = &run.load;
+        let _ = writeln!(
+            out,
+            "| {} | {:.1} | {:.1} | {:.1} | {} requests, {} MB |",
+            run.size,
+            l.aws_seconds,
+            l.nodes_seconds,
+            l.pods_seconds,
+            l.full_list_requests,
+            mb(l.full_list_bytes)
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "| size | function | start | after | init ms | → CreateFleet ms | total ms | kube requests | kube MB read | \
+         DynamoDB items | read units | EC2 calls | other AWS calls | RSS before MiB | peak RSS MiB | claims added |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for run in runs {
+        for r in &run.rows {
+            let _ = writeln!(
+                out,
+                "| {} / {} | {} | {} | {} | {} | {} | {:.0} | {} ({}) | {} | {} | {:.1} | {} | {} | {:.0} | {:.0} | {} |",
+                r.nodes,
+                r.pods,
+                r.function,
+                r.start,
+                r.after,
+                ms(r.init_ms),
+                ms(r.first_create_fleet_ms),
+                r.total_ms,
+                r.kube_requests,
+                calls(&verbs(&r.kube_by_request)),
+                mb(r.kube_bytes_read),
+                r.dynamodb_items_read,
+                r.dynamodb_read_units,
+                calls(&r.ec2_calls),
+                calls(&r.other_aws_calls),
+                r.rss_before_mib,
+                r.peak_rss_mib,
+                r.claims_added,
+            );
+        }
+    }
+    out
+}
