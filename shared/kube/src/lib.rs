@@ -105,10 +105,10 @@ impl KubeAdapter {
         self.snapshot.lock().await.0.clear();
     }
 
-    /// Kinds that held at most `objects` objects at the last read are listed again instead of
+    /// Kinds that held fewer than `objects` objects at the last read are listed again instead of
     /// caught up (default [`PAGE_SIZE`]; 0 catches every kind up).
-    pub fn with_relist_up_to(mut self, objects: usize) -> Self {
-        self.reading.relist_up_to = objects;
+    pub fn with_relist_below(mut self, objects: usize) -> Self {
+        self.reading.relist_below = objects;
         self
     }
 

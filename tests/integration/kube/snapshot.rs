@@ -210,14 +210,22 @@ fn ours(mut state: KubeState, ns: &str) -> KubeState {
 
 #[tokio::test]
 async fn the_warm_snapshot_equals_a_fresh_list() -> Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let Fixture { admin, ns, adapter } = fixture("snapshot").await?;
     let control_plane = ControlPlane::shared();
+    if std::env::var_os("PROBE").is_some() {
+        eprintln!("KUBECONFIG={}", control_plane.kubeconfig().display());
+        tokio::time::sleep(std::time::Duration::from_secs(900)).await;
+    }
     let client = functions_client(control_plane, &admin).await?;
     // Small pages: every list takes several round trips; every kind is caught up by watching,
     // however small.
-    let warm = adapter.with_page_size(3).with_relist_up_to(0);
+    let warm = adapter.with_page_size(3).with_relist_below(0);
     // Every watch of this one breaks after one event: catch-ups resume again and again.
-    let dropping = KubeAdapter::new(client.clone()).with_page_size(3).with_relist_up_to(0).with_watch_drops(1);
+    let dropping = KubeAdapter::new(client.clone()).with_page_size(3).with_relist_below(0).with_watch_drops(1);
     // As deployed: kinds of up to a page are listed again, larger ones caught up.
     let deployed = KubeAdapter::new(client.clone());
     let steps: usize = std::env::var("DOVETAIL_SNAPSHOT_STEPS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
@@ -257,7 +265,9 @@ async fn the_warm_snapshot_equals_a_fresh_list() -> Result<()> {
             if current {
                 // A warm read that needed no relist lists nothing: it only watched.
                 assert_eq!((counts.objects, counts.relists), (0, 0), "a warm read listed: {counts:?}");
-                assert!(counts.requests <= 11 * 2, "one version check and one watch per kind: {counts:?}");
+                // A version check and a watch per kind, and a second watch when the first one's
+                // bookmark was sent before the server's cache had reached the current version.
+                assert!(counts.requests <= 11 * 3, "a version check and a watch or two per kind: {counts:?}");
             }
             current = true;
         }

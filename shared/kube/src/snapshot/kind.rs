@@ -1,13 +1,17 @@
 //! One kind of object in the snapshot, and how it is brought up to date: a list when it has
 //! nothing to start from, a watch from its resourceVersion otherwise.
 //!
-//! A catch-up is complete only when the API server's bookmark reaches the kind's *current*
-//! resourceVersion, learnt by a one-object consistent list just before: a bookmark follows every
-//! event before it, so nothing that happened before the read started can be missing. The server
-//! sends a bookmark two seconds before a watch's timeout, so the watch asks for
+//! A catch-up is complete only when the watch has delivered an event or a bookmark at or past the
+//! kind's *current* resourceVersion, learnt by a one-object consistent list just before: events
+//! and bookmarks come in version order, so nothing that happened before the read started can be
+//! missing. That list is served by the API server's watch cache once the cache has caught up
+//! with etcd (consistent reads from cache, Kubernetes 1.31+ with etcd 3.5.13+), which moves the
+//! cache's version, and so its next bookmark, past the target even for a kind nobody changed.
+//! The server sends a bookmark two seconds before a watch's timeout, so the watch asks for
 //! [`CATCH_UP_SECONDS`]. A watch that ends or breaks before that resumes from the last event it
 //! delivered; one the server refuses as too old (410 Gone: etcd compacted past it, or the watch
-//! cache no longer holds it), or one that keeps failing, ends in a relist of this kind alone.
+//! cache no longer holds it), or one that keeps failing (an older etcd: bookmarks that never
+//! reach the target), ends in a relist of this kind alone.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -41,10 +45,11 @@ const CATCH_UP_LIMIT: Duration = Duration::from_secs(30);
 pub struct Reading {
     /// Objects per list page.
     pub page: u32,
-    /// A kind that held at most this many objects at its last read is listed again rather than
-    /// caught up: a page or two costs less than waiting for a bookmark (up to two seconds), so
+    /// A kind that held fewer than this many objects at its last read is listed again rather
+    /// than caught up: a page costs less than waiting for a bookmark (one to two seconds), so
     /// small clusters keep answering in milliseconds and large ones watch only their large kinds.
-    pub relist_up_to: usize,
+    /// 0 catches every kind up.
+    pub relist_below: usize,
     /// Fault injection for tests: every watch is dropped after this many events, as if its
     /// connection broke, and the catch-up resumes with a new one.
     pub drop_watch_after: Option<usize>,
@@ -52,7 +57,7 @@ pub struct Reading {
 
 impl Default for Reading {
     fn default() -> Self {
-        Reading { page: PAGE_SIZE, relist_up_to: PAGE_SIZE as usize, drop_watch_after: None }
+        Reading { page: PAGE_SIZE, relist_below: PAGE_SIZE as usize, drop_watch_after: None }
     }
 }
 
@@ -115,7 +120,7 @@ where
     /// Brings the kind up to date: a catch-up from its version when it has one, the server still
     /// does and the kind is not small, a full list otherwise.
     pub async fn sync(&mut self, source: &Source<T::Object>, reading: &Reading, counts: &mut Counts) -> PortResult<()> {
-        let small = self.objects.len() <= reading.relist_up_to;
+        let small = self.objects.len() < reading.relist_below;
         if let Some(version) = self.version.clone().filter(|_| !small) {
             match self.catch_up(source, version, reading, counts).await {
                 Ok(()) => return Ok(()),
@@ -188,6 +193,11 @@ where
         // Watches in a row that brought nothing: a server that keeps failing is given up on.
         let mut fruitless = 0;
         while fruitless < CATCH_UP_ATTEMPTS && started.elapsed() < CATCH_UP_LIMIT {
+            // Already there (the last event applied was at the current version): a watch from
+            // it would wait in vain, since the server only sends bookmarks newer than the start.
+            if reached(target, &version) {
+                return self.caught_up(source, version, started);
+            }
             counts.requests += 1;
             let stream = match source.api.watch(&source.watch_params(), &version).await {
                 Ok(s) => s,
@@ -228,16 +238,10 @@ where
                     }
                     WatchEvent::Bookmark(b) => {
                         version = b.metadata.resource_version;
-                        let reached = match (target, version_number(&version)) {
-                            (Some(target), Some(at)) => at >= target,
-                            // Versions that are not numbers cannot be compared: the first
-                            // bookmark, sent after the watch started, is as far as it can tell.
-                            _ => true,
-                        };
-                        if reached {
-                            self.version = Some(version);
-                            debug!(kind = source.what, took = ?started.elapsed(), "caught up");
-                            return Ok(());
+                        // Versions that are not numbers cannot be compared: the first bookmark,
+                        // sent after the watch started, is as far as it can tell.
+                        if target.is_none() || version_number(&version).is_none() {
+                            return self.caught_up(source, version, started);
                         }
                     }
                     WatchEvent::Error(s) if s.code == 410 => return Err(Missed::Gone),
@@ -245,6 +249,11 @@ where
                         last_failure = format!("HTTP {} {}: {}", s.code, s.reason, s.message);
                         break;
                     }
+                }
+                // Events come in version order: one at or past the current version means every
+                // change before it has been applied.
+                if reached(target, &version) {
+                    return self.caught_up(source, version, started);
                 }
             }
             // What was applied stays applied: the next watch resumes after it.
@@ -257,6 +266,17 @@ where
             last_failure
         }))
     }
+
+    fn caught_up(&mut self, source: &Source<T::Object>, version: String, started: Instant) -> Result<(), Missed> {
+        debug!(kind = source.what, took = ?started.elapsed(), "caught up");
+        self.version = Some(version);
+        Ok(())
+    }
+}
+
+/// Whether `version` is at or past the kind's current version `target`.
+fn reached(target: Option<u64>, version: &str) -> bool {
+    matches!((target, version_number(version)), (Some(target), Some(at)) if at >= target)
 }
 
 fn resource_version<K: kube::Resource>(o: &K) -> Option<String> {
