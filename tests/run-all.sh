@@ -20,6 +20,10 @@ clone="$(basename "$PWD")-$(printf %s "$PWD" | sha256sum | cut -c1-8)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dovetail/clones/$clone/target}"
 export DOVETAIL_LAMBDA_TARGET_DIR="${DOVETAIL_LAMBDA_TARGET_DIR:-$HOME/.cache/dovetail/clones/$clone/target-lambda}"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+# Tests per test binary at once. libtest's default is one per core (2 here), but most integration
+# tests wait on a control plane, moto or a cargo-lambda build rather than compute: while the
+# packaging test waits for its arm64 build, two threads would leave every other test queued.
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-6}"
 export CARGO_TERM_COLOR=never
 mkdir -p "$CARGO_TARGET_DIR"
 
