@@ -43,14 +43,7 @@ async fn main() -> Result<()> {
     dovetail_aws::dynamo::create_table(&aws_sdk_dynamodb::Client::new(&sdk), "dovetail").await?;
     let queue = aws_sdk_sqs::Client::new(&sdk).create_queue().queue_name("resume").send().await?;
     let queue_url = queue.queue_url().context("queue url")?.to_string();
-    aws_sdk_eks::Client::new(&sdk)
-        .create_cluster()
-        .name("bench")
-        .version("1.31")
-        .role_arn("arn:aws:iam::123456789012:role/eks")
-        .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
-        .send()
-        .await?;
+    dovetail_tests::moto::fixtures::eks_cluster(&aws_sdk_eks::Client::new(&sdk), "bench", "1.31").await?;
 
     // moto's DescribeCluster answers with a CA that is not a certificate, so the EKS client
     // cannot be built from it: the function reaches "the cluster" through a kubeconfig instead

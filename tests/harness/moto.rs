@@ -153,3 +153,59 @@ impl Drop for Moto {
         let _ = child.wait();
     }
 }
+
+/// What the functions find in AWS before they run, made in moto by the tests and the scale rig.
+pub mod fixtures {
+    use anyhow::{Context, Result};
+    use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+
+    /// `tags` for a resource created with them.
+    pub fn tags(resource: ResourceType, tags: &[(&str, &str)]) -> TagSpecification {
+        let mut spec = TagSpecification::builder().resource_type(resource);
+        for (k, v) in tags {
+            spec = spec.tags(Tag::builder().key(*k).value(*v).build());
+        }
+        spec.build()
+    }
+
+    /// The cluster `name` in moto's EKS: DescribeCluster then answers with an endpoint, a CA and
+    /// the Kubernetes `version`.
+    pub async fn eks_cluster(eks: &aws_sdk_eks::Client, name: &str, version: &str) -> Result<()> {
+        eks.create_cluster()
+            .name(name)
+            .version(version)
+            .role_arn("arn:aws:iam::123456789012:role/eks")
+            .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
+            .kubernetes_network_config(
+                aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
+                    .service_ipv4_cidr("10.100.0.0/16")
+                    .build(),
+            )
+            .send()
+            .await
+            .with_context(|| format!("creating the EKS cluster {name}"))?;
+        Ok(())
+    }
+
+    /// Publishes `images` (architecture, image id) as EKS's recommended AL2023 AMIs for Kubernetes
+    /// `version` under the SSM `prefix`: what the `al2023@latest` alias resolves.
+    pub async fn al2023_images(
+        ssm: &aws_sdk_ssm::Client,
+        prefix: &str,
+        version: &str,
+        images: &[(&str, &str)],
+    ) -> Result<()> {
+        for (arch, id) in images {
+            let name =
+                format!("{prefix}/aws/service/eks/optimized-ami/{version}/amazon-linux-2023/{arch}/standard/recommended/image_id");
+            ssm.put_parameter()
+                .name(&name)
+                .value(*id)
+                .r#type(aws_sdk_ssm::types::ParameterType::String)
+                .send()
+                .await
+                .with_context(|| format!("publishing {name}"))?;
+        }
+        Ok(())
+    }
+}

@@ -4,9 +4,11 @@
 //! second successful CreateFleet, and the pods' demand was covered once: as many claims as a run
 //! without faults launches.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod common;
 
+use std::sync::Arc;
+
+use common::{later, spot_warning};
 use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod};
 use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::reconcile::{Ports, QueueMessage, Reconciler, Settings};
@@ -54,10 +56,6 @@ fn world(pods: usize) -> World {
         s.settle();
     }
     w
-}
-
-fn later(w: &World, secs: u64) {
-    w.advance(w.now().plus(Duration::from_secs(secs)));
 }
 
 /// Boots, registers and binds: the world runs while the provisioner handles node doorbells.
@@ -163,17 +161,6 @@ fn concurrent_invocations_launch_once() {
         assert_exactly_once(&w, &faults, &format!("concurrent round {round}"));
         assert_eq!(live_claims(&w), claims, "round {round}");
     }
-}
-
-/// An EventBridge spot warning for `instance`, as EC2 sends it.
-fn spot_warning(instance: &str) -> String {
-    serde_json::json!({
-        "version": "0", "id": format!("warn-{instance}"), "detail-type": "EC2 Spot Instance Interruption Warning",
-        "source": "aws.ec2", "account": "123456789012", "time": "2026-01-05T00:10:00Z", "region": "us-east-1",
-        "resources": [format!("arn:aws:ec2:us-east-1a:instance/{instance}")],
-        "detail": {"instance-id": instance, "instance-action": "terminate"}
-    })
-    .to_string()
 }
 
 #[test]

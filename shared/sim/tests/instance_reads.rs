@@ -3,10 +3,12 @@
 //! function only those its messages name. And a claim whose instance a read did not ask for is
 //! never judged by it, however its instance fares.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use common::{later, spot_warning};
 use dovetail_core::catalog::Catalog;
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::labels;
@@ -98,10 +100,6 @@ fn add_pod(s: &mut State, name: &str, cpu: i64) {
     s.create_pod(p, None, None);
 }
 
-fn later(w: &World, secs: u64) {
-    w.advance(w.now().plus(Duration::from_secs(secs)));
-}
-
 /// Launched, booted, registered and Initialized: the provisioner runs while the world moves.
 fn settle(w: &World, r: &Recorded) {
     for _ in 0..8 {
@@ -171,17 +169,6 @@ fn the_provisioner_describes_only_the_instances_of_the_claims_it_registers() {
     assert_eq!(third.full, 0);
     assert!(third.queries.iter().all(InstanceQuery::is_empty), "{third:?}");
     assert!(claims(&w).len() > before, "the pod got capacity");
-}
-
-/// An EventBridge spot warning for `instance`, as EC2 sends it.
-fn spot_warning(instance: &str) -> String {
-    serde_json::json!({
-        "version": "0", "id": format!("warn-{instance}"), "detail-type": "EC2 Spot Instance Interruption Warning",
-        "source": "aws.ec2", "account": "123456789012", "time": "2026-01-05T00:10:00Z", "region": "us-east-1",
-        "resources": [format!("arn:aws:ec2:us-east-1a:instance/{instance}")],
-        "detail": {"instance-id": instance, "instance-action": "terminate"}
-    })
-    .to_string()
 }
 
 fn resume(claim: &str) -> String {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, Context, Result};
 use aws_config::SdkConfig;
-use aws_sdk_ec2::types::{Filter, ResourceType, Tag, TagSpecification};
+use aws_sdk_ec2::types::{Filter, ResourceType};
 use dovetail_aws::dynamo::create_table;
 use dovetail_aws::ec2::{TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
 use dovetail_aws::{Clients, Config, DynamoStore};
@@ -44,6 +44,7 @@ use super::pods::{self, Kind, Placement, BURST_LABEL, FILLED_TAINT};
 use super::proxy::Proxy;
 use super::Size;
 use crate::controlplane::{register_node, ControlPlane};
+use crate::moto::fixtures::{self, tags};
 use crate::moto::{Moto, Session, REGION};
 
 pub const CLUSTER: &str = "scale-cluster";
@@ -123,14 +124,6 @@ where
 
 fn now() -> Time {
     dovetail_runtime::clock::SystemClock.now()
-}
-
-fn tags(resource: ResourceType, tags: &[(&str, &str)]) -> TagSpecification {
-    let mut spec = TagSpecification::builder().resource_type(resource);
-    for (k, v) in tags {
-        spec = spec.tags(Tag::builder().key(*k).value(*v).build());
-    }
-    spec.build()
 }
 
 /// The `dovetail.dev/v1` kind `kind` (plural `plural`).
@@ -300,18 +293,9 @@ impl World {
                 .with_context(|| format!("an {arch} image among moto's"))
         };
         let image = image_of("x86_64")?;
-        for (arch, id) in [("x86_64", image.clone()), ("arm64", image_of("arm64")?)] {
-            clients
-                .ssm
-                .put_parameter()
-                .name(format!(
-                    "{SSM_PREFIX}/aws/service/eks/optimized-ami/{KUBERNETES_VERSION}/amazon-linux-2023/{arch}/standard/recommended/image_id"
-                ))
-                .value(id)
-                .r#type(aws_sdk_ssm::types::ParameterType::String)
-                .send()
-                .await?;
-        }
+        let arm64 = image_of("arm64")?;
+        fixtures::al2023_images(&clients.ssm, SSM_PREFIX, KUBERNETES_VERSION, &[("x86_64", &image), ("arm64", &arm64)])
+            .await?;
         create_table(&clients.dynamodb, TABLE).await?;
         let resume_queue_url = clients
             .sqs
@@ -322,20 +306,7 @@ impl World {
             .queue_url()
             .context("a queue url")?
             .to_string();
-        clients
-            .eks
-            .create_cluster()
-            .name(CLUSTER)
-            .version(KUBERNETES_VERSION)
-            .role_arn("arn:aws:iam::123456789012:role/eks")
-            .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
-            .kubernetes_network_config(
-                aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
-                    .service_ipv4_cidr("10.100.0.0/16")
-                    .build(),
-            )
-            .send()
-            .await?;
+        fixtures::eks_cluster(&clients.eks, CLUSTER, KUBERNETES_VERSION).await?;
         Ok(Network { subnets, security_group, image, resume_queue_url })
     }
 

@@ -12,11 +12,12 @@ mod resolve;
 mod sqs;
 
 use aws_config::SdkConfig;
-use aws_sdk_ec2::types::{ResourceType, Tag, TagSpecification};
+use aws_sdk_ec2::types::{ResourceType, Tag};
 use dovetail_api::manifest;
 use dovetail_aws::{Clients, ClusterFacts, Config, Ec2Cloud};
 use dovetail_core::model::NodeClass;
 use dovetail_core::snapshot::Snapshot;
+use dovetail_tests::moto::fixtures::{self, tags};
 use dovetail_tests::moto::{Moto, Session};
 
 pub const CLUSTER: &str = "demo-cluster";
@@ -84,33 +85,11 @@ impl World {
 
     /// The cluster in moto's EKS (DescribeCluster answers with an endpoint, a CA and the version).
     pub async fn eks_cluster(&self) {
-        self.clients
-            .eks
-            .create_cluster()
-            .name(CLUSTER)
-            .version(K8S_VERSION)
-            .role_arn("arn:aws:iam::123456789012:role/eks")
-            .resources_vpc_config(aws_sdk_eks::types::VpcConfigRequest::builder().build())
-            .kubernetes_network_config(
-                aws_sdk_eks::types::KubernetesNetworkConfigRequest::builder()
-                    .service_ipv4_cidr("10.100.0.0/16")
-                    .build(),
-            )
-            .send()
-            .await
-            .unwrap();
+        fixtures::eks_cluster(&self.clients.eks, CLUSTER, K8S_VERSION).await.unwrap();
     }
 
     pub fn cloud(&self) -> Ec2Cloud {
         Ec2Cloud::new(&self.clients, &self.config, World::facts())
-    }
-
-    fn tags(resource: ResourceType, tags: &[(&str, &str)]) -> TagSpecification {
-        let mut spec = TagSpecification::builder().resource_type(resource);
-        for (k, v) in tags {
-            spec = spec.tags(Tag::builder().key(*k).value(*v).build());
-        }
-        spec.build()
     }
 
     /// A VPC with discovery-tagged subnets (two in us-east-1a of different sizes, one in
@@ -125,7 +104,7 @@ impl World {
             async move {
                 let mut call = ec2.create_subnet().vpc_id(vpc).cidr_block(cidr).availability_zone(zone);
                 if tagged {
-                    call = call.tag_specifications(World::tags(ResourceType::Subnet, &discovery));
+                    call = call.tag_specifications(tags(ResourceType::Subnet, &discovery));
                 }
                 call.send().await.unwrap().subnet().unwrap().subnet_id().unwrap().to_string()
             }
@@ -139,7 +118,7 @@ impl World {
             async move {
                 let mut call = ec2.create_security_group().group_name(name).description(name).vpc_id(vpc);
                 if tagged {
-                    call = call.tag_specifications(World::tags(ResourceType::SecurityGroup, &discovery));
+                    call = call.tag_specifications(tags(ResourceType::SecurityGroup, &discovery));
                 }
                 call.send().await.unwrap().group_id().unwrap().to_string()
             }
@@ -160,7 +139,7 @@ impl World {
             .instance_type(aws_sdk_ec2::types::InstanceType::from("m6g.large"))
             .min_count(count)
             .max_count(count)
-            .tag_specifications(World::tags(ResourceType::Instance, tags))
+            .tag_specifications(fixtures::tags(ResourceType::Instance, tags))
             .send()
             .await
             .unwrap();
@@ -188,19 +167,9 @@ impl World {
             .send()
             .await
             .unwrap();
-        for (arch, id) in [("x86_64", &amd64), ("arm64", &arm64)] {
-            self.clients
-                .ssm
-                .put_parameter()
-                .name(format!(
-                    "{SSM_PREFIX}/aws/service/eks/optimized-ami/{K8S_VERSION}/amazon-linux-2023/{arch}/standard/recommended/image_id"
-                ))
-                .value(id)
-                .r#type(aws_sdk_ssm::types::ParameterType::String)
-                .send()
-                .await
-                .unwrap();
-        }
+        fixtures::al2023_images(&self.clients.ssm, SSM_PREFIX, K8S_VERSION, &[("x86_64", &amd64), ("arm64", &arm64)])
+            .await
+            .unwrap();
         (amd64, arm64)
     }
 }

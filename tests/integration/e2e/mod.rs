@@ -192,12 +192,10 @@ impl EndToEnd {
             .vpc_id(vpc)
             .cidr_block("10.0.5.0/24")
             .availability_zone("us-east-1c")
-            .tag_specifications(
-                aws_sdk_ec2::types::TagSpecification::builder()
-                    .resource_type(aws_sdk_ec2::types::ResourceType::Subnet)
-                    .tags(aws_sdk_ec2::types::Tag::builder().key(DISCOVERY).value(CLUSTER).build())
-                    .build(),
-            )
+            .tag_specifications(dovetail_tests::moto::fixtures::tags(
+                aws_sdk_ec2::types::ResourceType::Subnet,
+                &[(DISCOVERY, CLUSTER)],
+            ))
             .send()
             .await?;
         aws.images().await;
