@@ -24,7 +24,7 @@ export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 # tests wait on a control plane, moto or a cargo-lambda build rather than compute: while the
 # SAM and CDK tests wait for the packaging test's arm64 build, two threads would leave every other
 # test queued.
-export RUST_TEST_THREADS="${RUST_TEST_THREADS:-8}"
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-6}"
 export CARGO_TERM_COLOR=never
 mkdir -p "$CARGO_TARGET_DIR"
 

@@ -263,8 +263,14 @@ async fn the_warm_snapshot_equals_a_fresh_list() -> Result<()> {
             }
             let counts = warm.last_read().await;
             if current {
-                // A warm read that needed no relist lists nothing: it only watched.
-                assert_eq!((counts.objects, counts.relists), (0, 0), "a warm read listed: {counts:?}");
+                // A warm read lists nothing: it only watches. The control plane is shared with
+                // the other tests, and under their load the server may drop a version from its
+                // watch cache (410) or fail a catch-up, which relists that one kind: allowed once
+                // per read, and then only that kind's objects are listed, never the cluster.
+                assert!(counts.relists <= 1, "a warm read relisted {} kinds: {counts:?}", counts.relists);
+                if counts.relists == 0 {
+                    assert_eq!(counts.objects, 0, "a warm read without a relist listed: {counts:?}");
+                }
                 // A version check and a watch per kind, and a second watch when the first one's
                 // bookmark was sent before the server's cache had reached the current version.
                 assert!(counts.requests <= 11 * 3, "a version check and a watch or two per kind: {counts:?}");
