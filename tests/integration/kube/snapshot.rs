@@ -210,16 +210,8 @@ fn ours(mut state: KubeState, ns: &str) -> KubeState {
 
 #[tokio::test]
 async fn the_warm_snapshot_equals_a_fresh_list() -> Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
     let Fixture { admin, ns, adapter } = fixture("snapshot").await?;
     let control_plane = ControlPlane::shared();
-    if std::env::var_os("PROBE").is_some() {
-        eprintln!("KUBECONFIG={}", control_plane.kubeconfig().display());
-        tokio::time::sleep(std::time::Duration::from_secs(900)).await;
-    }
     let client = functions_client(control_plane, &admin).await?;
     // Small pages: every list takes several round trips; every kind is caught up by watching,
     // however small.
