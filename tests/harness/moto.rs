@@ -1,16 +1,18 @@
 //! A local AWS endpoint: moto's server (PyPI `moto[server]`) from the venv at
 //! `$HOME/.cache/dovetail/venv` (which `tests/run-all.sh` creates), on a free loopback port.
 //!
-//! One server serves the whole test binary; [`Moto::session`] hands it to one test at a time and
-//! resets its state (`POST /moto-api/reset`) first, so tests neither see each other's resources
-//! nor need unique names. The server runs moto_server's own entry point under a watchdog that exits
-//! when the test process's end of a pipe closes, so it never outlives the tests.
+//! [`Moto::session`] hands each test a server of its own, its state reset (`POST /moto-api/reset`),
+//! so tests neither see each other's resources nor need unique names. Servers are pooled per test
+//! binary: a session returns its server for the next one, and at most [`sessions`] run at once
+//! (a server is a Python process; the tests behind them start control planes). Each server runs
+//! moto_server's own entry point under a watchdog that exits when the test process's end of a pipe
+//! closes, so it never outlives the tests.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -43,11 +45,41 @@ pub struct Moto {
     port: u16,
 }
 
-/// One test's exclusive use of the shared server, its state reset.
+/// One test's exclusive use of a pooled server, its state reset; the server goes back to the pool
+/// when the session drops.
 pub struct Session {
     pub moto: &'static Moto,
-    _turn: MutexGuard<'static, ()>,
 }
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let mut pool = POOL.state.lock().unwrap_or_else(|e| e.into_inner());
+        pool.idle.push(self.moto);
+        pool.running -= 1;
+        POOL.freed.notify_one();
+    }
+}
+
+/// How many moto sessions run at once in one test binary: `DOVETAIL_MOTO_SESSIONS`, 3 unless set.
+/// Most tests behind a session wait on a control plane, a scheduled sweep or an SQS delay rather
+/// than compute, so a few at once fill two cores; one at a time left the integration binary's
+/// run as long as the sum of its moto tests.
+pub fn sessions() -> usize {
+    std::env::var("DOVETAIL_MOTO_SESSIONS").ok().and_then(|s| s.parse().ok()).filter(|n| *n > 0).unwrap_or(3)
+}
+
+/// The binary's servers: those not in a session, and how many sessions run.
+struct Pool {
+    state: Mutex<PoolState>,
+    freed: Condvar,
+}
+
+struct PoolState {
+    idle: Vec<&'static Moto>,
+    running: usize,
+}
+
+static POOL: Pool = Pool { state: Mutex::new(PoolState { idle: Vec::new(), running: 0 }), freed: Condvar::new() };
 
 impl std::ops::Deref for Session {
     type Target = Moto;
@@ -96,19 +128,33 @@ impl Moto {
         }
     }
 
-    /// The server shared by every test of this process, started on first use.
-    pub fn shared() -> Result<&'static Moto> {
-        static SHARED: OnceLock<Result<Moto, String>> = OnceLock::new();
-        SHARED.get_or_init(|| Moto::start().map_err(|e| format!("{e:#}"))).as_ref().map_err(|e| anyhow!("{e}"))
-    }
-
-    /// The shared server for one test: waits for the tests before it, then resets its state.
+    /// A server for one test: waits while [`sessions`] run, takes an idle server (or starts one;
+    /// pooled servers live as long as the process), and resets its state.
     pub fn session() -> Result<Session> {
-        static TURN: Mutex<()> = Mutex::new(());
-        let moto = Moto::shared()?;
-        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
-        moto.reset()?;
-        Ok(Session { moto, _turn: turn })
+        let idle = {
+            let mut pool = POOL.state.lock().unwrap_or_else(|e| e.into_inner());
+            while pool.running >= sessions() {
+                pool = POOL.freed.wait(pool).unwrap_or_else(|e| e.into_inner());
+            }
+            pool.running += 1;
+            pool.idle.pop()
+        };
+        let moto = match idle {
+            Some(moto) => moto,
+            None => match Moto::start() {
+                Ok(moto) => Box::leak(Box::new(moto)),
+                Err(e) => {
+                    let mut pool = POOL.state.lock().unwrap_or_else(|e| e.into_inner());
+                    pool.running -= 1;
+                    POOL.freed.notify_one();
+                    return Err(e);
+                }
+            },
+        };
+        // From here the session owns the server: dropping it (on a failed reset too) returns it.
+        let session = Session { moto };
+        session.moto.reset()?;
+        Ok(session)
     }
 
     /// Forgets every resource (`POST /moto-api/reset`).

@@ -203,7 +203,7 @@ impl World {
     /// Starts everything and loads `size`.
     pub async fn load(size: Size) -> Result<World> {
         let begun = Instant::now();
-        // moto first: holding its session serialises rigs (and tests) that share the server.
+        // moto first: a session of its own, counted among those that may run at once.
         let moto = Moto::session()?;
         let sdk = moto.sdk_config().await;
         let mut config = Config::new(CLUSTER, TABLE, "");

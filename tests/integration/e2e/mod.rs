@@ -178,7 +178,8 @@ impl Drop for EndToEnd {
 impl EndToEnd {
     /// Starts everything; the functions and the kubelet run in the background until dropped.
     pub async fn start(scenario: &'static str, options: Options) -> Result<EndToEnd> {
-        // moto first: holding it serialises the scenarios, so one control plane runs at a time.
+        // moto first: its session bounds how many scenarios (each with a control plane) run at
+        // once (`dovetail_tests::moto::sessions`).
         let aws = World::new().await;
         let control_plane = ControlPlane::start_with_controllers(CONTROLLERS)?;
         let admin = control_plane.client();
@@ -475,9 +476,23 @@ impl EndToEnd {
         cluster_instances(&self.aws.clients.ec2).await
     }
 
-    /// Every live instance has exactly one live claim and the reverse.
+    /// Every live instance has exactly one live claim and the reverse. A scheduled sweep may be
+    /// launching at that moment (a consolidation replacement, capacity for pods a slow
+    /// Deployment created late): its claim is written before its CreateFleet and records the
+    /// instance after. So this first waits, for one step at most, until no claim is mid-launch;
+    /// a claim that never records its instance still fails the check.
     pub async fn assert_exactly_once(&self, context: &str) -> Result<()> {
-        assert_exactly_once(&self.live_claims().await?, &self.instances().await, context);
+        let what = format!("{context}: every live claim recording its instance");
+        let launched = self.until(&what, STEP, || async {
+            let claims = self.live_claims().await?;
+            Ok(claims.iter().all(|c| c.launch.is_some()).then_some(claims))
+        });
+        let claims = match launched.await {
+            Ok(claims) => claims,
+            // Checked anyway, so the failure names the claim.
+            Err(_) => self.live_claims().await?,
+        };
+        assert_exactly_once(&claims, &self.instances().await, context);
         Ok(())
     }
 
