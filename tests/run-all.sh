@@ -126,28 +126,33 @@ if [ "$#" -gt 0 ]; then
   step "test: cargo test --locked $*"
   exec cargo test --locked "$@"
 fi
+# The packaging test's arm64 build (tests/harness/lambda.rs: the same command, the same build
+# directory and environment, so the test's own build finds it done or waits on cargo's lock for
+# it) starts now, beside the test build: it compiles every dependency again for aarch64 (20 minutes
+# of a 2-core machine), and run in its turn it would start late (tests run in name order) and hold
+# the SAM and CDK tests, which package its output, waiting at the end. Started here it fills the
+# cores the test build leaves idle (one big crate at a time) and is done before the tests need it.
+step "packaging test's arm64 build, in the background (cargo lambda build --profile lambda-check --arm64)"
+packaging_log="$(mktemp)"
+packaging_out="$(mktemp -d)"
+PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="$DOVETAIL_LAMBDA_TARGET_DIR" cargo lambda build --profile lambda-check \
+  --arm64 --lambda-dir "$packaging_out" -p dovetail-provisioner -p dovetail-interruption -p dovetail-sweeper \
+  >"$packaging_log" 2>&1 &
+packaging_pid=$!
 step "format"
 cargo fmt --all -- --check
 step "lint and build: cargo test --workspace --all-targets --no-run (clippy -D warnings on the workspace's crates)"
 cargo test --workspace --all-targets --locked --no-run
 controlplane_ready
-# The packaging test's arm64 build (cargo-lambda, most of a cold run's test time) starts at once,
-# in the background: run in its turn it would start late (tests run in name order) and hold the
-# SAM and CDK tests, which package its output, waiting on it at the end. Running that one test
-# here builds through the harness's own code; the suite's run of it then finds the build done.
-step "packaging test's arm64 build, in the background"
-packaging_log="$(mktemp)"
-cargo test --locked -p dovetail-tests --test integration -- --exact \
-  functions::lambda::cargo_lambda_packages_three_arm64_bootstraps >"$packaging_log" 2>&1 &
-packaging_pid=$!
 step "test: cargo test --workspace"
 log="$(mktemp)"
 set +e
 cargo test --workspace --locked 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
-# Its outcome is the suite's run of the same test; the log is for when that one failed too.
-wait "$packaging_pid" || { echo "run-all: the background packaging build failed:"; tail -n 40 "$packaging_log"; }
-rm -f "$packaging_log"
+# Its outcome is the packaging test's own build (a no-op after it, or the same failure); the log
+# is for when that one failed too.
+wait "$packaging_pid" || { echo "run-all: the background arm64 build failed:"; tail -n 40 "$packaging_log"; }
+rm -rf "$packaging_log" "$packaging_out"
 set -e
 # One closing line for the whole run (cargo prints one per test binary, the last being doc tests).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"

@@ -9,11 +9,14 @@
 //! ```sh
 //! cargo run -p dovetail-tests --release --example scale -- --nodes 5000 --pods 100000
 //! cargo run -p dovetail-tests --release --example scale -- --issue --json scale.json --markdown scale.md
+//! cargo run -p dovetail-tests --release --example scale -- --costs scale.json,scale-small.json
 //! ```
 //!
 //! Options: `--nodes N --pods M` one size (default 200 / 4,000, the CI form); `--issue` the issue's
 //! three sizes (500 / 10k, 2k / 40k, 5k / 100k) instead; `--short` leaves the 1,000-pod burst out;
-//! `--json FILE` and `--markdown FILE` write the results (the table is printed too). Progress goes
+//! `--json FILE` and `--markdown FILE` write the results (the table is printed too); `--costs
+//! FILE,FILE…` runs nothing and prints docs/costs.md's tables from results written before
+//! (`dovetail_tests::scale::costs`: one full-script run per size). Progress goes
 //! to stderr (`RUST_LOG` filters it); the functions' CloudWatch metric lines go to stdout, as in
 //! Lambda, before the table.
 //!
@@ -22,7 +25,13 @@
 //! not depend on the machine; times do (moto answers in about a millisecond, a region in a few).
 
 use anyhow::{Context, Result};
-use dovetail_tests::scale::{self, Script, Size};
+use dovetail_tests::scale::{self, Run, Script, Size};
+
+/// What `--json` writes.
+#[derive(serde::Deserialize)]
+struct Results {
+    runs: Vec<Run>,
+}
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -46,6 +55,17 @@ async fn main() -> Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("dovetail_tests=info,warn")),
         )
         .init();
+    if let Some(files) = arg("--costs") {
+        let mut runs: Vec<Run> = Vec::new();
+        for path in files.split(',') {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+            let results: Results =
+                serde_json::from_str(&text).with_context(|| format!("{path}: not the rig's --json"))?;
+            runs.extend(results.runs);
+        }
+        println!("{}", scale::costs::markdown(&runs)?);
+        return Ok(());
+    }
     let sizes = if flag("--issue") {
         Size::ISSUE.to_vec()
     } else {

@@ -69,6 +69,12 @@ pub fn target_dir() -> Result<PathBuf> {
 /// the optimisation: see the profile in Cargo.toml); the directory holding
 /// `<function>/bootstrap` for each. Built once per process (later calls wait for the first and
 /// share its outcome); cargo makes a warm rebuild a no-op.
+///
+/// The build directory is shared, the packaged functions are not: each test process gets
+/// `lambda/<pid>/` of its own. cargo-lambda rewrites the bootstraps it packages even when cargo
+/// built nothing, and run-all's background packaging build and the suite run in two processes
+/// (one read a bootstrap of 0 bytes while the other rewrote it). Directories of processes that
+/// have ended are removed.
 pub fn artifacts() -> Result<&'static Path> {
     static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let built = BUILT.get_or_init(|| build().map_err(|e| format!("{e:#}")));
@@ -80,7 +86,9 @@ pub fn artifacts() -> Result<&'static Path> {
 
 fn build() -> Result<PathBuf> {
     let target = target_dir()?;
-    let lambda_dir = target.join("lambda");
+    let runs = target.join("lambda");
+    remove_ended(&runs);
+    let lambda_dir = runs.join(std::process::id().to_string());
     let mut args = vec!["build", "--profile", "lambda-check", "--arm64", "--lambda-dir"];
     let dir = lambda_dir.to_string_lossy().into_owned();
     args.push(&dir);
@@ -103,6 +111,18 @@ fn build() -> Result<PathBuf> {
     }
     eprintln!("cargo lambda build --profile lambda-check --arm64: {:.0} s", started.elapsed().as_secs_f64());
     Ok(lambda_dir)
+}
+
+/// Removes the packaged functions of test processes no longer running (`lambda/<pid>/`).
+fn remove_ended(runs: &Path) {
+    let Ok(entries) = std::fs::read_dir(runs) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 fn tail(text: &str, lines: usize) -> String {

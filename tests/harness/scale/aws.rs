@@ -6,18 +6,33 @@
 //! to 4 KB (each item on its own for GetItem and BatchGetItem), one unit per 4 KB strongly
 //! consistent, half eventually consistent.
 //!
+//! It also keeps the wall time during which at least one call was in flight: at a few thousand
+//! instances moto (one Python process) takes seconds to filter them, where EC2 answers in a fixed
+//! fraction of a second whatever the account holds, so a row's time less its AWS time is what the
+//! function itself took, and what a real region adds is an assumption per call
+//! (`costs::Allowance`).
+//!
+//! Writes are counted in write units, as DynamoDB bills them: a PutItem's item rounded up to 1 KB,
+//! once for the table and once more for each index the item is in (the claims' three indexes
+//! project every attribute); UpdateItem and DeleteItem, which the store uses on the provisioning
+//! lease only (a few dozen bytes), one unit each. A put that moves an item out of an index also
+//! deletes it there, which this leaves out: the write units are a floor.
+//!
 //! It also refuses DescribeSpotPriceHistory, as the end-to-end tests do: moto answers it with one
 //! placeholder price for every type, with which "cheapest first" picks absurd types; refused, the
 //! functions fall back to the embedded spot prices. The refused call is still counted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::operation::batch_get_item::{BatchGetItemInput, BatchGetItemOutput};
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemInput;
 use aws_sdk_dynamodb::operation::get_item::{GetItemInput, GetItemOutput};
+use aws_sdk_dynamodb::operation::put_item::PutItemInput;
 use aws_sdk_dynamodb::operation::query::{QueryInput, QueryOutput};
 use aws_sdk_dynamodb::operation::scan::{ScanInput, ScanOutput};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemInput;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_ec2::operation::create_fleet::CreateFleetInput;
 use aws_sdk_ec2::operation::describe_spot_price_history::DescribeSpotPriceHistoryInput;
@@ -33,6 +48,11 @@ use dovetail_aws::Clients;
 
 /// DynamoDB's read unit: 4 KB.
 const READ_UNIT: usize = 4096;
+/// DynamoDB's write unit: 1 KB.
+const WRITE_UNIT: usize = 1024;
+/// The key attributes of the table's indexes (`dovetail_aws::dynamo::table`): an item holding one
+/// is written to that index too.
+const INDEX_KEYS: [&str; 3] = ["live", "changed", "instance_id"];
 
 /// What the functions' AWS calls added up to since the counter was made (a window is the
 /// difference of two of these, see [`AwsTally::since`]).
@@ -44,8 +64,15 @@ pub struct AwsTally {
     pub dynamodb_items: u64,
     /// Read units those reads would consume (see the module documentation).
     pub dynamodb_read_units: f64,
-    /// When each CreateFleet call began, in order.
-    pub create_fleets: Vec<Instant>,
+    /// Write units the successful writes would consume, at least (see the module documentation).
+    pub dynamodb_write_units: f64,
+    /// When each CreateFleet call began, in order, with the AWS time (below) until then.
+    pub create_fleets: Vec<(Instant, Duration)>,
+    /// Wall time with at least one call in flight, over the calls that have ended.
+    pub busy: Duration,
+    /// Calls in flight, and since when one has been.
+    in_flight: usize,
+    busy_since: Option<Instant>,
 }
 
 impl AwsTally {
@@ -62,7 +89,34 @@ impl AwsTally {
             calls,
             dynamodb_items: self.dynamodb_items - before.dynamodb_items,
             dynamodb_read_units: self.dynamodb_read_units - before.dynamodb_read_units,
-            create_fleets: self.create_fleets[before.create_fleets.len()..].to_vec(),
+            dynamodb_write_units: self.dynamodb_write_units - before.dynamodb_write_units,
+            create_fleets: self.create_fleets[before.create_fleets.len()..]
+                .iter()
+                .map(|(at, busy)| (*at, busy.saturating_sub(before.busy)))
+                .collect(),
+            busy: self.busy.saturating_sub(before.busy),
+            in_flight: self.in_flight,
+            busy_since: self.busy_since,
+        }
+    }
+
+    /// AWS time until `now`, the call in flight included.
+    fn busy_at(&self, now: Instant) -> Duration {
+        self.busy + self.busy_since.map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+
+    fn call_started(&mut self, now: Instant) {
+        if self.in_flight == 0 {
+            self.busy_since = Some(now);
+        }
+        self.in_flight += 1;
+    }
+
+    fn call_ended(&mut self, now: Instant) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+        if self.in_flight == 0 {
+            self.busy = self.busy_at(now);
+            self.busy_since = None;
         }
     }
 
@@ -93,6 +147,14 @@ pub struct AwsCounter {
 struct Consistent(bool);
 
 impl Storable for Consistent {
+    type Storer = StoreReplace<Self>;
+}
+
+/// The write units a write would consume if it succeeds, noted before serialization.
+#[derive(Debug, Clone)]
+struct Writes(u64);
+
+impl Storable for Writes {
     type Storer = StoreReplace<Self>;
 }
 
@@ -129,6 +191,16 @@ impl Intercept for AwsCounter {
         context: &BeforeSerializationInterceptorContextRef<'_>,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        let now = Instant::now();
+        {
+            let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+            if context.input().downcast_ref::<CreateFleetInput>().is_some() {
+                let busy = tally.busy_at(now);
+                tally.create_fleets.push((now, busy));
+            }
+            // Ended in read_after_execution, which runs for a call refused here too.
+            tally.call_started(now);
+        }
         // By the input's type: the operation's metadata is not in the bag yet at this hook.
         let input = context.input();
         let consistent = if let Some(i) = input.downcast_ref::<QueryInput>() {
@@ -139,15 +211,21 @@ impl Intercept for AwsCounter {
             i.consistent_read
         } else if let Some(i) = input.downcast_ref::<BatchGetItemInput>() {
             i.request_items.as_ref().map(|tables| tables.values().any(|k| k.consistent_read == Some(true)))
-        } else if input.downcast_ref::<CreateFleetInput>().is_some() {
-            self.tally.lock().unwrap_or_else(|e| e.into_inner()).create_fleets.push(Instant::now());
-            None
         } else if input.downcast_ref::<DescribeSpotPriceHistoryInput>().is_some() {
             return Err("moto's spot prices are placeholders: the functions use the embedded ones".into());
         } else {
             None
         };
+        let writes = if let Some(put) = input.downcast_ref::<PutItemInput>() {
+            put.item.as_ref().map_or(0, write_units)
+        } else if input.downcast_ref::<UpdateItemInput>().is_some() || input.downcast_ref::<DeleteItemInput>().is_some()
+        {
+            1
+        } else {
+            0
+        };
         cfg.interceptor_state().store_put(Consistent(consistent.unwrap_or(false)));
+        cfg.interceptor_state().store_put(Writes(writes));
         Ok(())
     }
 
@@ -160,6 +238,8 @@ impl Intercept for AwsCounter {
         let Some(metadata) = cfg.load::<Metadata>() else { return Ok(()) };
         let key = format!("{}.{}", metadata.service(), metadata.name());
         let factor = if cfg.load::<Consistent>().is_some_and(|c| c.0) { 1.0 } else { 0.5 };
+        let succeeded = matches!(context.output_or_error(), Some(Ok(_)));
+        let written = if succeeded { cfg.load::<Writes>().map_or(0, |w| w.0) } else { 0 };
         let read = match context.output_or_error() {
             Some(Ok(output)) => {
                 if let Some(o) = output.downcast_ref::<QueryOutput>() {
@@ -180,11 +260,13 @@ impl Intercept for AwsCounter {
             _ => None,
         };
         let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+        tally.call_ended(Instant::now());
         *tally.calls.entry(key).or_default() += 1;
         if let Some((items, units)) = read {
             tally.dynamodb_items += items;
             tally.dynamodb_read_units += units as f64 * factor;
         }
+        tally.dynamodb_write_units += written as f64;
         Ok(())
     }
 }
@@ -197,6 +279,13 @@ fn page(scanned: i32, items: &[HashMap<String, AttributeValue>]) -> (u64, u64) {
 
 fn units(bytes: usize) -> u64 {
     bytes.div_ceil(READ_UNIT) as u64
+}
+
+/// Write units of putting `item`: its size rounded up to 1 KB, for the table and each index it is in.
+fn write_units(item: &HashMap<String, AttributeValue>) -> u64 {
+    let per_copy = item_size(item).div_ceil(WRITE_UNIT).max(1) as u64;
+    let indexes = INDEX_KEYS.iter().filter(|k| item.contains_key(**k)).count() as u64;
+    per_copy * (1 + indexes)
 }
 
 /// An item's size as DynamoDB counts it: attribute names plus values.
@@ -236,7 +325,33 @@ mod tests {
         assert_eq!(item_size(&item), 5025);
         assert_eq!(units(item_size(&item)), 2);
         assert_eq!(page(0, &[]), (0, 1), "an empty page still costs a unit");
-        assert_eq!(page(2, &[item.clone(), item]), (2, 3));
+        assert_eq!(page(2, &[item.clone(), item.clone()]), (2, 3));
+        // 5 KB, in the table only; then in two indexes too.
+        assert_eq!(write_units(&item), 5);
+        let mut indexed = item;
+        indexed.insert("live".into(), AttributeValue::S("c".into()));
+        indexed.insert("changed".into(), AttributeValue::N("1".into()));
+        assert_eq!(write_units(&indexed), 15);
+    }
+
+    #[test]
+    fn aws_time_is_the_union_of_the_calls_in_flight() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut tally = AwsTally::default();
+        // Two calls overlapping from 0 to 20 ms, then one from 30 to 40 ms.
+        tally.call_started(at(0));
+        tally.call_started(at(5));
+        tally.call_ended(at(10));
+        tally.call_ended(at(20));
+        tally.call_started(at(30));
+        assert_eq!(tally.busy_at(at(35)), Duration::from_millis(25));
+        tally.call_ended(at(40));
+        assert_eq!(tally.busy, Duration::from_millis(30));
+        assert_eq!(
+            tally.since(&AwsTally { busy: Duration::from_millis(20), ..AwsTally::default() }).busy,
+            Duration::from_millis(10)
+        );
     }
 
     #[test]

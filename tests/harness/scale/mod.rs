@@ -11,6 +11,7 @@
 //! - [`aws`]: the interceptor counting the functions' AWS calls.
 //! - [`memory`]: the process's RSS and its peak per invocation.
 //! - [`report`]: the rows as a Markdown table.
+//! - [`costs`]: what a month of Dovetail costs, from the rows (docs/costs.md).
 //!
 //! A function is `dovetail_runtime::aws::Function`, what a Lambda builds at init, given the rig's
 //! counting clients (`Function::with_clients`) and a kubeconfig through the proxy. A *cold* row is
@@ -20,6 +21,7 @@
 //! parse it too).
 
 pub mod aws;
+pub mod costs;
 pub mod memory;
 pub mod pods;
 pub mod proxy;
@@ -32,7 +34,7 @@ use std::time::Instant;
 use anyhow::{anyhow, Context, Result};
 use aws_lambda_events::event::sqs::SqsEvent;
 use dovetail_runtime::aws::{ClusterAuth, Function, Kind};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 pub use aws::{AwsCounter, AwsTally};
@@ -40,7 +42,7 @@ pub use proxy::{KubeTally, Proxy};
 pub use world::{LoadStats, World};
 
 /// Nodes and bound pods loaded before the stream starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Size {
     pub nodes: usize,
     pub pods: usize,
@@ -114,7 +116,8 @@ impl Script {
     /// once on the kept function (warm).
     pub fn with_bursts(size: Size, bursts: &[usize]) -> Script {
         use Env::{Fresh, Kept};
-        let mut steps = vec![Step::Sweep(Kept)];
+        // A cold sweep, then a warm one with nothing changed: most of a month's sweeps.
+        let mut steps = vec![Step::Sweep(Kept), Step::Sweep(Kept)];
         for (i, &n) in bursts.iter().enumerate() {
             let first = if i == 0 { Kept } else { Fresh };
             steps.extend([Step::Pending(n), Step::Provision(first), Step::Pending(n), Step::Provision(Kept)]);
@@ -134,21 +137,25 @@ impl Script {
 }
 
 /// What one invocation cost.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     pub nodes: usize,
     pub pods: usize,
     /// `provisioner`, `interruption` or `sweeper`.
-    pub function: &'static str,
+    pub function: String,
     /// `cold` or `warm`.
-    pub start: &'static str,
+    pub start: String,
     /// The changes since the previous invocation, e.g. `100 pods pending` ([`pending_change`]).
     pub after: String,
     /// Building the function (cold only): SDK clients, DescribeCluster, the table and queue checks.
     pub init_ms: Option<f64>,
     /// From the start of the invocation (init included) to its first CreateFleet.
     pub first_create_fleet_ms: Option<f64>,
+    /// Of that, the time with an AWS call in flight (moto's answers: see [`aws`]).
+    pub first_create_fleet_aws_ms: Option<f64>,
     pub total_ms: f64,
+    /// Of the total, the time with an AWS call in flight.
+    pub aws_ms: f64,
     pub kube_requests: u64,
     pub kube_bytes_read: u64,
     pub kube_bytes_written: u64,
@@ -156,6 +163,8 @@ pub struct Row {
     pub kube_by_request: BTreeMap<String, u64>,
     pub dynamodb_items_read: u64,
     pub dynamodb_read_units: f64,
+    /// At least (see [`aws`]).
+    pub dynamodb_write_units: f64,
     pub dynamodb_calls: BTreeMap<String, u64>,
     pub ec2_calls: BTreeMap<String, u64>,
     /// SQS, EKS, SSM, Pricing, as `Service.Operation`.
@@ -180,7 +189,7 @@ impl Row {
 }
 
 /// One size's load and rows.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     pub size: Size,
     pub load: LoadStats,
@@ -295,20 +304,23 @@ impl Rig {
         Ok(Row {
             nodes: world.size.nodes,
             pods: world.size.pods,
-            function: name,
-            start: if cold { "cold" } else { "warm" },
+            function: name.to_string(),
+            start: if cold { "cold" } else { "warm" }.to_string(),
             after,
             init_ms,
             first_create_fleet_ms: aws
                 .create_fleets
                 .first()
-                .map(|at| at.saturating_duration_since(started).as_secs_f64() * 1e3),
+                .map(|(at, _)| at.saturating_duration_since(started).as_secs_f64() * 1e3),
+            first_create_fleet_aws_ms: aws.create_fleets.first().map(|(_, busy)| busy.as_secs_f64() * 1e3),
             total_ms: total.as_secs_f64() * 1e3,
+            aws_ms: aws.busy.as_secs_f64() * 1e3,
             kube_requests: kube.total(),
             kube_bytes_read: kube.bytes_read,
             kube_bytes_written: kube.bytes_written,
             dynamodb_items_read: aws.dynamodb_items,
             dynamodb_read_units: aws.dynamodb_read_units,
+            dynamodb_write_units: aws.dynamodb_write_units,
             dynamodb_calls: aws.service("DynamoDB"),
             ec2_calls: aws.service("EC2"),
             other_aws_calls: aws.others(),

@@ -55,15 +55,15 @@ pub fn markdown(runs: &[Run]) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| size | function | start | after | init ms | → CreateFleet ms | total ms | kube requests | kube MB read | \
-         DynamoDB items | read units | EC2 calls | other AWS calls | RSS before MiB | peak RSS MiB | claims added |"
+        "| size | function | start | after | init ms | → CreateFleet ms (AWS) | total ms (AWS) | kube requests | kube MB read | \
+         DynamoDB items | read units | write units | EC2 calls | other AWS calls | RSS before MiB | peak RSS MiB | claims added |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for run in runs {
         for r in &run.rows {
             let _ = writeln!(
                 out,
-                "| {} / {} | {} | {} | {} | {} | {} | {:.0} | {} ({}) | {} | {} | {:.1} | {} | {} | {:.0} | {:.0} | {} |",
+                "| {} / {} | {} | {} | {} | {} | {} ({}) | {:.0} ({:.0}) | {} ({}) | {} | {} | {:.1} | {:.0} | {} | {} | {:.0} | {:.0} | {} |",
                 r.nodes,
                 r.pods,
                 r.function,
@@ -71,12 +71,15 @@ pub fn markdown(runs: &[Run]) -> String {
                 r.after,
                 ms(r.init_ms),
                 ms(r.first_create_fleet_ms),
+                ms(r.first_create_fleet_aws_ms),
                 r.total_ms,
+                r.aws_ms,
                 r.kube_requests,
                 calls(&verbs(&r.kube_by_request)),
                 mb(r.kube_bytes_read),
                 r.dynamodb_items_read,
                 r.dynamodb_read_units,
+                r.dynamodb_write_units,
                 calls(&r.ec2_calls),
                 calls(&r.other_aws_calls),
                 r.rss_before_mib,

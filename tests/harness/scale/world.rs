@@ -74,7 +74,7 @@ pub struct Loaded {
 }
 
 /// How long loading took, and the size of one full read of the loaded cluster.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct LoadStats {
     pub aws_seconds: f64,
     pub nodes_seconds: f64,
