@@ -16,7 +16,7 @@
 //! three sizes (500 / 10k, 2k / 40k, 5k / 100k) instead; `--short` leaves the 1,000-pod burst out;
 //! `--json FILE` and `--markdown FILE` write the results (the table is printed too); `--costs
 //! FILE,FILE…` runs nothing and prints docs/costs.md's tables from results written before
-//! (`dovetail_tests::scale::costs`: one full-script run per size). Progress goes
+//! (`dovetail_tests::scale::costs`: one run per size, short or full). Progress goes
 //! to stderr (`RUST_LOG` filters it); the functions' CloudWatch metric lines go to stdout, as in
 //! Lambda, before the table.
 //!

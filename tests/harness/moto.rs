@@ -53,10 +53,7 @@ pub struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let mut pool = POOL.state.lock().unwrap_or_else(|e| e.into_inner());
-        pool.idle.push(self.moto);
-        pool.running -= 1;
-        POOL.freed.notify_one();
+        POOL.end_session(Some(self.moto));
     }
 }
 
@@ -80,6 +77,17 @@ struct PoolState {
 }
 
 static POOL: Pool = Pool { state: Mutex::new(PoolState { idle: Vec::new(), running: 0 }), freed: Condvar::new() };
+
+impl Pool {
+    /// A session ends: its server (if one was started) waits for the next, and a test waiting for
+    /// a turn may go.
+    fn end_session(&self, server: Option<&'static Moto>) {
+        let mut pool = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        pool.idle.extend(server);
+        pool.running -= 1;
+        self.freed.notify_one();
+    }
+}
 
 impl std::ops::Deref for Session {
     type Target = Moto;
@@ -144,9 +152,7 @@ impl Moto {
             None => match Moto::start() {
                 Ok(moto) => Box::leak(Box::new(moto)),
                 Err(e) => {
-                    let mut pool = POOL.state.lock().unwrap_or_else(|e| e.into_inner());
-                    pool.running -= 1;
-                    POOL.freed.notify_one();
+                    POOL.end_session(None);
                     return Err(e);
                 }
             },

@@ -119,7 +119,6 @@ pub struct Invocation {
     pub allowance_ms: f64,
     pub read_units: f64,
     pub write_units: f64,
-    pub peak_rss_mib: f64,
 }
 
 impl Invocation {
@@ -136,7 +135,6 @@ impl Invocation {
                 + (other_ec2 + others) as f64 * allowance.other_aws_call_ms,
             read_units: row.dynamodb_read_units,
             write_units: row.dynamodb_write_units,
-            peak_rss_mib: row.peak_rss_mib,
         }
     }
 
@@ -151,7 +149,6 @@ impl Invocation {
             allowance_ms: (self.allowance_ms - warm.allowance_ms).max(0.0),
             read_units: (self.read_units - warm.read_units).max(0.0),
             write_units: (self.write_units - warm.write_units).max(0.0),
-            peak_rss_mib: self.peak_rss_mib,
         }
     }
 }
@@ -181,10 +178,9 @@ pub struct Figures {
 }
 
 fn find<'a>(run: &'a Run, function: &str, start: &str, after: impl Fn(&str) -> bool) -> Result<&'a Row> {
-    run.rows
-        .iter()
-        .find(|r| r.function == function && r.start == start && after(&r.after))
-        .ok_or_else(|| anyhow!("{}: no {start} {function} row of that kind (run the full script)", run.size))
+    run.rows.iter().find(|r| r.function == function && r.start == start && after(&r.after)).ok_or_else(|| {
+        anyhow!("{}: no {start} {function} row of that kind (the rig's short or full script has one)", run.size)
+    })
 }
 
 impl Figures {
@@ -298,7 +294,7 @@ pub fn karpenter(vcpu_hour: f64) -> f64 {
     2.0 * HOURS * vcpu_hour
 }
 
-/// docs/costs.md's tables from the rig's `runs` (one per size, full script).
+/// docs/costs.md's tables from the rig's `runs` (one per size, short or full script).
 pub fn markdown(runs: &[Run]) -> Result<String> {
     let mut sizes: Vec<Figures> = runs.iter().map(|r| Figures::of(r, &ALLOWANCE)).collect::<Result<_>>()?;
     sizes.sort_by_key(|f| f.nodes);
@@ -389,7 +385,6 @@ mod tests {
             allowance_ms: 0.0,
             read_units,
             write_units,
-            peak_rss_mib: 100.0,
         };
         Figures {
             nodes: 24,
