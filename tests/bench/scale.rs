@@ -3,8 +3,8 @@
 //! benchmark mix, and moto loaded with their instances and NodeClaims; driven through a stream of
 //! pending bursts (1, 100, 1,000 pods), deletions, spot interruptions, drifts and sweeps. Per
 //! invocation, cold and warm: wall time to the first CreateFleet and in all, Kubernetes requests
-//! and bytes read, DynamoDB items and read units, EC2 calls by API, peak RSS. A benchmark, not a
-//! test (`tests/integration/scale.rs` asserts on a short form's counts).
+//! and bytes read, DynamoDB items and read units, EC2 calls by API, peak RSS and each function's
+//! heap. A benchmark, not a test (`tests/integration/scale.rs` asserts on a short form's counts).
 //!
 //! ```sh
 //! cargo run -p dovetail-tests --release --example scale -- --nodes 5000 --pods 100000
@@ -26,6 +26,10 @@
 
 use anyhow::{Context, Result};
 use dovetail_tests::scale::{self, Run, Script, Size};
+
+/// Counts the heap, so each function's memory can be told apart from the others' in one process.
+#[global_allocator]
+static HEAP: scale::memory::Counting = scale::memory::Counting;
 
 /// What `--json` writes.
 #[derive(serde::Deserialize)]

@@ -6,11 +6,10 @@
 //! to 4 KB (each item on its own for GetItem and BatchGetItem), one unit per 4 KB strongly
 //! consistent, half eventually consistent.
 //!
-//! It also keeps the wall time during which at least one call was in flight: at a few thousand
-//! instances moto (one Python process) takes seconds to filter them, where EC2 answers in a fixed
-//! fraction of a second whatever the account holds, so a row's time less its AWS time is what the
-//! function itself took, and what a real region adds is an assumption per call
-//! (`costs::Allowance`).
+//! It also marks each call in flight on the rig's [`Busy`] clock: at a few thousand instances moto
+//! (one Python process) takes seconds to filter them, where EC2 answers in a fixed fraction of a
+//! second whatever the account holds, so a row's time less its AWS time is what the function
+//! itself took, and what a real region adds is an assumption per call (`costs::Allowance`).
 //!
 //! Writes are counted in write units, as DynamoDB bills them: a PutItem's item rounded up to 1 KB,
 //! once for the table and once more for each index the item is in (the claims' three indexes
@@ -24,7 +23,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use aws_sdk_dynamodb::operation::batch_get_item::{BatchGetItemInput, BatchGetItemOutput};
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemInput;
@@ -46,6 +45,8 @@ use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
 use dovetail_aws::Clients;
 
+use super::busy::{Busy, Source, Waited};
+
 /// DynamoDB's read unit: 4 KB.
 const READ_UNIT: usize = 4096;
 /// DynamoDB's write unit: 1 KB.
@@ -66,13 +67,9 @@ pub struct AwsTally {
     pub dynamodb_read_units: f64,
     /// Write units the successful writes would consume, at least (see the module documentation).
     pub dynamodb_write_units: f64,
-    /// When each CreateFleet call began, in order, with the AWS time (below) until then.
-    pub create_fleets: Vec<(Instant, Duration)>,
-    /// Wall time with at least one call in flight, over the calls that have ended.
-    pub busy: Duration,
-    /// Calls in flight, and since when one has been.
-    in_flight: usize,
-    busy_since: Option<Instant>,
+    /// When each CreateFleet call began, in order, with the [`Busy`] clock's times then (since the
+    /// clock started: a window's own are less the clock at its start).
+    pub create_fleets: Vec<(Instant, Waited)>,
 }
 
 impl AwsTally {
@@ -90,33 +87,7 @@ impl AwsTally {
             dynamodb_items: self.dynamodb_items - before.dynamodb_items,
             dynamodb_read_units: self.dynamodb_read_units - before.dynamodb_read_units,
             dynamodb_write_units: self.dynamodb_write_units - before.dynamodb_write_units,
-            create_fleets: self.create_fleets[before.create_fleets.len()..]
-                .iter()
-                .map(|(at, busy)| (*at, busy.saturating_sub(before.busy)))
-                .collect(),
-            busy: self.busy.saturating_sub(before.busy),
-            in_flight: self.in_flight,
-            busy_since: self.busy_since,
-        }
-    }
-
-    /// AWS time until `now`, the call in flight included.
-    fn busy_at(&self, now: Instant) -> Duration {
-        self.busy + self.busy_since.map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
-    }
-
-    fn call_started(&mut self, now: Instant) {
-        if self.in_flight == 0 {
-            self.busy_since = Some(now);
-        }
-        self.in_flight += 1;
-    }
-
-    fn call_ended(&mut self, now: Instant) {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        if self.in_flight == 0 {
-            self.busy = self.busy_at(now);
-            self.busy_since = None;
+            create_fleets: self.create_fleets[before.create_fleets.len()..].to_vec(),
         }
     }
 
@@ -136,10 +107,11 @@ impl AwsTally {
     }
 }
 
-/// The interceptor; clones share one tally.
-#[derive(Debug, Clone, Default)]
+/// The interceptor; clones share one tally, and the clock it marks calls in flight on.
+#[derive(Debug, Clone)]
 pub struct AwsCounter {
     tally: Arc<Mutex<AwsTally>>,
+    busy: Busy,
 }
 
 /// Whether a read was strongly consistent, noted before serialization (the input is gone after).
@@ -159,6 +131,11 @@ impl Storable for Writes {
 }
 
 impl AwsCounter {
+    /// A counter marking its calls on `busy`.
+    pub fn new(busy: Busy) -> AwsCounter {
+        AwsCounter { tally: Arc::default(), busy }
+    }
+
     pub fn tally(&self) -> AwsTally {
         self.tally.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -191,16 +168,13 @@ impl Intercept for AwsCounter {
         context: &BeforeSerializationInterceptorContextRef<'_>,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        let now = Instant::now();
-        {
-            let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
-            if context.input().downcast_ref::<CreateFleetInput>().is_some() {
-                let busy = tally.busy_at(now);
-                tally.create_fleets.push((now, busy));
-            }
-            // Ended in read_after_execution, which runs for a call refused here too.
-            tally.call_started(now);
+        if context.input().downcast_ref::<CreateFleetInput>().is_some() {
+            let now = Instant::now();
+            let waited = self.busy.at(now);
+            self.tally.lock().unwrap_or_else(|e| e.into_inner()).create_fleets.push((now, waited));
         }
+        // Ended in read_after_execution, which runs for a call refused here too.
+        self.busy.started(Source::Aws);
         // By the input's type: the operation's metadata is not in the bag yet at this hook.
         let input = context.input();
         let consistent = if let Some(i) = input.downcast_ref::<QueryInput>() {
@@ -235,6 +209,7 @@ impl Intercept for AwsCounter {
         _: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        self.busy.ended(Source::Aws);
         let Some(metadata) = cfg.load::<Metadata>() else { return Ok(()) };
         let key = format!("{}.{}", metadata.service(), metadata.name());
         let factor = if cfg.load::<Consistent>().is_some_and(|c| c.0) { 1.0 } else { 0.5 };
@@ -260,7 +235,6 @@ impl Intercept for AwsCounter {
             _ => None,
         };
         let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
-        tally.call_ended(Instant::now());
         *tally.calls.entry(key).or_default() += 1;
         if let Some((items, units)) = read {
             tally.dynamodb_items += items;
@@ -332,26 +306,6 @@ mod tests {
         indexed.insert("live".into(), AttributeValue::S("c".into()));
         indexed.insert("changed".into(), AttributeValue::N("1".into()));
         assert_eq!(write_units(&indexed), 15);
-    }
-
-    #[test]
-    fn aws_time_is_the_union_of_the_calls_in_flight() {
-        let t0 = Instant::now();
-        let at = |ms| t0 + Duration::from_millis(ms);
-        let mut tally = AwsTally::default();
-        // Two calls overlapping from 0 to 20 ms, then one from 30 to 40 ms.
-        tally.call_started(at(0));
-        tally.call_started(at(5));
-        tally.call_ended(at(10));
-        tally.call_ended(at(20));
-        tally.call_started(at(30));
-        assert_eq!(tally.busy_at(at(35)), Duration::from_millis(25));
-        tally.call_ended(at(40));
-        assert_eq!(tally.busy, Duration::from_millis(30));
-        assert_eq!(
-            tally.since(&AwsTally { busy: Duration::from_millis(20), ..AwsTally::default() }).busy,
-            Duration::from_millis(10)
-        );
     }
 
     #[test]

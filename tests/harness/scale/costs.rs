@@ -114,7 +114,7 @@ const RECEIVES_PER_POLLER_MINUTE: f64 = 3.0;
 /// One kind of invocation at one size: the rig's measurement and the allowance on top.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Invocation {
-    /// The rig's wall time less the time an AWS call was in flight.
+    /// The rig's wall time less its AWS time ([`super::Until::own_ms`]).
     pub rig_ms: f64,
     pub allowance_ms: f64,
     pub read_units: f64,
@@ -128,7 +128,7 @@ impl Invocation {
         let others: u64 = row.other_aws_calls.values().sum();
         let dynamodb: u64 = row.dynamodb_calls.values().sum();
         Invocation {
-            rig_ms: (row.total_ms - row.aws_ms).max(0.0),
+            rig_ms: row.total.own_ms(),
             allowance_ms: row.kube_requests as f64 * allowance.kube_request_ms
                 + dynamodb as f64 * allowance.dynamodb_call_ms
                 + fleets * allowance.create_fleet_ms

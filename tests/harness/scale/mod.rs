@@ -9,7 +9,8 @@
 //! - [`pods`]: Karpenter's benchmark mix as Kubernetes pods.
 //! - [`proxy`]: the counting proxy the functions reach the API server through.
 //! - [`aws`]: the interceptor counting the functions' AWS calls.
-//! - [`memory`]: the process's RSS and its peak per invocation.
+//! - [`busy`]: the wall time with an AWS call or a Kubernetes request in flight.
+//! - [`memory`]: the process's RSS and its peak per invocation, and each function's heap.
 //! - [`report`]: the rows as a Markdown table.
 //! - [`costs`]: what a month of Dovetail costs, from the rows (docs/costs.md).
 //!
@@ -21,6 +22,7 @@
 //! parse it too).
 
 pub mod aws;
+pub mod busy;
 pub mod costs;
 pub mod memory;
 pub mod pods;
@@ -149,13 +151,12 @@ pub struct Row {
     pub after: String,
     /// Building the function (cold only): SDK clients, DescribeCluster, the table and queue checks.
     pub init_ms: Option<f64>,
-    /// From the start of the invocation (init included) to its first CreateFleet.
-    pub first_create_fleet_ms: Option<f64>,
-    /// Of that, the time with an AWS call in flight (moto's answers: see [`aws`]).
-    pub first_create_fleet_aws_ms: Option<f64>,
-    pub total_ms: f64,
-    /// Of the total, the time with an AWS call in flight.
-    pub aws_ms: f64,
+    /// Until the invocation's first CreateFleet.
+    pub first_create_fleet: Option<Until>,
+    /// Until its first eviction.
+    pub first_eviction: Option<Until>,
+    /// Until it returned.
+    pub total: Until,
     pub kube_requests: u64,
     pub kube_bytes_read: u64,
     pub kube_bytes_written: u64,
@@ -169,9 +170,16 @@ pub struct Row {
     pub ec2_calls: BTreeMap<String, u64>,
     /// SQS, EKS, SSM, Pricing, as `Service.Operation`.
     pub other_aws_calls: BTreeMap<String, u64>,
-    /// RSS just before the invocation, and its peak during it, in MiB.
+    /// The process's RSS just before the invocation, and its peak during it, in MiB: all three
+    /// functions and the rig ([`memory`]).
     pub rss_before_mib: f64,
     pub peak_rss_mib: f64,
+    /// This function's heap in MiB, had it a process of its own ([`memory::Counting`]; `None`
+    /// without it): what it holds between invocations (its warm snapshot, caches and clients)
+    /// after this one, and its peak during this one. A process adds its binary, stacks and the
+    /// allocator's slack to these.
+    pub heap_held_mib: Option<f64>,
+    pub heap_peak_mib: Option<f64>,
     /// Live NodeClaims after the invocation less before.
     pub claims_added: i64,
     /// Messages reported failed, or the sweeper's errors.
@@ -188,6 +196,38 @@ impl Row {
     }
 }
 
+/// The wall time from an invocation's start (init included) to a moment of it, and of that the
+/// time spent waiting ([`busy`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Until {
+    pub ms: f64,
+    /// With an AWS call in flight (moto's answers: see [`aws`]).
+    pub aws_ms: f64,
+    /// With a Kubernetes request in flight.
+    pub kube_ms: f64,
+    /// With either.
+    pub waiting_ms: f64,
+}
+
+impl Until {
+    fn of(started: Instant, at: Instant, waited: &busy::Waited) -> Until {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        Until {
+            ms: ms(at.saturating_duration_since(started)),
+            aws_ms: ms(waited.aws),
+            kube_ms: ms(waited.kube),
+            waiting_ms: ms(waited.any),
+        }
+    }
+
+    /// The wall time less the AWS time no Kubernetes request overlapped: the function's own work
+    /// and its waits on the API server. What a real region's answers add is an assumption per
+    /// call (`costs::Allowance`).
+    pub fn own_ms(&self) -> f64 {
+        (self.ms - (self.waiting_ms - self.kube_ms)).max(0.0)
+    }
+}
+
 /// One size's load and rows.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
@@ -200,12 +240,18 @@ pub struct Run {
 pub async fn run(size: Size, script: &Script) -> Result<Run> {
     let mut world = World::load(size).await.with_context(|| format!("loading {size}"))?;
     tracing::info!(%size, load = ?world.stats, "loaded");
-    let mut rig = Rig { counter: AwsCounter::default(), kept: BTreeMap::new(), doorbells: vec![], changes: vec![] };
+    let mut rig = Rig {
+        counter: AwsCounter::new(world.proxy.busy().clone()),
+        kept: BTreeMap::new(),
+        doorbells: vec![],
+        changes: vec![],
+        held: BTreeMap::new(),
+    };
     let mut rows = Vec::new();
     for (i, step) in script.steps.iter().enumerate() {
         let row = rig.step(&mut world, *step).await.with_context(|| format!("{size}, step {}: {step:?}", i + 1))?;
         if let Some(row) = row {
-            tracing::info!(function = row.function, start = row.start, after = %row.after, total_ms = row.total_ms, "invoked");
+            tracing::info!(function = row.function, start = row.start, after = %row.after, total_ms = row.total.ms, "invoked");
             rows.push(row);
         }
     }
@@ -221,6 +267,8 @@ struct Rig {
     doorbells: Vec<String>,
     /// Changes since the last invocation, for the next row.
     changes: Vec<String>,
+    /// The heap bytes each kept function holds between invocations.
+    held: BTreeMap<&'static str, i64>,
 }
 
 impl Rig {
@@ -263,9 +311,12 @@ impl Rig {
         let cold = env == Env::Fresh || !self.kept.contains_key(name);
 
         memory::reset_peak().context("resetting the peak RSS (/proc/self/clear_refs)")?;
+        memory::reset_heap_peak();
         let memory_before = memory::now();
+        let heap_before = memory::heap();
         let (kube_before, aws_before) = (world.proxy.tally(), self.counter.tally());
         let started = Instant::now();
+        let waited_before = world.proxy.busy().at(started);
         let mut fresh = None;
         let mut init_ms = None;
         if cold {
@@ -291,16 +342,30 @@ impl Rig {
             }
             Invocation::Sweep => function.sweep().await.map_err(|e| anyhow!("{name}: {e}"))?.errors,
         };
-        let total = started.elapsed();
+        let ended = Instant::now();
+        let waited = world.proxy.busy().at(ended).since(&waited_before);
         let memory_after = memory::now();
+        let heap_after = memory::heap();
         let kube = world.proxy.tally().since(&kube_before);
         let aws = self.counter.tally().since(&aws_before);
+        let until = |(at, w): &(Instant, busy::Waited)| Until::of(started, *at, &w.since(&waited_before));
         if let Some(function) = fresh.take() {
             if env == Env::Kept {
                 self.kept.insert(name, function);
             }
         }
         let mib = |kib: u64| kib as f64 / 1024.0;
+        // The function's heap: what it held before (nothing when new), plus what the invocation
+        // added to the process's heap, at its peak and at its end.
+        let heap = heap_before.zip(heap_after).map(|(before, after)| {
+            let held_before = if cold { 0 } else { self.held.get(name).copied().unwrap_or(0) };
+            let grown = |bytes: usize| held_before + bytes as i64 - before.in_use as i64;
+            if env == Env::Kept {
+                self.held.insert(name, grown(after.in_use));
+            }
+            let mib = |bytes: i64| bytes as f64 / f64::from(1 << 20);
+            (mib(grown(after.in_use)), mib(grown(after.peak)))
+        });
         Ok(Row {
             nodes: world.size.nodes,
             pods: world.size.pods,
@@ -308,13 +373,9 @@ impl Rig {
             start: if cold { "cold" } else { "warm" }.to_string(),
             after,
             init_ms,
-            first_create_fleet_ms: aws
-                .create_fleets
-                .first()
-                .map(|(at, _)| at.saturating_duration_since(started).as_secs_f64() * 1e3),
-            first_create_fleet_aws_ms: aws.create_fleets.first().map(|(_, busy)| busy.as_secs_f64() * 1e3),
-            total_ms: total.as_secs_f64() * 1e3,
-            aws_ms: aws.busy.as_secs_f64() * 1e3,
+            first_create_fleet: aws.create_fleets.first().map(until),
+            first_eviction: kube.evictions.first().map(until),
+            total: Until::of(started, ended, &waited),
             kube_requests: kube.total(),
             kube_bytes_read: kube.bytes_read,
             kube_bytes_written: kube.bytes_written,
@@ -327,6 +388,8 @@ impl Rig {
             kube_by_request: kube.requests,
             rss_before_mib: mib(memory_before.rss_kib),
             peak_rss_mib: mib(memory_after.peak_kib.max(memory_after.rss_kib)),
+            heap_held_mib: heap.map(|(held, _)| held),
+            heap_peak_mib: heap.map(|(_, peak)| peak),
             claims_added: world.live_claims().await? as i64 - claims_before,
             failures,
         })

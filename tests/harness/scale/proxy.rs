@@ -7,13 +7,15 @@
 //! counted.
 //!
 //! It runs on a thread and a Tokio runtime of its own, so it neither waits for nor delays the
-//! function it serves on the measured runtime. Its buffers are part of the process's RSS.
+//! function it serves on the measured runtime. Its buffers are part of the process's RSS. It marks
+//! each request in flight on the rig's [`Busy`] clock, until the response body has been passed on.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -21,6 +23,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use tokio::sync::oneshot;
+
+use super::busy::{Busy, Source, Waited};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
@@ -35,6 +39,8 @@ pub struct KubeTally {
     pub bytes_read: u64,
     /// Request body bytes.
     pub bytes_written: u64,
+    /// When each eviction was asked for, in order, with the [`Busy`] clock's times then.
+    pub evictions: Vec<(Instant, Waited)>,
 }
 
 impl KubeTally {
@@ -51,6 +57,7 @@ impl KubeTally {
             requests,
             bytes_read: self.bytes_read - before.bytes_read,
             bytes_written: self.bytes_written - before.bytes_written,
+            evictions: self.evictions[before.evictions.len()..].to_vec(),
         }
     }
 
@@ -74,6 +81,7 @@ pub struct Proxy {
     /// `http://127.0.0.1:<port>`.
     pub url: String,
     tally: Arc<Mutex<KubeTally>>,
+    busy: Busy,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -86,21 +94,27 @@ impl Proxy {
         let url = format!("http://{}", listener.local_addr()?);
         let tally = Arc::new(Mutex::new(KubeTally::default()));
         let (stop, stopped) = oneshot::channel();
-        let counted = tally.clone();
+        let busy = Busy::default();
+        let (counted, marked) = (tally.clone(), busy.clone());
         let thread = std::thread::Builder::new().name("scale-kube-proxy".into()).spawn(move || {
             let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
                 Ok(runtime) => runtime,
                 Err(e) => return tracing::error!(error = %e, "the counting proxy has no runtime"),
             };
-            if let Err(e) = runtime.block_on(serve(listener, upstream, counted, stopped)) {
+            if let Err(e) = runtime.block_on(serve(listener, upstream, counted, marked, stopped)) {
                 tracing::error!(error = %e, "the counting proxy stopped");
             }
         })?;
-        Ok(Proxy { url, tally, stop: Some(stop), thread: Some(thread) })
+        Ok(Proxy { url, tally, busy, stop: Some(stop), thread: Some(thread) })
     }
 
     pub fn tally(&self) -> KubeTally {
         self.tally.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The clock the proxy marks its requests on, which the AWS counter shares.
+    pub fn busy(&self) -> &Busy {
+        &self.busy
     }
 
     /// A kubeconfig (JSON, which every kubeconfig reader takes) that reaches the cluster through
@@ -132,6 +146,7 @@ async fn serve(
     listener: TcpListener,
     upstream: kube::Config,
     tally: Arc<Mutex<KubeTally>>,
+    busy: Busy,
     mut stopped: oneshot::Receiver<()>,
 ) -> Result<()> {
     let client = kube::Client::try_from(upstream).context("the proxy's client to the API server")?;
@@ -141,8 +156,9 @@ async fn serve(
             _ = &mut stopped => return Ok(()),
             accepted = listener.accept() => accepted?,
         };
-        let (client, tally) = (client.clone(), tally.clone());
-        let service = hyper::service::service_fn(move |request| forward(client.clone(), tally.clone(), request));
+        let (client, tally, busy) = (client.clone(), tally.clone(), busy.clone());
+        let service =
+            hyper::service::service_fn(move |request| forward(client.clone(), tally.clone(), busy.clone(), request));
         tokio::spawn(async move {
             let io = hyper_util::rt::TokioIo::new(stream);
             if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await {
@@ -159,11 +175,14 @@ fn not_forwarded(name: &http::HeaderName) -> bool {
     [CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING, UPGRADE].contains(name) || name.as_str() == "keep-alive"
 }
 
+/// Forwards `request`, in flight on `busy` until its response body has been passed on or dropped.
 async fn forward(
     client: kube::Client,
     tally: Arc<Mutex<KubeTally>>,
+    busy: Busy,
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
+    let in_flight = busy.guard(Source::Kube);
     let (parts, body) = request.into_parts();
     let key = request_key(parts.method.as_str(), parts.uri.path(), parts.uri.query());
     let body = match body.collect().await {
@@ -172,6 +191,10 @@ async fn forward(
     };
     {
         let mut t = tally.lock().unwrap_or_else(|e| e.into_inner());
+        if key == "create pods/eviction" {
+            let now = Instant::now();
+            t.evictions.push((now, busy.at(now)));
+        }
         *t.requests.entry(key).or_default() += 1;
         t.bytes_written += body.len() as u64;
     }
@@ -195,6 +218,7 @@ async fn forward(
     parts.headers.remove("keep-alive");
     let body = body
         .map_frame(move |frame| {
+            let _in_flight = &in_flight;
             if let Some(data) = frame.data_ref() {
                 tally.lock().unwrap_or_else(|e| e.into_inner()).bytes_read += data.len() as u64;
             }
@@ -273,15 +297,23 @@ mod tests {
 
     #[test]
     fn a_window_is_the_difference_of_two_tallies() {
-        let before =
-            KubeTally { requests: BTreeMap::from([("list pods".into(), 8)]), bytes_read: 100, bytes_written: 0 };
+        let early = (Instant::now(), Waited::default());
+        let before = KubeTally {
+            requests: BTreeMap::from([("list pods".into(), 8)]),
+            bytes_read: 100,
+            bytes_written: 0,
+            evictions: vec![early],
+        };
         let mut after = before.clone();
         after.requests.insert("list pods".into(), 16);
         after.requests.insert("watch nodes".into(), 1);
         after.bytes_read = 250;
+        let late = (Instant::now(), Waited { kube: std::time::Duration::from_millis(3), ..Waited::default() });
+        after.evictions.push(late);
         let window = after.since(&before);
         assert_eq!(window.of("list", "pods"), 8);
         assert_eq!(window.verb("watch"), 1);
         assert_eq!((window.total(), window.bytes_read), (9, 150));
+        assert_eq!(window.evictions, vec![late], "only the window's evictions");
     }
 }

@@ -1,12 +1,19 @@
-//! The rows as a Markdown table, one line per invocation, and each size's load.
+//! The rows as a Markdown table, one line per invocation, and each size's load. Times are the
+//! function's own ([`super::Row::own_ms`]: the wall time less the AWS time), with the part spent
+//! waiting on the API server; moto's time, which says nothing of EC2's, stands apart.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::Run;
+use super::{Run, Until};
 
 fn ms(value: Option<f64>) -> String {
     value.map_or_else(|| "–".to_string(), |v| format!("{v:.0}"))
+}
+
+/// `own (kube)`, or `–` for a moment the invocation never reached.
+fn own(until: Option<&Until>) -> String {
+    until.map_or_else(|| "–".to_string(), |u| format!("{:.0} ({:.0})", u.own_ms(), u.kube_ms))
 }
 
 fn mb(bytes: u64) -> String {
@@ -55,25 +62,26 @@ pub fn markdown(runs: &[Run]) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "| size | function | start | after | init ms | → CreateFleet ms (AWS) | total ms (AWS) | kube requests | kube MB read | \
-         DynamoDB items | read units | write units | EC2 calls | other AWS calls | RSS before MiB | peak RSS MiB | claims added |"
+        "| size | function | start | after | init ms | → CreateFleet: own ms (kube) | → eviction: own ms (kube) | \
+         total: own ms (kube) | AWS ms (moto) | kube requests | kube MB read | DynamoDB items | read units | write units | \
+         EC2 calls | other AWS calls | RSS before MiB | peak RSS MiB | function heap: peak (held) MiB | claims added |"
     );
-    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for run in runs {
         for r in &run.rows {
             let _ = writeln!(
                 out,
-                "| {} / {} | {} | {} | {} | {} | {} ({}) | {:.0} ({:.0}) | {} ({}) | {} | {} | {:.1} | {:.0} | {} | {} | {:.0} | {:.0} | {} |",
+                "| {} / {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} ({}) | {} | {} | {:.1} | {:.0} | {} | {} | {:.0} | {:.0} | {} | {} |",
                 r.nodes,
                 r.pods,
                 r.function,
                 r.start,
                 r.after,
                 ms(r.init_ms),
-                ms(r.first_create_fleet_ms),
-                ms(r.first_create_fleet_aws_ms),
-                r.total_ms,
-                r.aws_ms,
+                own(r.first_create_fleet.as_ref()),
+                own(r.first_eviction.as_ref()),
+                own(Some(&r.total)),
+                r.total.aws_ms,
                 r.kube_requests,
                 calls(&verbs(&r.kube_by_request)),
                 mb(r.kube_bytes_read),
@@ -84,6 +92,7 @@ pub fn markdown(runs: &[Run]) -> String {
                 calls(&r.other_aws_calls),
                 r.rss_before_mib,
                 r.peak_rss_mib,
+                r.heap_peak_mib.zip(r.heap_held_mib).map_or_else(|| "–".into(), |(p, h)| format!("{p:.0} ({h:.0})")),
                 r.claims_added,
             );
         }

@@ -1,8 +1,12 @@
 //! One read of everything a pass decides from (which instances it describes: [`super::scope`]).
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 
-use super::ports::{Clock, Cloud, Kube, PortResult, Queue, Store};
+use futures_util::future::join4;
+
+use super::ports::{Clock, Cloud, Kube, KubeState, PortResult, Queue, Store};
 use super::scope::Scope;
 use super::{Reconciler, Report, View};
 use crate::cluster::{Cluster, Described};
@@ -15,16 +19,32 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// the catalog, the unavailable offerings and what each EC2NodeClass resolves to now. A class
     /// that fails to resolve is reported and left out (launches for it wait; drift is not judged
     /// against it); the other reads are required.
+    ///
+    /// The reads go side by side: a warm Kubernetes read waits for the API server's bookmark (a
+    /// second or so), which the store's and EC2's answers need not queue behind. The instances
+    /// follow the claims, by which they are looked up.
     pub async fn read(&self, report: &mut Report, scope: Scope<'_>) -> PortResult<View> {
         let now = self.ports.clock.now();
-        let kube = self.ports.kube.read().await?;
-        let claims = self.ports.store.claims().await?;
-        let (instances, described) = match scope.query(&claims) {
-            None => (self.ports.cloud.instances().await?, Described::All),
-            Some(query) => (self.ports.cloud.instances_of(&query).await?, Described::Only(query)),
+        let claims_and_instances = async {
+            let claims = self.ports.store.claims().await?;
+            let (instances, described) = match scope.query(&claims) {
+                None => (self.ports.cloud.instances().await?, Described::All),
+                Some(query) => (self.ports.cloud.instances_of(&query).await?, Described::Only(query)),
+            };
+            PortResult::Ok((claims, instances, described))
         };
-        let catalog = self.ports.cloud.catalog().await?;
-        let unavailable = self.ports.store.unavailable(now).await?;
+        // Boxed as trait objects: side by side, the futures' states add up rather than share one
+        // slot, and the adapters' are large (a debug build's overflowed a test thread's 2 MiB
+        // stack); unnamed, their types no longer nest into the functions' (which overflowed the
+        // compiler's query depth).
+        let kube: Pin<Box<dyn Future<Output = PortResult<KubeState>> + Send + '_>> = Box::pin(self.ports.kube.read());
+        let claims_and_instances: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(claims_and_instances);
+        let (kube, claims_and_instances, catalog, unavailable) =
+            join4(kube, claims_and_instances, self.ports.cloud.catalog(), self.ports.store.unavailable(now)).await;
+        let kube = kube?;
+        let (claims, instances, described) = claims_and_instances?;
+        let catalog = catalog?;
+        let unavailable = unavailable?;
         let mut resolved = Vec::with_capacity(kube.nodeclasses.len());
         for class in &kube.nodeclasses {
             match self.ports.cloud.resolve(class).await {
