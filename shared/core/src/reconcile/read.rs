@@ -33,10 +33,8 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             };
             PortResult::Ok((claims, instances, described))
         };
-        // Boxed as trait objects: side by side, the futures' states add up rather than share one
-        // slot, and the adapters' are large (a debug build's overflowed a test thread's 2 MiB
-        // stack); unnamed, their types no longer nest into the functions' (which overflowed the
-        // compiler's query depth).
+        // Boxed: side by side, the futures' states add up rather than share one slot, and the
+        // adapters' are large (inline, a debug build's overflowed a test thread's 2 MiB stack).
         let kube: Pin<Box<dyn Future<Output = PortResult<KubeState>> + Send + '_>> = Box::pin(self.ports.kube.read());
         let claims_and_instances: Pin<Box<dyn Future<Output = _> + Send + '_>> = Box::pin(claims_and_instances);
         let (kube, claims_and_instances, catalog, unavailable) =
