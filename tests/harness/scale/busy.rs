@@ -80,6 +80,25 @@ struct Spans {
     any: Span,
 }
 
+impl Spans {
+    fn of(&mut self, source: Source) -> &mut Span {
+        match source {
+            Source::Aws => &mut self.aws,
+            Source::Kube => &mut self.kube,
+        }
+    }
+
+    fn start(&mut self, source: Source, now: Instant) {
+        self.of(source).start(now);
+        self.any.start(now);
+    }
+
+    fn end(&mut self, source: Source, now: Instant) {
+        self.of(source).end(now);
+        self.any.end(now);
+    }
+}
+
 /// The shared clock; clones share it.
 #[derive(Debug, Clone, Default)]
 pub struct Busy(Arc<Mutex<Spans>>);
@@ -90,23 +109,11 @@ impl Busy {
     }
 
     pub fn started(&self, source: Source) {
-        let now = Instant::now();
-        let mut s = self.spans();
-        match source {
-            Source::Aws => s.aws.start(now),
-            Source::Kube => s.kube.start(now),
-        }
-        s.any.start(now);
+        self.spans().start(source, Instant::now());
     }
 
     pub fn ended(&self, source: Source) {
-        let now = Instant::now();
-        let mut s = self.spans();
-        match source {
-            Source::Aws => s.aws.end(now),
-            Source::Kube => s.kube.end(now),
-        }
-        s.any.end(now);
+        self.spans().end(source, Instant::now());
     }
 
     /// The waiting times until `now`, calls in flight included.
@@ -144,18 +151,12 @@ mod tests {
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut s = Spans::default();
         // AWS 0–30, Kubernetes 10–50 (a second Kubernetes request 20–40 inside it).
-        s.aws.start(at(0));
-        s.any.start(at(0));
-        s.kube.start(at(10));
-        s.any.start(at(10));
-        s.kube.start(at(20));
-        s.any.start(at(20));
-        s.aws.end(at(30));
-        s.any.end(at(30));
-        s.kube.end(at(40));
-        s.any.end(at(40));
-        s.kube.end(at(50));
-        s.any.end(at(50));
+        s.start(Source::Aws, at(0));
+        s.start(Source::Kube, at(10));
+        s.start(Source::Kube, at(20));
+        s.end(Source::Aws, at(30));
+        s.end(Source::Kube, at(40));
+        s.end(Source::Kube, at(50));
         let busy = Busy(Arc::new(Mutex::new(s)));
         let w = busy.at(at(60));
         assert_eq!(w.aws, Duration::from_millis(30));

@@ -218,6 +218,7 @@ async fn forward(
     parts.headers.remove("keep-alive");
     let body = body
         .map_frame(move |frame| {
+            // Named here so the closure owns the guard: the request ends when the body is dropped.
             let _in_flight = &in_flight;
             if let Some(data) = frame.data_ref() {
                 tally.lock().unwrap_or_else(|e| e.into_inner()).bytes_read += data.len() as u64;
