@@ -6,7 +6,9 @@
 //! with a message naming it. The Kubernetes client carries a bearer token that EKS honours for
 //! 15 minutes; a warm function builds a new client from a fresh token before the old one lapses.
 
+use std::future::Future;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::time::SystemTime;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
@@ -171,23 +173,29 @@ pub async fn run(kind: Kind) -> Result<(), lambda_runtime::Error> {
     match kind {
         Kind::Provisioner => {
             lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-                function.doorbells(event.payload).await.map_err(lambda_runtime::Error::from)
+                boxed(function.doorbells(event.payload)).await.map_err(lambda_runtime::Error::from)
             }))
             .await
         }
         Kind::Interruption => {
             lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-                function.interruptions(event.payload).await.map_err(lambda_runtime::Error::from)
+                boxed(function.interruptions(event.payload)).await.map_err(lambda_runtime::Error::from)
             }))
             .await
         }
         Kind::Sweeper => {
             lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
-                function.sweep().await.map_err(lambda_runtime::Error::from)
+                boxed(function.sweep()).await.map_err(lambda_runtime::Error::from)
             }))
             .await
         }
     }
+}
+
+/// A handler's future behind a pointer. Inline, Lambda's event loop, the handler, a pass and its
+/// reads nest deeper than the compiler's query depth limit allows when it lays out `main`.
+fn boxed<'a, T>(f: impl Future<Output = T> + Send + 'a) -> Pin<Box<dyn Future<Output = T> + Send + 'a>> {
+    Box::pin(f)
 }
 
 /// What the sweeper answers its scheduler.
