@@ -6,7 +6,9 @@
 //! binary: a session returns its server for the next one, and at most [`sessions`] run at once
 //! (a server is a Python process; the tests behind them start control planes). Each server runs
 //! moto_server's own entry point under a watchdog that exits when the test process's end of a pipe
-//! closes, so it never outlives the tests.
+//! closes, so it never outlives the tests; `moto_launcher.py` says why it also makes DynamoDB's
+//! operations atomic (as DynamoDB's conditional writes are) and replaces moto's lookup of an EC2
+//! resource's tags.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -100,11 +102,9 @@ fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Watchdog: moto_server's `main` in a process that exits when its stdin closes.
-const LAUNCHER: &str = "import os, sys, threading\n\
-threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()\n\
-from moto.server import main\n\
-main(sys.argv[1:])\n";
+/// moto_server's `main` under a watchdog (the process exits when its stdin closes), DynamoDB's
+/// operations one at a time, EC2's tags looked up by resource id (the file says why).
+const LAUNCHER: &str = include_str!("moto_launcher.py");
 
 impl Moto {
     /// Starts a server and waits until it answers (30 s at most); fails naming the install command

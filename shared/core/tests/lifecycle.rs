@@ -126,7 +126,7 @@ fn a_node_with_another_provider_id_does_not_register_the_claim() {
 }
 
 #[test]
-fn not_ready_or_startup_tainted_nodes_stay_registered_until_they_are_ready() {
+fn nodes_stay_registered_until_ready_and_free_of_startup_and_not_ready_taints() {
     let mut claim = launched("a");
     let cilium = Taint::new("node.cilium.io/agent-not-ready", "true", TaintEffect::NoExecute);
     claim.startup_taints.push(cilium.clone());
@@ -145,7 +145,17 @@ fn not_ready_or_startup_tainted_nodes_stay_registered_until_they_are_ready() {
     assert!(step.claim.is_none());
     assert_eq!(
         sentences(&step),
-        vec!["a not initialized: node node-a is still tainted with startup taints node.cilium.io/agent-not-ready=true:NoExecute"]
+        vec!["a not initialized: node node-a is still tainted with startup or not-ready taints node.cilium.io/agent-not-ready=true:NoExecute"]
+    );
+
+    // Ready, startup taint gone, the control plane's not-ready not lifted yet.
+    let not_ready = Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule);
+    world.nodes[0].taints = vec![not_ready];
+    let step = advance(&next, &world);
+    assert!(step.claim.is_none());
+    assert_eq!(
+        sentences(&step),
+        vec!["a not initialized: node node-a is still tainted with startup or not-ready taints node.kubernetes.io/not-ready:NoSchedule"]
     );
 
     world.nodes[0].taints.clear();

@@ -99,7 +99,7 @@ fn a_second_pass_over_the_same_pods_launches_nothing_while_their_claims_are_in_f
 }
 
 #[test]
-fn a_registering_node_still_carrying_its_unregistered_and_startup_taints_takes_its_pods() {
+fn a_registering_node_takes_its_pods_before_it_sheds_its_taints_or_reports_its_allocatable() {
     let mut c = base(0);
     c.pending = vec![pending("web-0", 1000, 1024)];
     let p = planned(&plan(&c, catalog::embedded())).remove(0);
@@ -113,11 +113,24 @@ fn a_registering_node_still_carrying_its_unregistered_and_startup_taints_takes_i
     n.labels.insert(labels::HOSTNAME.into(), n.name.clone());
     n.allocatable = Resources::from_quantities(p.allocatable.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
     n.taints = provisioning::registration_taints(&claim);
+    // The API server taints every new Node not-ready until the node lifecycle controller sees
+    // it Ready.
+    n.taints.push(Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule));
     n.ready = false;
+    // Created, its status (allocatable included) not yet reported.
+    n.allocatable = Resources::default();
     c.claims.push(claim);
     c.nodes.push(n);
     let ds = plan(&c, catalog::embedded());
     assert!(planned(&ds).is_empty(), "no second node for a pod about to land: {ds:?}");
+    // Once Initialized, a taint that stays is the node's: a pod that does not tolerate it waits
+    // for new capacity.
+    c.claims[0].phase = Phase::Initialized;
+    c.nodes[0].ready = true;
+    c.nodes[0].allocatable =
+        Resources::from_quantities(p.allocatable.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+    c.nodes[0].taints = vec![Taint::new("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule)];
+    assert_eq!(planned(&plan(&c, catalog::embedded())).len(), 1);
 }
 
 #[test]

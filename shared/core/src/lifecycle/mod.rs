@@ -174,10 +174,15 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
                     format!("removing {TAINT_UNREGISTERED} from node {}: it is matched to {name}", node.name),
                 ));
             }
-            let startup: Vec<String> = next
-                .startup_taints
+            // The control plane's not-ready lingers a moment after the node turns Ready: until
+            // it goes, pods cannot land, and an Initialized claim's node takes no more than it
+            // shows (Karpenter waits for its known ephemeral taints the same way).
+            let startup: Vec<String> = node
+                .taints
                 .iter()
-                .filter(|s| node.taints.iter().any(|t| t.key == s.key && t.effect == s.effect))
+                .filter(|t| {
+                    t.is_ephemeral() || next.startup_taints.iter().any(|s| t.key == s.key && t.effect == s.effect)
+                })
                 .map(ToString::to_string)
                 .collect();
             if node.ready && startup.is_empty() {
@@ -188,7 +193,7 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
                 out.requeue = None;
             } else {
                 let why = if node.ready {
-                    format!("still tainted with startup taints {}", startup.join(", "))
+                    format!("still tainted with startup or not-ready taints {}", startup.join(", "))
                 } else {
                     "not Ready yet".to_string()
                 };

@@ -33,6 +33,19 @@ impl Taint {
     pub fn new(key: &str, value: &str, effect: TaintEffect) -> Self {
         Taint { key: key.to_string(), value: value.to_string(), effect }
     }
+
+    /// One of the taints a new node carries until the control plane lifts them, seconds after
+    /// it registers (Karpenter's `KnownEphemeralTaints`): the API server's and node lifecycle
+    /// controller's not-ready and unreachable, the cloud controller's uninitialized.
+    pub fn is_ephemeral(&self) -> bool {
+        use TaintEffect::{NoExecute, NoSchedule};
+        match (self.key.as_str(), self.effect) {
+            ("node.kubernetes.io/not-ready", NoSchedule | NoExecute) => true,
+            ("node.kubernetes.io/unreachable", NoSchedule) => true,
+            ("node.cloudprovider.kubernetes.io/uninitialized", NoSchedule) => self.value == "true",
+            _ => false,
+        }
+    }
 }
 
 impl fmt::Display for Taint {

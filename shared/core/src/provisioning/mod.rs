@@ -106,9 +106,11 @@ pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Reso
 /// live claims without a Node as in-flight nodes; pools with their usage.
 pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
     let leaving = leaving(cluster);
-    // A claim's node that is still coming up sheds `dovetail.dev/unregistered` and its startup
-    // taints within seconds: planning around them would launch a second node for pods that are
-    // about to land on this one.
+    // A claim's node that is still coming up sheds `dovetail.dev/unregistered`, its startup
+    // taints and the control plane's not-ready (every new Node gets it) within seconds, and may
+    // not have reported its allocatable yet: planning around what it shows now would launch a
+    // second node for pods that are about to land on this one. Until Initialized it offers what
+    // its claim's type offers (as Karpenter's state node takes its NodeClaim's allocatable).
     let coming_up: BTreeMap<&str, &NodeClaim> = cluster
         .claims
         .iter()
@@ -124,8 +126,12 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
             if let Some(c) = coming_up.get(n.name.as_str()) {
                 n.taints.retain(|t| {
                     t.key != labels::TAINT_UNREGISTERED
+                        && !t.is_ephemeral()
                         && !c.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)
                 });
+                if let Some(t) = claim_type(c, catalog) {
+                    n.allocatable = t.allocatable(&kubelet_of(cluster, &c.nodeclass));
+                }
             }
             n
         })
