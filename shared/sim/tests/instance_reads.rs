@@ -192,6 +192,7 @@ fn interruption_describes_the_instances_its_messages_name_and_judges_no_other() 
     }
     later(&w, 180);
     take(&reads);
+    let evictions_before = w.lock().stats.evictions;
     let batch = vec![
         QueueMessage { id: "warning".into(), body: spot_warning(&id(victim)) },
         QueueMessage { id: "resume".into(), body: resume(&resumed.name) },
@@ -209,6 +210,9 @@ fn interruption_describes_the_instances_its_messages_name_and_judges_no_other() 
     let after: Vec<NodeClaim> = claims(&w);
     let now = |c: &NodeClaim| after.iter().find(|x| x.name == c.name).unwrap().clone();
     assert!(now(victim).disruption.is_some(), "the warned claim is being disrupted");
+    // Its drain began in the same invocation: node tainted, pods asked to leave.
+    assert_eq!(now(victim).phase, Phase::Draining);
+    assert!(w.lock().stats.evictions > evictions_before, "{:#?}", out.report.decisions);
     assert_eq!(now(resumed).phase, Phase::Terminated, "the resumed claim's instance was described: gone");
     assert_eq!(now(bystander), *bystander, "the bystander's instance was not described: untouched");
     assert!(out.report.decisions.iter().any(|d| d.why == "ignored: instance i-0fff0000aaaa11112 is not Dovetail's"));

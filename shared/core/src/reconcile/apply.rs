@@ -84,9 +84,12 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 p.store.put_claim(&next).await?;
                 view.record(&next);
                 if newly_disrupted {
-                    // Start the drain now rather than at the next sweep; the resume chain then
-                    // carries it (each step asks for the next).
-                    p.queue.requeue(&next.name, Duration::ZERO).await?;
+                    // Start the drain now rather than at the next sweep, by the caller or by a
+                    // resume message; the resume chain then carries it (each step asks for the next).
+                    match view.drains_to_start.as_mut() {
+                        Some(started) => started.push(next.name.clone()),
+                        None => p.queue.requeue(&next.name, Duration::ZERO).await?,
+                    }
                 }
                 Ok(())
             }

@@ -128,6 +128,10 @@ pub struct View {
     pub invalid: Vec<Invalid>,
     /// A claim was given up (no offering left): its pods need planning again in this invocation.
     pub replan: bool,
+    /// Claims newly disrupted in this view whose drain its caller starts itself, when it keeps
+    /// them here (`Some`; see [`Reconciler::interrupt`]). `None`: each drain starts with a resume
+    /// message queued at once.
+    pub drains_to_start: Option<Vec<String>>,
 }
 
 /// Passes a provisioner makes before it leaves remaining work to the next doorbell or sweep.
@@ -296,7 +300,18 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 Parsed::Resume(claim) => self.step_claim(&claim, true, &mut view, &mut batch.report).await,
                 Parsed::Event(message) => {
                     let decisions = interruption::decide(&message, &view.cluster, &view.catalog);
-                    self.apply(decisions, &mut view, &mut batch.report).await
+                    // The drain starts here and now: a spot warning gives two minutes, and a resume
+                    // message would be a queue hop and a read later. Its first step taints the
+                    // node, which the view then shows; the second, seeing the taint, evicts (as
+                    // Karpenter's terminator taints and drains in one reconcile) and asks for the
+                    // next step.
+                    view.drains_to_start = Some(Vec::new());
+                    let mut retry = self.apply(decisions, &mut view, &mut batch.report).await;
+                    for claim in view.drains_to_start.take().unwrap_or_default() {
+                        retry |= self.step_claim(&claim, false, &mut view, &mut batch.report).await;
+                        retry |= self.step_claim(&claim, true, &mut view, &mut batch.report).await;
+                    }
+                    retry
                 }
                 Parsed::Malformed(e) => {
                     batch.report.errors.push(format!("message {}: {e}", m.id));

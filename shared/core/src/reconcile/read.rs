@@ -84,7 +84,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             .filter_map(|c| c.launch.as_ref())
             // Folded from +0.0: a float sum of nothing is -0.0, which metrics would show as such.
             .fold(0.0, |total, l| total + l.price);
-        Ok(View { cluster, catalog, invalid: kube.invalid, replan: false })
+        Ok(View { cluster, catalog, invalid: kube.invalid, replan: false, drains_to_start: None })
     }
 }
 
