@@ -54,6 +54,19 @@ pub(crate) struct GroupKey {
     pub namespaces: NsFilter,
 }
 
+impl GroupKey {
+    /// The group a term of a pod in `owner_ns` counts in: pods the term selects, or (`owners`)
+    /// the pods that carry it.
+    fn of_term(owners: bool, term: &PodAffinityTerm, owner_ns: &str) -> GroupKey {
+        GroupKey {
+            owners,
+            topology_key: labels::normalize_key(&term.topology_key).to_string(),
+            selector: term.selector.clone(),
+            namespaces: NsFilter::of_term(&term.namespaces, owner_ns),
+        }
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Group {
     pub key: GroupKey,
@@ -75,6 +88,11 @@ impl Group {
 pub(crate) struct Topology {
     pub groups: Vec<Group>,
     index: HashMap<GroupKey, u32>,
+    /// The groups counting pods that match a selector (the rest count owners). Kept apart so a
+    /// pod's effects cost the match groups plus a look-up per anti-affinity term it carries, not
+    /// a scan of every group: existing pods' terms make an owner group each, and with a selector
+    /// per workload that is thousands of groups times every pod of the cluster.
+    match_groups: Vec<u32>,
 }
 
 impl Topology {
@@ -83,6 +101,9 @@ impl Topology {
             return id;
         }
         let id = self.groups.len() as u32;
+        if !key.owners {
+            self.match_groups.push(id);
+        }
         let hostname = key.topology_key == labels::HOSTNAME;
         self.groups.push(Group { key: key.clone(), hostname, counts: HashMap::default(), bins: vec![], total: 0 });
         self.index.insert(key, id);
@@ -90,41 +111,30 @@ impl Topology {
     }
 
     pub fn match_group(&mut self, term: &PodAffinityTerm, owner_ns: &str) -> u32 {
-        self.intern(GroupKey {
-            owners: false,
-            topology_key: labels::normalize_key(&term.topology_key).to_string(),
-            selector: term.selector.clone(),
-            namespaces: NsFilter::of_term(&term.namespaces, owner_ns),
-        })
+        self.intern(GroupKey::of_term(false, term, owner_ns))
     }
 
     pub fn owner_group(&mut self, term: &PodAffinityTerm, owner_ns: &str) -> u32 {
-        self.intern(GroupKey {
-            owners: true,
-            topology_key: labels::normalize_key(&term.topology_key).to_string(),
-            selector: term.selector.clone(),
-            namespaces: NsFilter::of_term(&term.namespaces, owner_ns),
-        })
+        self.intern(GroupKey::of_term(true, term, owner_ns))
     }
 
-    /// Groups whose counts a pod adds to when placed: match groups selecting it, and owner
-    /// groups of the required anti-affinity terms it carries.
+    /// Groups whose counts a pod adds to when placed, in group order, each once: match groups
+    /// selecting it, and owner groups of the required anti-affinity terms it carries.
     pub fn effects_of(&self, pod: &Pod, namespaces: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<u32> {
-        let mut out = Vec::new();
-        for (i, g) in self.groups.iter().enumerate() {
-            if g.key.owners {
-                let owns = pod.pod_anti_affinity.iter().any(|t| {
-                    labels::normalize_key(&t.topology_key) == g.key.topology_key
-                        && t.selector == g.key.selector
-                        && NsFilter::of_term(&t.namespaces, &pod.namespace) == g.key.namespaces
-                });
-                if owns {
-                    out.push(i as u32);
-                }
-            } else if g.key.namespaces.contains(&pod.namespace, namespaces) && g.key.selector.matches(&pod.labels) {
-                out.push(i as u32);
-            }
+        let mut out: Vec<u32> = self
+            .match_groups
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let g = &self.groups[i as usize];
+                g.key.namespaces.contains(&pod.namespace, namespaces) && g.key.selector.matches(&pod.labels)
+            })
+            .collect();
+        for t in &pod.pod_anti_affinity {
+            out.extend(self.index.get(&GroupKey::of_term(true, t, &pod.namespace)));
         }
+        out.sort_unstable();
+        out.dedup();
         out
     }
 
