@@ -177,7 +177,7 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
             // The control plane's not-ready lingers a moment after the node turns Ready: until
             // it goes, pods cannot land, and an Initialized claim's node takes no more than it
             // shows (Karpenter waits for its known ephemeral taints the same way).
-            let startup: Vec<String> = node
+            let waiting_on: Vec<String> = node
                 .taints
                 .iter()
                 .filter(|t| {
@@ -185,7 +185,7 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
                 })
                 .map(ToString::to_string)
                 .collect();
-            if node.ready && startup.is_empty() {
+            if node.ready && waiting_on.is_empty() {
                 next.phase = Phase::Initialized;
                 next.initialized_at = Some(now);
                 out.decisions
@@ -193,7 +193,7 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
                 out.requeue = None;
             } else {
                 let why = if node.ready {
-                    format!("still tainted with startup or not-ready taints {}", startup.join(", "))
+                    format!("still tainted with startup or not-ready taints {}", waiting_on.join(", "))
                 } else {
                     "not Ready yet".to_string()
                 };

@@ -110,6 +110,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ephemeral_taints_are_the_control_planes_while_a_node_comes_up() {
+        let t = |key: &str, value: &str, effect| Taint::new(key, value, effect).is_ephemeral();
+        assert!(t("node.kubernetes.io/not-ready", "", TaintEffect::NoSchedule));
+        assert!(t("node.kubernetes.io/not-ready", "", TaintEffect::NoExecute));
+        assert!(t("node.kubernetes.io/unreachable", "", TaintEffect::NoSchedule));
+        assert!(!t("node.kubernetes.io/unreachable", "", TaintEffect::NoExecute), "evicts: not just coming up");
+        assert!(t("node.cloudprovider.kubernetes.io/uninitialized", "true", TaintEffect::NoSchedule));
+        assert!(!t("node.cloudprovider.kubernetes.io/uninitialized", "false", TaintEffect::NoSchedule));
+        assert!(!t("dedicated", "gpu", TaintEffect::NoSchedule));
+    }
+
+    #[test]
     fn toleration_rules() {
         let gpu = Taint::new("nvidia.com/gpu", "true", TaintEffect::NoSchedule);
         let exact = Toleration {
