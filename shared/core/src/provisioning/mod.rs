@@ -102,6 +102,11 @@ pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Reso
     usage
 }
 
+/// What a claim's node offers pods once up: its type's allocatable under its class's kubelet.
+fn claim_allocatable(claim: &NodeClaim, cluster: &Cluster, catalog: &Catalog) -> Option<Resources> {
+    claim_type(claim, catalog).map(|t| t.allocatable(&kubelet_of(cluster, &claim.nodeclass)))
+}
+
 /// What the scheduler plans from: pending pods; registered nodes (leaving ones unschedulable);
 /// live claims without a Node as in-flight nodes; pools with their usage.
 pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
@@ -129,18 +134,17 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
                         && !t.is_ephemeral()
                         && !c.startup_taints.iter().any(|s| s.key == t.key && s.effect == t.effect)
                 });
-                if let Some(t) = claim_type(c, catalog) {
-                    n.allocatable = t.allocatable(&kubelet_of(cluster, &c.nodeclass));
+                if let Some(allocatable) = claim_allocatable(c, cluster, catalog) {
+                    n.allocatable = allocatable;
                 }
             }
             n
         })
         .collect();
     for c in cluster.claims.iter().filter(|c| c.is_live() && node_of(c, cluster).is_none()) {
-        let Some(t) = claim_type(c, catalog) else { continue };
+        let Some(allocatable) = claim_allocatable(c, cluster, catalog) else { continue };
         let pool = cluster.nodepools.iter().find(|p| p.name == c.nodepool);
         let price = c.launch.as_ref().map(|l| l.price);
-        let allocatable = t.allocatable(&kubelet_of(cluster, &c.nodeclass));
         nodes.push(inflight_node(&c.name, &claim_labels(c), allocatable, price, pool, &cluster.daemonsets));
     }
     let usage = pool_usage(cluster, catalog);
