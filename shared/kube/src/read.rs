@@ -195,8 +195,8 @@ fn note(result: Result<(), ConvertError>, key: &str, invalid: &mut Vec<Invalid>)
 /// The objects of a kind kept in the core's form, listing the ones that failed as invalid.
 fn converted<T: Clone>(kind: &Kind<Converted<T>>, invalid: &mut Vec<Invalid>) -> Vec<T> {
     let mut out = Vec::with_capacity(kind.objects.len());
-    for (key, Converted(c)) in &kind.objects {
-        match c {
+    for (key, kept) in &kind.objects {
+        match &kept.0 {
             Ok(t) => out.push(t.clone()),
             Err(e) => invalid.push(unusable(key, e)),
         }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::snapshot::Keep;
+use crate::snapshot::{Keep, KeptPod};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -23,7 +23,7 @@ struct Listed {
 }
 
 fn kind<T: Keep>(objects: &[T::Object]) -> Kind<T> {
-    Kind { objects: objects.iter().map(|o| (T::key(o), T::keep(o))).collect(), version: None }
+    Kind { objects: objects.iter().map(|o| (T::key(o), Box::new(T::keep(o)))).collect(), version: None }
 }
 
 /// The snapshot a list of these objects keeps.
@@ -193,4 +193,24 @@ fn volumes_of_pods_that_stay_do_not_hold_termination() {
     db.spec.as_mut().unwrap().tolerations = Some(vec![parse("{key: dovetail.dev/disrupted, operator: Exists}")]);
     let (state, _) = assemble(&snapshot(l));
     assert_eq!(state.volume_attachments["n2"], ["pv-logs"]);
+}
+
+#[test]
+fn a_pod_keeps_its_volumes_only_when_one_names_a_claim() {
+    let pod: Pod = parse(
+        "metadata: {name: web-0, namespace: web}
+spec:
+  containers: [{name: app, image: x}]
+  volumes:
+  - {name: kube-api-access-x, projected: {sources: [{serviceAccountToken: {path: token}}]}}
+  - {name: scratch, emptyDir: {}}",
+    );
+    assert_eq!(KeptPod::keep(&pod).volumes, None, "no claim, nothing kept");
+
+    let mut with_claim = pod.clone();
+    let volumes = with_claim.spec.as_mut().unwrap().volumes.as_mut().unwrap();
+    volumes.push(parse("{name: data, persistentVolumeClaim: {claimName: data-web-0}}"));
+    let kept = KeptPod::keep(&with_claim).volumes.expect("a claim is kept");
+    let names: Vec<_> = kept.volumes.iter().flatten().map(|v| v.name.as_str()).collect();
+    assert_eq!(names, ["data"], "only the volumes that name a claim");
 }

@@ -79,9 +79,11 @@ pub(crate) struct KeptPod {
     pub verdict: Result<(), NotProvisionable>,
     /// It needs a new home if its node is deleted (not a DaemonSet or mirror pod).
     pub displaced: bool,
-    /// The pod's volumes, reduced to the claims they name (`None` without volumes): claims, PVs
-    /// and classes change on their own, so the storage index resolves them at each assembly.
-    pub volumes: Option<k8s::PodSpec>,
+    /// The pod's volumes that name a claim (`None` when none does: most pods have only their
+    /// service account's projected volume, and a spec kept for each would be most of what the
+    /// snapshot holds): claims, PVs and classes change on their own, so the storage index
+    /// resolves them at each assembly.
+    pub volumes: Option<Box<k8s::PodSpec>>,
 }
 
 impl Keep for KeptPod {
@@ -91,19 +93,20 @@ impl Keep for KeptPod {
     }
     fn keep(p: &k8s::Pod) -> Self {
         let finished = p.status.as_ref().and_then(|s| s.phase.clone()).filter(|ph| ph == "Succeeded" || ph == "Failed");
-        let volumes = p.spec.as_ref().and_then(|s| s.volumes.as_ref()).filter(|v| !v.is_empty()).map(|volumes| {
-            let claims = volumes
-                .iter()
-                .filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
-                .map(|v| k8s::Volume {
-                    name: v.name.clone(),
-                    persistent_volume_claim: v.persistent_volume_claim.clone(),
-                    ephemeral: v.ephemeral.clone(),
-                    ..k8s::Volume::default()
-                })
-                .collect();
-            k8s::PodSpec { volumes: Some(claims), ..k8s::PodSpec::default() }
-        });
+        let claims: Vec<k8s::Volume> = p
+            .spec
+            .iter()
+            .flat_map(|s| s.volumes.iter().flatten())
+            .filter(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
+            .map(|v| k8s::Volume {
+                name: v.name.clone(),
+                persistent_volume_claim: v.persistent_volume_claim.clone(),
+                ephemeral: v.ephemeral.clone(),
+                ..k8s::Volume::default()
+            })
+            .collect();
+        let volumes =
+            (!claims.is_empty()).then(|| Box::new(k8s::PodSpec { volumes: Some(claims), ..k8s::PodSpec::default() }));
         KeptPod {
             uid: uid_of(&p.metadata),
             pod: pod_from_k8s(p),
