@@ -40,7 +40,7 @@ fn cluster(nodes: usize) -> Cluster {
                 term.selector = LabelSelector::from_labels(&[("app", app.as_str())]);
                 pod.labels.insert("app".into(), app);
             }
-            node.pods.push(pod);
+            node.pods.push(pod.into());
         }
         c.nodes.push(node);
     }

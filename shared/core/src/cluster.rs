@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::catalog::OfferingKey;
 use crate::labels::{self, NODECLAIM};
@@ -162,12 +163,9 @@ pub(crate) fn vacate_leaving(cluster: &Cluster, nodes: &mut [Node]) -> Vec<Pod> 
             continue;
         }
         n.unschedulable = true;
-        let (go, stay): (Vec<Pod>, Vec<Pod>) = n.pods.drain(..).partition(|p| !p.is_daemon() && !p.is_mirror());
+        let (go, stay): (Vec<_>, Vec<_>) = n.pods.drain(..).partition(|p| !p.is_daemon() && !p.is_mirror());
         n.pods = stay;
-        moving.extend(go.into_iter().map(|mut p| {
-            p.node_name = None;
-            p
-        }));
+        moving.extend(go.into_iter().map(|p| Pod { node_name: None, ..Arc::unwrap_or_clone(p) }));
     }
     moving
 }

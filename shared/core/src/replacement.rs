@@ -3,6 +3,7 @@
 //! drain. Shared by the interruption function and the sweeper's drift pass.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::catalog::{Catalog, OfferingKey};
 use crate::cluster::{vacate_leaving, Cluster};
@@ -35,8 +36,7 @@ pub(crate) fn plan_replacement(
     // Daemon pods come with whatever node replaces it and mirror pods belong to the node itself;
     // everything else needs a new home.
     for p in node.into_iter().flat_map(|n| n.pods.iter()).filter(|p| !p.is_daemon() && !p.is_mirror()) {
-        let mut p = p.clone();
-        p.node_name = None;
+        let p = Pod { node_name: None, ..Pod::clone(p) };
         seen.insert(p.key());
         pods.push(p);
     }
@@ -89,7 +89,7 @@ pub(crate) fn plan_replacement(
             let Some(n) = snapshot.nodes.iter_mut().find(|n| n.name == e.node) else { continue };
             for mut p in e.pods.iter().filter_map(|k| by_key.remove(k)) {
                 p.node_name = Some(n.name.clone());
-                n.pods.push(p);
+                n.pods.push(Arc::new(p));
             }
         }
     }

@@ -15,6 +15,7 @@ use dovetail_core::scheduler::schedule;
 use dovetail_core::time::Time;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 const NOW: i64 = 1_750_000_000;
@@ -46,7 +47,7 @@ fn add_node(c: &mut Cluster, name: &str, itype: &str, ct: CapacityType) {
     for ds in &c.daemonsets {
         let mut p = ds.pod.clone();
         p.name = format!("{}-{name}", ds.name);
-        node.pods.push(p);
+        node.pods.push(p.into());
     }
     let created = Time::from_secs(NOW - 86_400);
     let mut claim = NodeClaim::launching(name, "default", "default", created);
@@ -81,7 +82,7 @@ fn put(c: &mut Cluster, node: &str, p: Pod) {
     let n = c.nodes.iter_mut().find(|n| n.name == node).expect("node");
     let mut p = p;
     p.node_name = Some(node.into());
-    n.pods.push(p);
+    n.pods.push(p.into());
 }
 
 fn unlimited(_: &str, _: Reason) -> usize {
@@ -218,16 +219,16 @@ fn protections_block_and_explain() {
     let cases: Vec<(Protect, &str)> = vec![
         (
             |c| {
-                c.nodes[1]
-                    .pods
-                    .last_mut()
-                    .unwrap()
+                Arc::make_mut(c.nodes[1].pods.last_mut().unwrap())
                     .annotations
                     .insert("karpenter.sh/do-not-disrupt".into(), "true".into());
             },
             "pod shop/api-1 has karpenter.sh/do-not-disrupt=true",
         ),
-        (|c| c.nodes[1].pods.last_mut().unwrap().owner = OwnerKind::None, "pod shop/api-1 has no controller"),
+        (
+            |c| Arc::make_mut(c.nodes[1].pods.last_mut().unwrap()).owner = OwnerKind::None,
+            "pod shop/api-1 has no controller",
+        ),
         (
             |c| {
                 c.pdbs.push(Pdb {

@@ -266,7 +266,7 @@ fn do_not_disrupt_and_disrupting_claims_are_left_alone() {
     }
     let mut pod = Pod::new("shop", "cart-7", Resources::default());
     pod.annotations.insert("karpenter.sh/do-not-disrupt".into(), "true".into());
-    c.nodes[0].pods.push(pod);
+    c.nodes[0].pods.push(pod.into());
     c.nodes[1].annotations.insert("dovetail.dev/do-not-disrupt".into(), "true".into());
     c.claims[2].phase = Phase::Draining;
     let p = plan(&c);

@@ -168,7 +168,7 @@ fn a_duplicate_instance_is_an_orphan_but_a_launching_claim_owns_its_tag() {
 #[test]
 fn a_claim_whose_instance_vanished_is_terminated_and_its_pods_released() {
     let mut c = healthy(vec![claim("a", Phase::Initialized, t(0)), claim("b", Phase::Registered, t(0))], t(60));
-    c.nodes[0].pods.push(Pod::new("shop", "cart-7", Resources::default()));
+    c.nodes[0].pods.push(Pod::new("shop", "cart-7", Resources::default()).into());
     c.instances.retain(|i| i.id != "i-a");
     c.instances.iter_mut().find(|i| i.id == "i-b").unwrap().state = "terminated".into();
     let d = orphans(&c);

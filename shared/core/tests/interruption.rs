@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dovetail_core::catalog::{self, CapacityType, Catalog, OfferingKey};
@@ -81,7 +82,7 @@ fn node_for(claim: &NodeClaim, pods: Vec<Pod>) -> Node {
         .into_iter()
         .map(|mut p| {
             p.node_name = Some(name.clone());
-            p
+            Arc::new(p)
         })
         .collect();
     node
@@ -580,7 +581,7 @@ fn rebalance_is_not_acted_on_when_pods_would_have_nowhere_to_go() {
     // A pod bigger than any type the pool allows.
     let mut huge = app_pod("huge", 500_000, 1024);
     huge.node_name = Some(cluster.nodes[0].name.clone());
-    cluster.nodes[0].pods.push(huge);
+    cluster.nodes[0].pods.push(huge.into());
     let ds = decide(&Message::RebalanceRecommendation { instance_id: INSTANCE.into() }, &cluster, catalog());
     assert!(launches(&ds).is_empty() && written(&ds).is_empty(), "{ds:#?}");
     assert!(ds.iter().any(|d| d.why.contains("not replaced early") && d.why.contains("shop/huge")), "{ds:#?}");

@@ -199,7 +199,7 @@ fn a_vanished_instance_terminates_the_claim_and_releases_its_pods() {
     for state in [None, Some("terminated")] {
         let claim = running("a");
         let mut n = node("a");
-        n.pods = vec![pod("shop", "cart-1"), mirror(pod("kube-system", "static-1"))];
+        n.pods = vec![pod("shop", "cart-1").into(), mirror(pod("kube-system", "static-1")).into()];
         let mut c = cluster(T0.plus(secs(3600)), &claim, "running", Some(n));
         match state {
             None => c.instances.clear(),

@@ -738,7 +738,7 @@ fn build(spec: &ClusterSpec, catalog: &Catalog) -> Snapshot {
             if runs && ds.pod.requests.fits(&node.allocatable.minus(&node.requested())) {
                 let mut p = ds.pod.clone();
                 p.name = format!("{}-{i}", ds.name);
-                node.pods.push(p);
+                node.pods.push(p.into());
             }
         }
         for (j, ps) in s.pods.iter().enumerate() {
@@ -770,7 +770,7 @@ fn build(spec: &ClusterSpec, catalog: &Catalog) -> Snapshot {
                 p.host_ports.push(HostPort { port: 8080, protocol: "TCP".into(), ip: String::new() });
             }
             if p.requests.fits(&node.allocatable.minus(&node.requested())) {
-                node.pods.push(p);
+                node.pods.push(p.into());
             }
         }
         nodes.push(node);

@@ -504,7 +504,7 @@ fn anti_affinity_of_a_running_pod_repels_pending_ones() {
     let mut n = node(&catalog, "node-1", "fake-it-15", "test-zone-1", CapacityType::OnDemand, "default");
     let mut loner = pod("loner", 100, 64);
     loner.pod_anti_affinity.push(selector_term(labels::ZONE, ("app", "noisy")));
-    n.pods.push(loner);
+    n.pods.push(loner.into());
     let noisy: Vec<Pod> =
         (0..2).map(|i| pod(&format!("noisy-{i}"), 500, 256).with_labels(&[("app", "noisy")])).collect();
     let mut snap = snapshot(noisy, vec![pool("default")]);
@@ -968,7 +968,7 @@ fn bug_spread_counts_only_pods_on_nodes_the_pod_could_use() {
         arm64(fixed_type("arm.large", 2, 4, 0.08, None, &["zone-a"])),
     ]);
     let mut arm = node(&catalog, "arm-1", "arm.large", "zone-a", CapacityType::OnDemand, "default");
-    arm.pods.push(pod("old", 100, 64).with_labels(&[("app", "s")]));
+    arm.pods.push(pod("old", 100, 64).with_labels(&[("app", "s")]).into());
     let ps: Vec<Pod> = (0..5)
         .map(|i| {
             let mut p = pod(&format!("s-{i}"), 100, 64).with_labels(&[("app", "s")]);

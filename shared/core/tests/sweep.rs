@@ -75,7 +75,7 @@ fn expired_and_drifted(nodes: BudgetNodes) -> dovetail_core::cluster::Cluster {
     let mut drifted = running("dft");
     drifted.hashes.nodepool = "old-hash".into();
     let mut dnode = node("dft");
-    dnode.pods.push(pod("shop", "cart-0"));
+    dnode.pods.push(pod("shop", "cart-0").into());
     let mut pool = NodePool::new("default", "default");
     pool.disruption.budgets = vec![Budget { nodes, schedule: None, duration: None, reasons: vec![] }];
     let mut c = cluster(now, &expired, "running", Some(node("exp")));
@@ -468,7 +468,7 @@ fn two_drains_in_one_sweep_share_a_pdb_allowance() {
         n.taints.push(termination::disrupted_taint());
         let mut p = pod("shop", &format!("web-{}", n.name));
         p.labels.insert("app".into(), "web".into());
-        n.pods.push(p);
+        n.pods.push(p.into());
     }
     let mut c = cluster(now, &a, "running", Some(na));
     c.claims.push(b);

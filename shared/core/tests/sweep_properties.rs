@@ -17,6 +17,7 @@
 
 mod sweep_world;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -250,9 +251,8 @@ fn build(case: &Case) -> Cluster {
         // Pods bigger than the node stay pending instead.
         let node = c.nodes.last_mut().expect("just added");
         while !node.requested().fits(&node.allocatable) {
-            let mut p = node.pods.pop().expect("an empty node fits");
-            p.node_name = None;
-            c.pending.push(p);
+            let p = node.pods.pop().expect("an empty node fits");
+            c.pending.push(Pod { node_name: None, ..Arc::unwrap_or_clone(p) });
         }
         if n.drifted {
             w::drift(&mut c, &name);

@@ -4,6 +4,7 @@
 mod lifecycle_support;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
@@ -76,7 +77,7 @@ fn evicted(trace: &[Step]) -> Vec<String> {
 
 fn drain_cluster(claim: &NodeClaim, pods: Vec<Pod>) -> Cluster {
     let mut n = node(&claim.name);
-    n.pods = pods;
+    n.pods = pods.into_iter().map(Arc::new).collect();
     cluster(claim.disruption.as_ref().unwrap().since, claim, "running", Some(n))
 }
 
@@ -521,7 +522,7 @@ proptest! {
             c.claims = vec![claim.clone()];
             let s = advance(&claim, &c);
             prop_assert!(s.requeue.is_none_or(|r| r <= secs(10)));
-            let present: Vec<&Pod> = c.nodes.iter().flat_map(|n| &n.pods).collect();
+            let present: Vec<&Pod> = c.nodes.iter().flat_map(|n| n.pods.iter().map(|p| &**p)).collect();
             let started = claim.drain.is_some();
             if voluntary && !started && protected_at_start {
                 prop_assert!(s.is_quiet(), "a voluntary drain started through do-not-disrupt: {:?}", s);
@@ -573,7 +574,7 @@ proptest! {
                     b.disruptions_allowed = (b.disruptions_allowed + 1).min(2);
                 }
             }
-            if c.nodes.iter().all(|n| n.pods.iter().all(ignored_by_drain)) && rng.random_bool(0.3) {
+            if c.nodes.iter().all(|n| n.pods.iter().all(|p| ignored_by_drain(p))) && rng.random_bool(0.3) {
                 c.volume_attachments.clear();
             }
             world_moves(&mut c);

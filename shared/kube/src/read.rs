@@ -4,11 +4,12 @@
 //! attachments that hold a termination.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use dovetail_api::convert::{ConvertError, NotProvisionable, StorageIndex};
 use dovetail_api::crd::{self, EC2NodeClass, NodePool, NodePoolStatus};
 use dovetail_core::labels;
-use dovetail_core::model::{tolerates_all, Node, Taint, TaintEffect};
+use dovetail_core::model::{tolerates_all, Node, Pod, Taint, TaintEffect};
 use dovetail_core::reconcile::ports::{Invalid, KubeState};
 use serde_json::Value;
 use tracing::debug;
@@ -79,18 +80,20 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
             continue;
         }
         remember_uid(&mut seen, key, &p.uid);
-        let mut pod = match &p.pod {
-            Ok(pod) => pod.clone(),
-            Err(e) => {
+        // Shared with the snapshot, not copied: bound pods are most of what a read holds.
+        let pod = match (&p.pod, &p.volumes) {
+            (Ok(pod), None) => Arc::clone(pod),
+            (Ok(pod), Some(spec)) => Arc::new(Pod {
+                volume_requirements: storage.pod_requirements(&pod.namespace, &pod.name, spec, &[]),
+                ..Pod::clone(pod)
+            }),
+            (Err(e), _) => {
                 state.invalid.push(unusable(key, e));
                 continue;
             }
         };
-        if let Some(spec) = &p.volumes {
-            pod.volume_requirements = storage.pod_requirements(&pod.namespace, &pod.name, spec, &[]);
-        }
         match &p.verdict {
-            Ok(()) => state.pending.push(pod),
+            Ok(()) => state.pending.push(Arc::unwrap_or_clone(pod)),
             Err(NotProvisionable::Bound(node)) => {
                 let Some(&i) = node_index.get(node) else {
                     debug!(pod = %key, node, "bound to a node that is not listed");
@@ -104,9 +107,7 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
                     }
                 }
                 if deleting.contains(node) && p.displaced {
-                    let mut moving = pod.clone();
-                    moving.node_name = None;
-                    state.pending.push(moving);
+                    state.pending.push(Pod { node_name: None, ..Pod::clone(&pod) });
                 }
                 nodes[i].pods.push(pod);
             }

@@ -345,7 +345,7 @@ impl Assembler {
             }
         }
         // Namespaces that pods use but no Namespace document declares still exist for selectors.
-        let bound = self.inputs.nodes.iter().flat_map(|n| &n.pods);
+        let bound = self.inputs.nodes.iter().flat_map(|n| n.pods.iter().map(|p| &**p));
         let daemons = self.inputs.daemonsets.iter().map(|d| &d.pod);
         let ignored = self.inputs.ignored.iter().map(|i| &i.pod);
         let all = self.inputs.pending.iter().chain(bound).chain(daemons).chain(ignored);
@@ -402,7 +402,7 @@ impl Assembler {
 
     fn bind(&mut self, pod: Pod, node: String) {
         match self.node_index.get(&node) {
-            Some(&i) => self.inputs.nodes[i].pods.push(pod),
+            Some(&i) => self.inputs.nodes[i].pods.push(pod.into()),
             None => self.ignore(pod, NotProvisionable::Bound(node)),
         }
     }

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::pod::Pod;
 use super::taint::Taint;
@@ -26,7 +27,7 @@ pub struct Node {
     pub taints: Vec<Taint>,
     pub allocatable: Resources,
     /// Pods bound (or nominated) to it, DaemonSet pods included.
-    pub pods: Vec<Pod>,
+    pub pods: Vec<Arc<Pod>>,
     /// Cordoned, or being deleted: nothing new lands here and its pods need a new home.
     pub unschedulable: bool,
     /// $/hour of the capacity, when known.

@@ -7,6 +7,7 @@
 //! Terminated. Every function here is pure; [`crate::reconcile`] carries the launches out.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::catalog::{CapacityType, Catalog, Offer, OfferingKey};
 use crate::cluster::{is_leaving, leaving, node_of, Cluster};
@@ -54,7 +55,7 @@ pub fn inflight_node(
             let mut p = ds.pod.clone();
             p.name = format!("{}-{}", ds.name, name);
             p.node_name = Some(name.to_string());
-            node.pods.push(p);
+            node.pods.push(Arc::new(p));
         }
     }
     node

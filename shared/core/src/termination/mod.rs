@@ -236,7 +236,7 @@ impl Stepper {
             self.state().tainted_at = Some(now);
         }
 
-        let blocking: Vec<&Pod> = node.pods.iter().filter(|p| !ignored_by_drain(p)).collect();
+        let blocking: Vec<&Pod> = node.pods.iter().map(|p| &**p).filter(|p| !ignored_by_drain(p)).collect();
         // Forget pods that are gone so the persisted state stays as small as the drain.
         let present: Vec<String> = blocking.iter().map(|p| p.key()).collect();
         self.state().pods.retain(|k, _| present.contains(k));
@@ -383,7 +383,7 @@ impl Stepper {
         self.next.phase = Phase::Terminated;
         let node = node_of(&self.next, cluster);
         let pods: Vec<String> =
-            node.map(|n| n.pods.iter().filter(|p| !p.is_mirror()).map(Pod::key).collect()).unwrap_or_default();
+            node.map(|n| n.pods.iter().filter(|p| !p.is_mirror()).map(|p| p.key()).collect()).unwrap_or_default();
         let object = match node {
             Some(n) => format!("Node/{}", n.name),
             None => format!("NodeClaim/{}", self.name),

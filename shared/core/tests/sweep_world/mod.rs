@@ -7,6 +7,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dovetail_core::catalog::{embedded, CapacityType};
@@ -139,7 +140,7 @@ pub fn add_node(c: &mut Cluster, name: &str, pool: &str, itype: &str, launched: 
         .map(|mut p| {
             p.node_name = Some(node_name.clone());
             p.started_at.get_or_insert(launched);
-            p
+            Arc::new(p)
         })
         .collect();
     c.instances.push(instance(name, itype, &offer.zone, launched));
@@ -350,11 +351,9 @@ impl World {
     }
 
     /// Pods whose node went: their controllers recreate them, pending.
-    fn pend(&mut self, pods: Vec<Pod>) {
-        for mut p in pods.into_iter().filter(|p| p.owner != OwnerKind::DaemonSet && p.owner != OwnerKind::Node) {
-            p.node_name = None;
-            p.started_at = None;
-            self.cluster.pending.push(p);
+    fn pend(&mut self, pods: Vec<Arc<Pod>>) {
+        for p in pods.into_iter().filter(|p| p.owner != OwnerKind::DaemonSet && p.owner != OwnerKind::Node) {
+            self.cluster.pending.push(Pod { node_name: None, started_at: None, ..Arc::unwrap_or_clone(p) });
         }
     }
 
@@ -436,7 +435,7 @@ impl World {
                 Some(n) => {
                     p.node_name = Some(n.name.clone());
                     p.started_at = Some(now);
-                    n.pods.push(p);
+                    n.pods.push(p.into());
                 }
                 None => self.cluster.pending.push(p),
             }

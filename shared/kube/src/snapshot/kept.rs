@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::sync::Arc;
 
 /// One kind of object as the snapshot keeps it.
 pub(crate) trait Keep: Sized + Clone + Debug + PartialEq + Send + Sync {
@@ -71,7 +72,8 @@ impl Keep for KeptNode {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct KeptPod {
     pub uid: Option<String>,
-    pub pod: Result<Pod, ConvertError>,
+    /// Shared with every read's state that places it (most pods never change between reads).
+    pub pod: Result<Arc<Pod>, ConvertError>,
     /// `Succeeded` or `Failed`: the pod holds nothing. Lists leave such pods out (a field
     /// selector); this is for one that finished between a page and the next.
     pub finished: Option<String>,
@@ -109,7 +111,7 @@ impl Keep for KeptPod {
             (!claims.is_empty()).then(|| Box::new(k8s::PodSpec { volumes: Some(claims), ..k8s::PodSpec::default() }));
         KeptPod {
             uid: uid_of(&p.metadata),
-            pod: pod_from_k8s(p),
+            pod: pod_from_k8s(p).map(Arc::new),
             finished,
             verdict: provisionable(p),
             displaced: displaced_by_node_deletion(p).is_ok(),

@@ -15,6 +15,7 @@
 //! Dovetail use.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use dovetail_core::catalog::Catalog;
 use dovetail_core::labels;
@@ -95,7 +96,7 @@ pub fn template_node(group: &NodeGroup, name: &str, catalog: &Catalog, daemonset
     let mut node = Node::new(name, reg.labels.clone(), reg.allocatable.clone());
     node.kind = NodeKind::Existing;
     node.taints = reg.taints.clone();
-    node.pods = daemon_pods(daemonsets, &reg);
+    node.pods = daemon_pods(daemonsets, &reg).into_iter().map(Arc::new).collect();
     Some(node)
 }
 
@@ -154,7 +155,7 @@ fn scale_up(input: &Input<'_>) -> Option<Decision> {
             if let Some(p) = by_key.get(key) {
                 let mut p = (*p).clone();
                 p.node_name = Some(node.name.clone());
-                node.pods.push(p);
+                node.pods.push(Arc::new(p));
             }
         }
     }
@@ -249,11 +250,7 @@ fn scale_down(input: &Input<'_>, memory: &mut Memory) -> Vec<Decision> {
             .pods
             .iter()
             .filter(|p| !p.is_daemon() && !p.is_mirror())
-            .map(|p| {
-                let mut p = p.clone();
-                p.node_name = None;
-                p
-            })
+            .map(|p| Pod { node_name: None, ..Pod::clone(p) })
             .collect();
         let empty = movable.is_empty();
         let fits = empty || {

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::{ready, Future};
+use std::sync::Arc;
 use std::time::Duration;
 
 use dovetail_core::labels::{NODECLAIM, TAINT_UNREGISTERED};
@@ -117,10 +118,7 @@ impl KubeSim {
     pub fn node_view(&self, name: &str) -> Option<Node> {
         let n = self.nodes.get(name)?;
         let mut node = n.node.clone();
-        // Sized up front: pods are large, and growing the vector would move them all again.
-        let mut pods = Vec::with_capacity(n.pods.len());
-        pods.extend(n.pods.iter().filter_map(|uid| self.pods.get(uid)).map(|p| p.pod.clone()));
-        node.pods = pods;
+        node.pods = n.pods.iter().filter_map(|uid| self.pods.get(uid)).map(|p| Arc::new(p.pod.clone())).collect();
         Some(node)
     }
 

@@ -3,6 +3,7 @@
 
 use rustc_hash::FxHashMap;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use super::candidates::Candidate;
 use super::search::Outcome;
@@ -112,7 +113,7 @@ impl<'a> Work<'a> {
             if let Some(p) = pods.get(key) {
                 let mut p = p.clone();
                 p.node_name = Some(r.name.clone());
-                node.pods.push(p);
+                node.pods.push(Arc::new(p));
             }
         }
         self.touched.insert(r.name.clone());

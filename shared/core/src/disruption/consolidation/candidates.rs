@@ -58,7 +58,8 @@ impl<'a> Work<'a> {
                 notes.push(note(format!("node {} has {why}", node.name)));
                 continue;
             }
-            let movable: Vec<&Pod> = node.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).collect();
+            let movable: Vec<&Pod> =
+                node.pods.iter().map(|p| &**p).filter(|p| !p.is_daemon() && !p.is_mirror()).collect();
             if !movable.is_empty() && pool.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty {
                 continue;
             }

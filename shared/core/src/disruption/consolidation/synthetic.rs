@@ -6,6 +6,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::benchmark;
@@ -96,7 +97,7 @@ pub fn synthetic_cluster(catalog: &Catalog, nodes: usize, pods: usize, seed: u64
             let mut p = ds.pod.clone();
             p.name = format!("{}-{name}", ds.name);
             p.node_name = Some(name.clone());
-            node.pods.push(p);
+            node.pods.push(Arc::new(p));
         }
         let room = allocatable.minus(&node.requested());
         // Workload pods spread evenly over the nodes; 2% of nodes are empty and the rest are
@@ -139,7 +140,7 @@ pub fn synthetic_cluster(catalog: &Catalog, nodes: usize, pods: usize, seed: u64
                     node_taints_policy: InclusionPolicy::Ignore,
                 });
             }
-            node.pods.push(p);
+            node.pods.push(Arc::new(p));
             made += 1;
         }
         let mut claim = NodeClaim::launching(&name, pool, "default", now.minus(Duration::from_secs(86_400)));

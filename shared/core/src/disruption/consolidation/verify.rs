@@ -212,10 +212,7 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
 /// A node's pods that need a new home when it goes (DaemonSet and mirror pods go with it),
 /// unbound.
 fn unbound(n: &Node) -> impl Iterator<Item = Pod> + '_ {
-    n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).cloned().map(|mut p| {
-        p.node_name = None;
-        p
-    })
+    n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).map(|p| Pod { node_name: None, ..Pod::clone(p) })
 }
 
 /// A planned replacement as an in-flight node (its DaemonSet pods included, its own pods not).
@@ -237,6 +234,7 @@ mod tests {
     use crate::scheduler::ExistingPlacement;
     use crate::scheduler::Plan;
     use crate::time::Time;
+    use std::sync::Arc;
     use std::time::Duration;
 
     /// `no_flapping`'s shrunk case (the `the_next_pass_packs_in_node_order` scenario): n0, n1
@@ -269,13 +267,13 @@ mod tests {
             l.insert(labels::CAPACITY_TYPE.into(), labels::CAPACITY_ON_DEMAND.into());
             let mut node = Node::new(name, l, t.allocatable(&Default::default()));
             node.price = t.cheapest().map(|o| o.price);
-            node.pods.extend(c.daemonsets.iter().map(|ds| ds.pod.clone()));
+            node.pods.extend(c.daemonsets.iter().map(|ds| ds.pod.clone().into()));
             for &(pod, cpu) in pods {
                 let mut p = Pod::new("shop", pod, Resources::new(cpu, 64 << 20));
                 p.owner = if pod.starts_with("solo") { OwnerKind::None } else { OwnerKind::ReplicaSet };
                 p.labels.insert("app".into(), pod.split('-').next().unwrap_or(pod).into());
                 p.node_name = Some(name.into());
-                node.pods.push(p);
+                node.pods.push(p.into());
             }
             let mut claim = NodeClaim::launching(name, "default", "default", now.minus(Duration::from_secs(86_400)));
             claim.phase = Phase::Initialized;
@@ -322,7 +320,7 @@ mod tests {
                 c.claims[3].phase = Phase::Draining; // n3: its web-4 and solo-1 need room again
             }
             if spread {
-                let web3 = c.nodes[1].pods.last_mut().expect("web-3");
+                let web3 = Arc::make_mut(c.nodes[1].pods.last_mut().expect("web-3"));
                 web3.topology_spread.push(crate::model::TopologySpread {
                     max_skew: 1,
                     topology_key: labels::ZONE.into(),

@@ -3,6 +3,7 @@
 //! and budgets spent. Every decision is applied to it at once, so later candidates see it.
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::sync::Arc;
 
 use super::first_fit::FirstFit;
 use super::{Allowed, Options};
@@ -72,7 +73,7 @@ impl<'a> Work<'a> {
         let wide_anti = snap
             .nodes
             .iter()
-            .flat_map(|n| n.pods.iter())
+            .flat_map(|n| n.pods.iter().map(|p| &**p))
             .chain(snap.pods.iter())
             .flat_map(|p| p.pod_anti_affinity.iter())
             .any(|t| t.topology_key != labels::HOSTNAME);
@@ -182,7 +183,7 @@ impl<'a> Work<'a> {
                 if let Some(p) = pods.get(key) {
                     let mut p = p.clone();
                     p.node_name = Some(e.node.clone());
-                    self.snap.nodes[i].pods.push(p);
+                    self.snap.nodes[i].pods.push(Arc::new(p));
                 }
             }
             self.touched.insert(e.node.clone());
@@ -198,7 +199,7 @@ impl<'a> Work<'a> {
     /// Pods that need a new home when the node goes (DaemonSet and mirror pods go with it).
     pub(super) fn movable(&self, node: &str) -> Vec<&Pod> {
         self.node(node)
-            .map(|n| n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).collect())
+            .map(|n| n.pods.iter().map(|p| &**p).filter(|p| !p.is_daemon() && !p.is_mirror()).collect())
             .unwrap_or_default()
     }
 

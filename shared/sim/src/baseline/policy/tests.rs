@@ -40,7 +40,7 @@ fn node(cfg: &Config, g: usize, name: &str, on: Vec<Pod>) -> Node {
     let mut n = template_node(&cfg.node_groups[g], name, embedded(), &[]).unwrap();
     for mut p in on {
         p.node_name = Some(name.into());
-        n.pods.push(p);
+        n.pods.push(p.into());
     }
     n
 }
