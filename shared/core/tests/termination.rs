@@ -522,7 +522,7 @@ proptest! {
             c.claims = vec![claim.clone()];
             let s = advance(&claim, &c);
             prop_assert!(s.requeue.is_none_or(|r| r <= secs(10)));
-            let present: Vec<&Pod> = c.nodes.iter().flat_map(|n| n.pods.iter().map(|p| &**p)).collect();
+            let present: Vec<&Pod> = c.nodes.iter().flat_map(|n| n.pods.iter().map(Arc::as_ref)).collect();
             let started = claim.drain.is_some();
             if voluntary && !started && protected_at_start {
                 prop_assert!(s.is_quiet(), "a voluntary drain started through do-not-disrupt: {:?}", s);

@@ -26,6 +26,7 @@ pub use read::{read_paths, STDIN_NAME};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
 
 use dovetail_core::model::{DaemonSet, Node, OwnerKind, Pod};
 use k8s_openapi::api::core::v1 as core;
@@ -345,7 +346,7 @@ impl Assembler {
             }
         }
         // Namespaces that pods use but no Namespace document declares still exist for selectors.
-        let bound = self.inputs.nodes.iter().flat_map(|n| n.pods.iter().map(|p| &**p));
+        let bound = self.inputs.nodes.iter().flat_map(|n| n.pods.iter().map(Arc::as_ref));
         let daemons = self.inputs.daemonsets.iter().map(|d| &d.pod);
         let ignored = self.inputs.ignored.iter().map(|i| &i.pod);
         let all = self.inputs.pending.iter().chain(bound).chain(daemons).chain(ignored);

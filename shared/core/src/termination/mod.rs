@@ -22,6 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cluster::{instance_of, node_of, Cluster};
@@ -236,7 +237,7 @@ impl Stepper {
             self.state().tainted_at = Some(now);
         }
 
-        let blocking: Vec<&Pod> = node.pods.iter().map(|p| &**p).filter(|p| !ignored_by_drain(p)).collect();
+        let blocking: Vec<&Pod> = node.pods.iter().map(Arc::as_ref).filter(|p| !ignored_by_drain(p)).collect();
         // Forget pods that are gone so the persisted state stays as small as the drain.
         let present: Vec<String> = blocking.iter().map(|p| p.key()).collect();
         self.state().pods.retain(|k, _| present.contains(k));

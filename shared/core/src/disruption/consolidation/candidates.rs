@@ -3,6 +3,7 @@
 //! do-not-disrupt, pods without a controller, PodDisruptionBudgets.
 
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 use super::work::Work;
 use crate::decision::Decision;
@@ -59,7 +60,7 @@ impl<'a> Work<'a> {
                 continue;
             }
             let movable: Vec<&Pod> =
-                node.pods.iter().map(|p| &**p).filter(|p| !p.is_daemon() && !p.is_mirror()).collect();
+                node.pods.iter().map(Arc::as_ref).filter(|p| !p.is_daemon() && !p.is_mirror()).collect();
             if !movable.is_empty() && pool.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty {
                 continue;
             }

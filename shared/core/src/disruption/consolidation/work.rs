@@ -73,7 +73,7 @@ impl<'a> Work<'a> {
         let wide_anti = snap
             .nodes
             .iter()
-            .flat_map(|n| n.pods.iter().map(|p| &**p))
+            .flat_map(|n| n.pods.iter().map(Arc::as_ref))
             .chain(snap.pods.iter())
             .flat_map(|p| p.pod_anti_affinity.iter())
             .any(|t| t.topology_key != labels::HOSTNAME);
@@ -199,7 +199,7 @@ impl<'a> Work<'a> {
     /// Pods that need a new home when the node goes (DaemonSet and mirror pods go with it).
     pub(super) fn movable(&self, node: &str) -> Vec<&Pod> {
         self.node(node)
-            .map(|n| n.pods.iter().map(|p| &**p).filter(|p| !p.is_daemon() && !p.is_mirror()).collect())
+            .map(|n| n.pods.iter().map(Arc::as_ref).filter(|p| !p.is_daemon() && !p.is_mirror()).collect())
             .unwrap_or_default()
     }
 
