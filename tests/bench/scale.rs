@@ -10,13 +10,15 @@
 //! cargo run -p dovetail-tests --release --example scale -- --nodes 5000 --pods 100000
 //! cargo run -p dovetail-tests --release --example scale -- --issue --json scale.json --markdown scale.md
 //! cargo run -p dovetail-tests --release --example scale -- --costs scale.json,scale-small.json
+//! cargo run -p dovetail-tests --release --example scale -- --growth scale-500.json,scale-5000.json
 //! ```
 //!
 //! Options: `--nodes N --pods M` one size (default 200 / 4,000, the CI form); `--issue` the issue's
 //! three sizes (500 / 10k, 2k / 40k, 5k / 100k) instead; `--short` leaves the 1,000-pod burst out;
 //! `--json FILE` and `--markdown FILE` write the results (the table is printed too); `--costs
 //! FILE,FILE…` runs nothing and prints docs/costs.md's tables from results written before
-//! (`dovetail_tests::scale::costs`: one run per size, short or full). Progress goes
+//! (`dovetail_tests::scale::costs`: one run per size, short or full); `--growth FILE,FILE` prints
+//! how each invocation's figures grow from the smallest size given to the largest. Progress goes
 //! to stderr (`RUST_LOG` filters it); the functions' CloudWatch metric lines go to stdout, as in
 //! Lambda, before the table.
 //!
@@ -50,6 +52,17 @@ fn number(name: &str, default: usize) -> Result<usize> {
     arg(name).map_or(Ok(default), |v| v.replace('_', "").parse().with_context(|| format!("{name} {v}")))
 }
 
+/// The runs in results written before by `--json`, in the order given.
+fn saved(files: &str) -> Result<Vec<Run>> {
+    let mut runs: Vec<Run> = Vec::new();
+    for path in files.split(',') {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
+        let results: Results = serde_json::from_str(&text).with_context(|| format!("{path}: not the rig's --json"))?;
+        runs.extend(results.runs);
+    }
+    Ok(runs)
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
@@ -60,14 +73,11 @@ async fn main() -> Result<()> {
         )
         .init();
     if let Some(files) = arg("--costs") {
-        let mut runs: Vec<Run> = Vec::new();
-        for path in files.split(',') {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {path}"))?;
-            let results: Results =
-                serde_json::from_str(&text).with_context(|| format!("{path}: not the rig's --json"))?;
-            runs.extend(results.runs);
-        }
-        println!("{}", scale::costs::markdown(&runs)?);
+        println!("{}", scale::costs::markdown(&saved(&files)?)?);
+        return Ok(());
+    }
+    if let Some(files) = arg("--growth") {
+        println!("{}", scale::report::growth(&saved(&files)?));
         return Ok(());
     }
     let sizes = if flag("--issue") {
