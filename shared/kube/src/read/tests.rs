@@ -1,5 +1,5 @@
 use super::*;
-use crate::snapshot::{Keep, KeptPod};
+use crate::snapshot::{Keep, KeptPod, Lean};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -27,12 +27,17 @@ fn kind<T: Keep>(objects: &[T::Object]) -> Kind<T> {
 }
 
 /// The snapshot a list of these objects keeps.
+/// Objects as the snapshot reads them (their managedFields are left out as they arrive).
+fn lean<K: Clone>(objects: &[K]) -> Vec<Lean<K>> {
+    objects.iter().cloned().map(Lean).collect()
+}
+
 fn snapshot(l: Listed) -> Snapshot {
     let dynamic =
         |v: &[Value]| -> Vec<DynamicObject> { v.iter().map(|o| serde_json::from_value(o.clone()).unwrap()).collect() };
     Snapshot {
-        nodes: kind(&l.nodes),
-        pods: kind(&l.pods),
+        nodes: kind(&lean(&l.nodes)),
+        pods: kind(&lean(&l.pods)),
         daemonsets: kind(&l.daemonsets),
         pdbs: kind(&l.pdbs),
         claims: kind(&l.claims),
@@ -205,12 +210,12 @@ spec:
   - {name: kube-api-access-x, projected: {sources: [{serviceAccountToken: {path: token}}]}}
   - {name: scratch, emptyDir: {}}",
     );
-    assert_eq!(KeptPod::keep(&pod).volumes, None, "no claim, nothing kept");
+    assert_eq!(KeptPod::keep(&Lean(pod.clone())).volumes, None, "no claim, nothing kept");
 
     let mut with_claim = pod.clone();
     let volumes = with_claim.spec.as_mut().unwrap().volumes.as_mut().unwrap();
     volumes.push(parse("{name: data, persistentVolumeClaim: {claimName: data-web-0}}"));
-    let kept = KeptPod::keep(&with_claim).volumes.expect("a claim is kept");
+    let kept = KeptPod::keep(&Lean(with_claim)).volumes.expect("a claim is kept");
     let names: Vec<_> = kept.volumes.iter().flatten().map(|v| v.name.as_str()).collect();
     assert_eq!(names, ["data"], "only the volumes that name a claim");
 }

@@ -5,6 +5,7 @@
 //! A conversion error is kept too (the object stays listed as invalid, with its field, until it
 //! changes), so one bad object is reported on every read, as a fresh list would.
 
+use super::lean::Lean;
 use dovetail_api::convert::{
     daemonset_from_k8s, displaced_by_node_deletion, node_from_k8s, pdb_from_k8s, pod_from_k8s, provisionable,
     ConvertError, NotProvisionable,
@@ -60,11 +61,11 @@ pub(crate) struct KeptNode {
 }
 
 impl Keep for KeptNode {
-    type Object = k8s::Node;
-    fn key(o: &k8s::Node) -> String {
+    type Object = Lean<k8s::Node>;
+    fn key(o: &Lean<k8s::Node>) -> String {
         object_name(o)
     }
-    fn keep(n: &k8s::Node) -> Self {
+    fn keep(Lean(n): &Lean<k8s::Node>) -> Self {
         KeptNode { uid: uid_of(&n.metadata), node: node_from_k8s(n), deleting: n.metadata.deletion_timestamp.is_some() }
     }
 }
@@ -89,11 +90,11 @@ pub(crate) struct KeptPod {
 }
 
 impl Keep for KeptPod {
-    type Object = k8s::Pod;
-    fn key(o: &k8s::Pod) -> String {
+    type Object = Lean<k8s::Pod>;
+    fn key(o: &Lean<k8s::Pod>) -> String {
         object_name(o)
     }
-    fn keep(p: &k8s::Pod) -> Self {
+    fn keep(Lean(p): &Lean<k8s::Pod>) -> Self {
         let finished = p.status.as_ref().and_then(|s| s.phase.clone()).filter(|ph| ph == "Succeeded" || ph == "Failed");
         let claims: Vec<k8s::Volume> = p
             .spec

@@ -13,12 +13,15 @@
 
 mod kept;
 mod kind;
+mod lean;
 
 #[cfg(test)]
 pub(crate) use kept::Keep;
 pub(crate) use kept::{Converted, KeptAttachment, KeptClass, KeptNamespace, KeptNode, KeptPod, KeptPool};
 pub(crate) use kind::{Kind, Source};
 pub use kind::{Reading, CATCH_UP_SECONDS, PAGE_SIZE};
+#[cfg(test)]
+pub(crate) use lean::Lean;
 
 use dovetail_api::crd::{EC2NodeClass, NodePool};
 use dovetail_core::model::{DaemonSet, Pdb};
