@@ -151,6 +151,12 @@ impl InstanceQuery {
     }
 }
 
+/// A node's pods that need a new home when it goes (DaemonSet and mirror pods go with it),
+/// unbound.
+pub(crate) fn unbound(n: &Node) -> impl Iterator<Item = Pod> + '_ {
+    n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).map(|p| Pod { node_name: None, ..Pod::clone(p) })
+}
+
 /// Capacity already on its way out: marks the nodes of claims being taken away (disruption set,
 /// or Draining and later) unschedulable, as they are once tainted, and takes their movable pods
 /// off them, returned unbound — they need room elsewhere just like pending pods, and a plan made

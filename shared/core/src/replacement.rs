@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, OfferingKey};
-use crate::cluster::{vacate_leaving, Cluster};
+use crate::cluster::{unbound, vacate_leaving, Cluster};
 use crate::decision::{launch_once, Decision};
 use crate::labels;
 use crate::model::{Node, Pod};
@@ -35,8 +35,7 @@ pub(crate) fn plan_replacement(
     let mut seen = BTreeSet::new();
     // Daemon pods come with whatever node replaces it and mirror pods belong to the node itself;
     // everything else needs a new home.
-    for p in node.into_iter().flat_map(|n| n.pods.iter()).filter(|p| !p.is_daemon() && !p.is_mirror()) {
-        let p = Pod { node_name: None, ..Pod::clone(p) };
+    for p in node.into_iter().flat_map(unbound) {
         seen.insert(p.key());
         pods.push(p);
     }

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use super::candidates::Candidate;
 use super::search::{Outcome, Simulated};
 use super::work::Work;
-use crate::cluster::{vacate_leaving, Cluster};
+use crate::cluster::{unbound, vacate_leaving, Cluster};
 use crate::decision::{Action, Decision};
 use crate::labels;
-use crate::model::{DaemonSet, Node, NodePool, Pod};
+use crate::model::{DaemonSet, Node, NodePool};
 use crate::provisioning;
 use crate::resources::Resources;
 use crate::scheduler::{self, PlannedClaim};
@@ -209,12 +209,6 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
     snap
 }
 
-/// A node's pods that need a new home when it goes (DaemonSet and mirror pods go with it),
-/// unbound.
-fn unbound(n: &Node) -> impl Iterator<Item = Pod> + '_ {
-    n.pods.iter().filter(|p| !p.is_daemon() && !p.is_mirror()).map(|p| Pod { node_name: None, ..Pod::clone(p) })
-}
-
 /// A planned replacement as an in-flight node (its DaemonSet pods included, its own pods not).
 pub(super) fn planned_node(r: &PlannedClaim, pools: &[NodePool], daemonsets: &[DaemonSet]) -> Node {
     let allocatable =
@@ -229,7 +223,7 @@ mod tests {
     use super::*;
     use crate::benchmark;
     use crate::catalog::embedded;
-    use crate::model::OwnerKind;
+    use crate::model::{OwnerKind, Pod};
     use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
     use crate::scheduler::ExistingPlacement;
     use crate::scheduler::Plan;
