@@ -4,7 +4,9 @@
 //!
 //! Bodies (one SQS message each):
 //! - `{"pod": "<namespace>/<name>", "unschedulableAt": "<RFC 3339>"}` — the simulator's shape;
-//! - `{"node": "<name>", "event": "registered" | "ready" | "gone", "at": "<RFC 3339>"}`.
+//! - `{"node": "<name>", "event": "registered" | "ready" | "gone", "at": "<RFC 3339>"}`;
+//! - `{"nodeclaim": "<name>", "event": "deleted", "at": "<RFC 3339>"}` — someone asked for a
+//!   NodeClaim's deletion (`kubectl delete nodeclaim`), which Dovetail carries out as a drain.
 //!
 //! Times are when the forwarder saw the change, in UTC with milliseconds: admission happens just
 //! before the API server stores the change, and a condition's `lastTransitionTime` only has
@@ -21,7 +23,8 @@ pub enum NodeEvent {
     Registered,
     /// Its `Ready` condition turned `True`.
     Ready,
-    /// The Node object was deleted.
+    /// The Node's deletion was asked for (Dovetail's nodes then stay, held by its finalizer,
+    /// until they are drained).
     Gone,
 }
 
@@ -49,6 +52,11 @@ pub enum Doorbell {
         event: NodeEvent,
         at: Timestamp,
     },
+    /// A NodeClaim object's deletion was asked for.
+    ClaimDeleted {
+        name: String,
+        at: Timestamp,
+    },
 }
 
 #[derive(Serialize)]
@@ -56,6 +64,13 @@ pub enum Doorbell {
 struct PodBody<'a> {
     pod: &'a str,
     unschedulable_at: String,
+}
+
+#[derive(Serialize)]
+struct ClaimBody<'a> {
+    nodeclaim: &'a str,
+    event: &'static str,
+    at: String,
 }
 
 #[derive(Serialize)]
@@ -80,6 +95,9 @@ impl Doorbell {
             Doorbell::Node { name, event, at } => {
                 serde_json::to_string(&NodeBody { node: name, event: *event, at: rfc3339(*at) })
             }
+            Doorbell::ClaimDeleted { name, at } => {
+                serde_json::to_string(&ClaimBody { nodeclaim: name, event: "deleted", at: rfc3339(*at) })
+            }
         };
         json.expect("string fields always serialize")
     }
@@ -90,14 +108,16 @@ impl Doorbell {
         match self {
             Doorbell::Pod { namespace, name, .. } => DoorbellKey::Pod(namespace.clone(), name.clone()),
             Doorbell::Node { name, event, .. } => DoorbellKey::Node(name.clone(), *event),
+            Doorbell::ClaimDeleted { name, .. } => DoorbellKey::ClaimDeleted(name.clone()),
         }
     }
 
-    /// `pod` or `node`, a stable field for logs and metrics.
+    /// `pod`, `node` or `nodeclaim`, a stable field for logs and metrics.
     pub fn kind(&self) -> &'static str {
         match self {
             Doorbell::Pod { .. } => "pod",
             Doorbell::Node { .. } => "node",
+            Doorbell::ClaimDeleted { .. } => "nodeclaim",
         }
     }
 }
@@ -108,6 +128,7 @@ pub enum DoorbellKey {
     /// Namespace and name.
     Pod(String, String),
     Node(String, NodeEvent),
+    ClaimDeleted(String),
 }
 
 #[cfg(test)]
@@ -123,6 +144,17 @@ mod tests {
         let bell = Doorbell::Pod { namespace: "shop".into(), name: "web-0".into(), at: at() };
         let body: serde_json::Value = serde_json::from_str(&bell.body()).unwrap();
         assert_eq!(body, serde_json::json!({"pod": "shop/web-0", "unschedulableAt": "2025-06-01T12:00:00.123Z"}));
+    }
+
+    #[test]
+    fn nodeclaim_body() {
+        let bell = Doorbell::ClaimDeleted { name: "default-abc12".into(), at: at() };
+        let body: serde_json::Value = serde_json::from_str(&bell.body()).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({"nodeclaim": "default-abc12", "event": "deleted", "at": "2025-06-01T12:00:00.123Z"})
+        );
+        assert_eq!(bell.kind(), "nodeclaim");
     }
 
     #[test]

@@ -13,6 +13,7 @@ use crate::review::Outcome;
 pub struct Metrics {
     pub reviews_pod_doorbell: AtomicU64,
     pub reviews_node_doorbell: AtomicU64,
+    pub reviews_nodeclaim_doorbell: AtomicU64,
     pub reviews_ignored: AtomicU64,
     pub reviews_dry_run: AtomicU64,
     pub reviews_malformed: AtomicU64,
@@ -38,6 +39,7 @@ impl Metrics {
         let counter = match outcome {
             Outcome::Doorbell(crate::doorbell::Doorbell::Pod { .. }) => &self.reviews_pod_doorbell,
             Outcome::Doorbell(crate::doorbell::Doorbell::Node { .. }) => &self.reviews_node_doorbell,
+            Outcome::Doorbell(crate::doorbell::Doorbell::ClaimDeleted { .. }) => &self.reviews_nodeclaim_doorbell,
             Outcome::Ignored => &self.reviews_ignored,
             Outcome::DryRun => &self.reviews_dry_run,
             Outcome::Malformed(_) => &self.reviews_malformed,
@@ -50,7 +52,7 @@ impl Metrics {
     }
 
     /// Every counter with its Prometheus name, label and help text.
-    fn counters(&self) -> [(&'static str, Option<&'static str>, &'static str, &AtomicU64); 12] {
+    fn counters(&self) -> [(&'static str, Option<&'static str>, &'static str, &AtomicU64); 13] {
         const REVIEWS: &str = "AdmissionReview requests answered, by what they meant.";
         const DOORBELLS: &str = "Doorbells not sent, by why.";
         [
@@ -60,6 +62,12 @@ impl Metrics {
                 Some("outcome=\"node_doorbell\""),
                 REVIEWS,
                 &self.reviews_node_doorbell,
+            ),
+            (
+                "dovetail_forwarder_reviews_total",
+                Some("outcome=\"nodeclaim_doorbell\""),
+                REVIEWS,
+                &self.reviews_nodeclaim_doorbell,
             ),
             ("dovetail_forwarder_reviews_total", Some("outcome=\"ignored\""), REVIEWS, &self.reviews_ignored),
             ("dovetail_forwarder_reviews_total", Some("outcome=\"dry_run\""), REVIEWS, &self.reviews_dry_run),

@@ -15,6 +15,8 @@
 //!   gets the same rule.
 //! - **nodes CREATE** → `registered`; **nodes/status UPDATE** where `Ready` turns `True` →
 //!   `ready`; **nodes DELETE** → `gone`.
+//! - **nodeclaims.dovetail.dev DELETE** → a `nodeclaim` doorbell: `kubectl delete nodeclaim`
+//!   asks Dovetail to drain and terminate that node.
 //!
 //! Dry-run requests never ring (nothing is stored). Everything else — other resources and
 //! operations, heartbeats that change nothing — is allowed without a doorbell.
@@ -54,6 +56,7 @@ impl Outcome {
         match self {
             Outcome::Doorbell(Doorbell::Pod { .. }) => "pod_doorbell",
             Outcome::Doorbell(Doorbell::Node { .. }) => "node_doorbell",
+            Outcome::Doorbell(Doorbell::ClaimDeleted { .. }) => "nodeclaim_doorbell",
             Outcome::Ignored => "ignored",
             Outcome::DryRun => "dry_run",
             Outcome::Malformed(_) => "malformed",
@@ -79,12 +82,32 @@ pub fn review(body: &[u8], now: Timestamp) -> Reviewed {
     }
 }
 
+/// The API group of Dovetail's NodeClaim objects.
+const DOVETAIL_GROUP: &str = "dovetail.dev";
+
 fn decide(request: &RequestIn, now: Timestamp) -> Outcome {
-    if !request.resource.group.is_empty() {
+    let group = request.resource.group.as_str();
+    if !group.is_empty() && group != DOVETAIL_GROUP {
         return Outcome::Ignored;
     }
     let sub = request.sub_resource.as_deref().unwrap_or("");
-    let doorbell = match (request.resource.resource.as_str(), sub, request.operation.as_str()) {
+    let doorbell = match (group, request.resource.resource.as_str(), sub, request.operation.as_str()) {
+        (DOVETAIL_GROUP, "nodeclaims", "", "DELETE") => {
+            object_name(request).map(|name| Doorbell::ClaimDeleted { name, at: now })
+        }
+        (DOVETAIL_GROUP, ..) => None,
+        (_, resource, sub, operation) => core_doorbell(request, resource, sub, operation, now),
+    };
+    match doorbell {
+        Some(_) if request.dry_run.unwrap_or(false) => Outcome::DryRun,
+        Some(doorbell) => Outcome::Doorbell(doorbell),
+        None => Outcome::Ignored,
+    }
+}
+
+/// Doorbells for core (`v1`) resources.
+fn core_doorbell(request: &RequestIn, resource: &str, sub: &str, operation: &str, now: Timestamp) -> Option<Doorbell> {
+    match (resource, sub, operation) {
         ("pods", "status", "UPDATE") | ("pods", "", "CREATE") => pod_doorbell(request, now),
         ("nodes", "", "CREATE") => node_doorbell(request, NodeEvent::Registered, now),
         ("nodes", "status", "UPDATE") => {
@@ -94,11 +117,6 @@ fn decide(request: &RequestIn, now: Timestamp) -> Outcome {
         }
         ("nodes", "", "DELETE") => node_doorbell(request, NodeEvent::Gone, now),
         _ => None,
-    };
-    match doorbell {
-        Some(_) if request.dry_run.unwrap_or(false) => Outcome::DryRun,
-        Some(doorbell) => Outcome::Doorbell(doorbell),
-        None => Outcome::Ignored,
     }
 }
 
@@ -121,13 +139,17 @@ fn pod_doorbell(request: &RequestIn, now: Timestamp) -> Option<Doorbell> {
 }
 
 fn node_doorbell(request: &RequestIn, event: NodeEvent, now: Timestamp) -> Option<Doorbell> {
-    // DELETE sends the node as `oldObject` and no `object`.
+    object_name(request).map(|name| Doorbell::Node { name, event, at: now })
+}
+
+/// The request's object name: from the request, else from its object (DELETE sends the object as
+/// `oldObject` and no `object`).
+fn object_name(request: &RequestIn) -> Option<String> {
     let from_object = |o: &Option<ObjectIn>| o.as_ref().and_then(|o| o.metadata.name.clone());
-    let name = non_empty(&request.name)
+    non_empty(&request.name)
         .map(str::to_string)
         .or_else(|| from_object(&request.object))
-        .or_else(|| from_object(&request.old_object))?;
-    Some(Doorbell::Node { name, event, at: now })
+        .or_else(|| from_object(&request.old_object))
 }
 
 fn non_empty(s: &str) -> Option<&str> {
@@ -365,6 +387,23 @@ mod tests {
     }
 
     #[test]
+    fn a_nodeclaim_deletion_rings() {
+        let claim = edited("node-delete", |r| {
+            r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "nodeclaims"});
+            r["request"]["kind"] = json!({"group": "dovetail.dev", "version": "v1", "kind": "NodeClaim"});
+            r["request"]["name"] = json!("default-x7k2p");
+        });
+        assert_eq!(
+            outcome(&claim),
+            Outcome::Doorbell(Doorbell::ClaimDeleted { name: "default-x7k2p".into(), at: now() })
+        );
+        let created = edited("node-create", |r| {
+            r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "nodeclaims"})
+        });
+        assert_eq!(outcome(&created), Outcome::Ignored);
+    }
+
+    #[test]
     fn node_heartbeat_does_not_ring() {
         assert_eq!(outcome(&fixture("node-status-heartbeat")), Outcome::Ignored);
         // Nor does a node going NotReady: the provisioner learns of that from its own reads.
@@ -391,6 +430,11 @@ mod tests {
         assert_eq!(outcome(&service), Outcome::Ignored);
         let other_group = edited("node-create", |r| r["request"]["resource"]["group"] = json!("example.com"));
         assert_eq!(outcome(&other_group), Outcome::Ignored);
+        // Of Dovetail's own group only a NodeClaim's deletion rings.
+        let pool = edited("node-delete", |r| {
+            r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "nodepools"})
+        });
+        assert_eq!(outcome(&pool), Outcome::Ignored);
         let node_update = edited("node-status-ready", |r| r["request"]["subResource"] = Value::Null);
         assert_eq!(outcome(&node_update), Outcome::Ignored);
     }

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dovetail_api::crd::{crd_yaml, EC2NodeClass, NodePool};
+use dovetail_api::crd::{crd_yaml, EC2NodeClass, NodeClaim, NodePool};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
@@ -51,6 +51,11 @@ fn nodepool_crd_is_up_to_date() {
 }
 
 #[test]
+fn nodeclaim_crd_is_up_to_date() {
+    check::<NodeClaim>("dovetail.dev_nodeclaims.yaml");
+}
+
+#[test]
 fn ec2nodeclass_crd_is_up_to_date() {
     check::<EC2NodeClass>("dovetail.dev_ec2nodeclasses.yaml");
 }
@@ -59,7 +64,11 @@ fn ec2nodeclass_crd_is_up_to_date() {
 /// the types describe (guards against serializer quirks such as numbers turned into strings).
 #[test]
 fn yaml_reads_back_as_the_same_crd() {
-    for (yaml, crd) in [(crd_yaml::<NodePool>(), NodePool::crd()), (crd_yaml::<EC2NodeClass>(), EC2NodeClass::crd())] {
+    for (yaml, crd) in [
+        (crd_yaml::<NodePool>(), NodePool::crd()),
+        (crd_yaml::<EC2NodeClass>(), EC2NodeClass::crd()),
+        (crd_yaml::<NodeClaim>(), NodeClaim::crd()),
+    ] {
         let parsed: CustomResourceDefinition = serde_yaml_ng::from_str(&yaml).unwrap();
         assert_eq!(parsed, crd);
     }

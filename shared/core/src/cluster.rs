@@ -70,6 +70,9 @@ pub struct Cluster {
     pub volume_attachments: BTreeMap<String, Vec<String>>,
     pub unavailable: BTreeSet<OfferingKey>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// NodeClaim objects in the cluster (what `kubectl get nodeclaims` lists).
+    #[serde(default)]
+    pub claim_objects: Vec<crate::nodeclaim::object::Observed>,
 }
 
 impl Cluster {

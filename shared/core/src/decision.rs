@@ -28,10 +28,12 @@ pub enum Action {
         node: String,
         taint: Taint,
     },
-    /// Set these labels on the Node (registration: what the launch template could not carry).
-    /// Setting labels it already has is a no-op, so the action is safe to repeat.
-    LabelNode {
+    /// Make a registered Node the claim's (registration): set these labels (what the launch
+    /// template could not carry), hold it with Dovetail's termination finalizer so a deletion
+    /// waits for the drain, and make the claim's NodeClaim object its owner. Safe to repeat.
+    AdoptNode {
         node: String,
+        claim: String,
         labels: BTreeMap<String, String>,
     },
     /// Remove every taint with this key (e.g. `dovetail.dev/unregistered` once the Node is matched
@@ -84,7 +86,7 @@ impl Action {
             Action::DeleteClaim { .. } => "DeleteClaim",
             Action::TaintNode { .. } => "TaintNode",
             Action::RemoveTaint { .. } => "RemoveTaint",
-            Action::LabelNode { .. } => "LabelNode",
+            Action::AdoptNode { .. } => "AdoptNode",
             Action::Evict { .. } => "Evict",
             Action::DeletePod { .. } => "DeletePod",
             Action::DeleteNode { .. } => "DeleteNode",

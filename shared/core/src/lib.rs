@@ -34,6 +34,8 @@ pub mod scheduler;
 pub mod decision;
 // The concepts, each on those before it: draining a node,
 pub mod termination;
+
+pub mod deletion;
 // a claim's life from launch to registration,
 pub mod lifecycle;
 // new capacity for pending pods,

@@ -90,7 +90,7 @@ fn registration_by_provider_id_labels_the_node_removes_the_taint_and_initializes
     assert_eq!(
         actions(&step),
         vec![
-            Action::LabelNode { node: "node-a".into(), labels: registration_labels.clone() },
+            Action::AdoptNode { node: "node-a".into(), claim: "a".into(), labels: registration_labels.clone() },
             Action::RemoveTaint { node: "node-a".into(), key: TAINT_UNREGISTERED.into() },
         ]
     );
@@ -98,7 +98,7 @@ fn registration_by_provider_id_labels_the_node_removes_the_taint_and_initializes
         sentences(&step),
         vec![
             "a registered as node node-a (providerID aws:///us-east-1a/i-a)".to_string(),
-            "labelling node node-a as a's: dovetail.dev/nodeclaim, karpenter.sh/capacity-type, node.kubernetes.io/instance-type, topology.kubernetes.io/zone".to_string(),
+            "adopting node node-a as a's: labelling it dovetail.dev/nodeclaim, karpenter.sh/capacity-type, node.kubernetes.io/instance-type, topology.kubernetes.io/zone, holding its deletion for the drain".to_string(),
             "removing dovetail.dev/unregistered from node node-a: it is matched to a".to_string(),
             "a initialized: node node-a is Ready".to_string(),
         ]

@@ -58,8 +58,8 @@ impl Target {
         Ok(Target { kind: kind.to_string(), namespace, name: name.to_string() })
     }
 
-    /// Core objects are `v1`; Dovetail's own kinds (NodeClaims live in DynamoDB, but users know
-    /// them by that name) are `dovetail.dev/v1`.
+    /// Core objects are `v1`; Dovetail's own kinds (NodePool, EC2NodeClass, NodeClaim) are
+    /// `dovetail.dev/v1`.
     pub fn api_version(&self) -> &'static str {
         match self.kind.as_str() {
             "Pod" | "Node" | "Namespace" => "v1",

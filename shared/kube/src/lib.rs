@@ -1,15 +1,18 @@
 //! Dovetail's Kubernetes adapter: the core's [`Kube`] port over kube-rs.
 //!
 //! - [`KubeAdapter::read`]: nodes, pods, DaemonSets, PDBs, storage, VolumeAttachments, namespaces,
-//!   NodePools and EC2NodeClasses from a snapshot kept between reads ([`snapshot`]): the first
+//!   NodePools, EC2NodeClasses and NodeClaim objects from a snapshot kept between reads ([`snapshot`]): the first
 //!   read lists them (concurrently, page by page), later ones catch up with what changed. Objects
 //!   are converted by dovetail-api (the converters `dovetail plan` uses on files); those that
 //!   cannot be used go to [`KubeState::invalid`] with their field; one bad object never hides
 //!   the others.
-//! - writes: taints (a compare-and-swap on the taint list), evictions (policy/v1 Eviction; a PDB's
-//!   429 is `Refused`), pod and node deletion, Events (repeats folded into one), NodePool status
-//!   (server-side apply on the status subresource, skipped when unchanged). Every write is
-//!   idempotent: a node, pod or pool that is already gone is success where that was the goal.
+//! - writes: taints (a compare-and-swap on the taint list), node adoption (labels, Dovetail's
+//!   termination finalizer and the NodeClaim as owner, one strategic merge patch), evictions
+//!   (policy/v1 Eviction; a PDB's 429 is `Refused`), pod and node deletion (a node's finalizer
+//!   removed once deleted), NodeClaim objects (server-side apply of object and status; deleted
+//!   finalizer first), Events (repeats folded into one), NodePool status (server-side apply on
+//!   the status subresource, skipped when unchanged). Every write is idempotent: a node, pod,
+//!   claim or pool that is already gone is success where that was the goal.
 //! - [`eks_client`]: the client for an EKS endpoint, CA and bearer token.
 //!
 //! The functions' RBAC is `infra/k8s/rbac/functions-clusterrole.yaml`: exactly the verbs used here.
@@ -25,9 +28,10 @@ mod taints;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use dovetail_api::crd::{NodePool, API_VERSION};
+use dovetail_api::crd::{self, NodePool, API_VERSION};
 use dovetail_core::model::Taint;
 use dovetail_core::nodeclaim::drain::EvictionResult;
+use dovetail_core::nodeclaim::object::{ClaimObject, FINALIZER};
 use dovetail_core::reconcile::ports::{Kube, KubeState, PoolStatus, PortError, PortResult};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -48,8 +52,8 @@ use snapshot::Snapshot;
 /// Field manager of the NodePool status Dovetail applies.
 pub const FIELD_MANAGER: &str = "dovetail";
 
-/// Compare-and-swap attempts on a node's taints before giving up with `Conflict`.
-const TAINT_ATTEMPTS: usize = 5;
+/// Compare-and-swap attempts on a node's taints or an object's finalizers before giving up with `Conflict`.
+const PATCH_ATTEMPTS: usize = 5;
 
 /// The [`Kube`] port on a live cluster.
 pub struct KubeAdapter {
@@ -138,6 +142,11 @@ impl KubeAdapter {
         Api::all_with(self.client.clone(), &ApiResource::erase::<Node>(&()))
     }
 
+    /// NodeClaim objects (`nodeclaims.dovetail.dev`).
+    fn claim_objects(&self) -> Api<DynamicObject> {
+        Api::all_with(self.client.clone(), &ApiResource::erase::<crd::NodeClaim>(&()))
+    }
+
     fn nodepools(&self) -> Api<DynamicObject> {
         Api::all_with(self.client.clone(), &ApiResource::erase::<NodePool>(&()))
     }
@@ -147,7 +156,7 @@ impl KubeAdapter {
     async fn change_taints(&self, node: &str, change: impl Fn(&[Value]) -> Option<Vec<Value>>) -> PortResult<bool> {
         let api = self.nodes();
         let mut last_failure: Option<(Value, kube::Error)> = None;
-        for _ in 0..TAINT_ATTEMPTS {
+        for _ in 0..PATCH_ATTEMPTS {
             let current = match api.get(node).await {
                 Ok(n) => n,
                 Err(e) if is_not_found(&e) => return Ok(false),
@@ -179,7 +188,7 @@ impl KubeAdapter {
                 Err(e) => return Err(port_error(&format!("patch taints of node {node}"), e)),
             }
         }
-        Err(PortError::Conflict(format!("the taints of node {node} kept changing over {TAINT_ATTEMPTS} attempts")))
+        Err(PortError::Conflict(format!("the taints of node {node} kept changing over {PATCH_ATTEMPTS} attempts")))
     }
 
     /// The uid an Event points at: from the last read, else looked up. A missing object is fine
@@ -195,7 +204,10 @@ impl KubeAdapter {
                 .map(|p| p.and_then(|p| p.metadata.uid)),
             ("Node", None) => self.nodes().get_opt(&target.name).await.map(|n| n.and_then(|n| n.metadata.uid)),
             ("NodePool", None) => self.nodepools().get_opt(&target.name).await.map(|n| n.and_then(|n| n.metadata.uid)),
-            // NodeClaims are not API objects; other kinds are not looked up.
+            ("NodeClaim", None) => {
+                self.claim_objects().get_opt(&target.name).await.map(|n| n.and_then(|n| n.metadata.uid))
+            }
+            // Other kinds are not looked up.
             _ => return Ok(None),
         };
         found.map_err(|e| port_error(&format!("get {object}"), e))
@@ -212,6 +224,38 @@ impl KubeAdapter {
             status: o.data.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
         }))
     }
+}
+
+/// Removes Dovetail's finalizer from an object (a Node or a NodeClaim object), if it has it: a
+/// test-and-remove at the finalizer's index, read again when the list moved meanwhile. Gone is
+/// success.
+async fn release(api: &Api<DynamicObject>, name: &str) -> PortResult<()> {
+    for _ in 0..PATCH_ATTEMPTS {
+        let current = match api.get_opt(name).await {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(port_error(&format!("get {name}"), e)),
+        };
+        let finalizers = current.metadata.finalizers.unwrap_or_default();
+        let Some(i) = finalizers.iter().position(|f| f == FINALIZER) else { return Ok(()) };
+        let patch = json!([
+            { "op": "test", "path": format!("/metadata/finalizers/{i}"), "value": FINALIZER },
+            { "op": "remove", "path": format!("/metadata/finalizers/{i}") },
+        ]);
+        let patch: json_patch::Patch = serde_json::from_value(patch)
+            .map_err(|e| PortError::Rejected(format!("finalizer patch of {name}: {e}")))?;
+        match api.patch(name, &PatchParams::default(), &Patch::Json::<()>(patch)).await {
+            Ok(_) => {
+                info!(name, "removed finalizer {FINALIZER}");
+                return Ok(());
+            }
+            Err(e) if is_not_found(&e) => return Ok(()),
+            // The list changed under us (a failed `test`): read again.
+            Err(e) if matches!(status_code(&e), Some(409 | 422)) => debug!(name, error = %e, "finalizers moved"),
+            Err(e) => return Err(port_error(&format!("remove finalizer of {name}"), e)),
+        }
+    }
+    Err(PortError::Conflict(format!("the finalizers of {name} kept changing over {PATCH_ATTEMPTS} attempts")))
 }
 
 fn now() -> Time {
@@ -254,13 +298,29 @@ impl Kube for KubeAdapter {
         self.change_taints(node, |current| taints::without_key(current, key)).await.map(|_| ())
     }
 
-    async fn label(&self, node: &str, labels: &BTreeMap<String, String>) -> PortResult<()> {
-        let patch = json!({ "metadata": { "labels": labels } });
-        match self.nodes().patch(node, &PatchParams::default(), &Patch::Merge(&patch)).await {
+    async fn adopt_node(&self, node: &str, claim: &str, labels: &BTreeMap<String, String>) -> PortResult<()> {
+        let uid = match self.uid(&format!("NodeClaim/{claim}")) {
+            Some(uid) => Some(uid),
+            None => self
+                .claim_objects()
+                .get_opt(claim)
+                .await
+                .map_err(|e| port_error(&format!("get NodeClaim {claim}"), e))?
+                .and_then(|o| o.metadata.uid),
+        };
+        // A strategic merge patch: labels, finalizers and owner references are merged into what
+        // the node has (owner references by uid), never replaced.
+        let mut metadata = json!({ "labels": labels, "finalizers": [FINALIZER] });
+        if let Some(uid) = uid {
+            metadata["ownerReferences"] =
+                json!([{ "apiVersion": API_VERSION, "kind": "NodeClaim", "name": claim, "uid": uid }]);
+        }
+        let patch = json!({ "metadata": metadata });
+        match self.nodes().patch(node, &PatchParams::default(), &Patch::Strategic(&patch)).await {
             Ok(_) => Ok(()),
-            // A node that is gone needs no labels.
+            // A node that is gone needs no adopting.
             Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(port_error(&format!("label node {node}"), e)),
+            Err(e) => Err(port_error(&format!("adopt node {node}"), e)),
         }
     }
 
@@ -326,12 +386,43 @@ impl Kube for KubeAdapter {
             ..Default::default()
         };
         match self.nodes().delete(node, &params).await {
-            Ok(_) => {
-                info!(node, "deleted node");
-                Ok(())
-            }
-            Err(e) if is_not_found(&e) || is_conflict(&e) => Ok(()),
-            Err(e) => Err(port_error(&format!("delete node {node}"), e)),
+            Ok(_) => info!(node, "deleted node"),
+            Err(e) if is_not_found(&e) => return Ok(()),
+            // Replaced by a same-named node: not the one this was about.
+            Err(e) if is_conflict(&e) => return Ok(()),
+            Err(e) => return Err(port_error(&format!("delete node {node}"), e)),
+        }
+        // Held by our finalizer, the node stays until it is removed: the deletion is complete.
+        release(&self.nodes(), node).await
+    }
+
+    async fn write_claim_object(&self, object: &ClaimObject) -> PortResult<()> {
+        let name = object.claim.name.clone();
+        let pool_uid = self.uid(&format!("NodePool/{}", object.claim.nodepool));
+        let mut whole = serde_json::to_value(crd::claim_object(object, pool_uid.as_deref()))
+            .map_err(|e| PortError::Rejected(format!("NodeClaim {name}: {e}")))?;
+        let status = whole.as_object_mut().and_then(|o| o.remove("status"));
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let api = self.claim_objects();
+        let what = || format!("apply NodeClaim {name}");
+        let applied = api.patch(&name, &params, &Patch::Apply(&whole)).await.map_err(|e| port_error(&what(), e))?;
+        if let Some(uid) = applied.metadata.uid {
+            self.seen.lock().expect("seen lock").uids.insert(format!("NodeClaim/{name}"), uid);
+        }
+        if let Some(status) = status {
+            let body = json!({ "apiVersion": API_VERSION, "kind": "NodeClaim", "metadata": { "name": name }, "status": status });
+            api.patch_status(&name, &params, &Patch::Apply(&body)).await.map_err(|e| port_error(&what(), e))?;
+        }
+        Ok(())
+    }
+
+    async fn delete_claim_object(&self, name: &str) -> PortResult<()> {
+        let api = self.claim_objects();
+        release(&api, name).await?;
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_not_found(&e) => Ok(()),
+            Err(e) => Err(port_error(&format!("delete NodeClaim {name}"), e)),
         }
     }
 

@@ -116,6 +116,11 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
     }
     state.nodes = nodes;
 
+    for (key, o) in &snapshot.claim_objects.objects {
+        remember_uid(&mut seen, key, &o.uid);
+        state.claim_objects.push(o.observed.clone());
+    }
+
     state.daemonsets = converted(&snapshot.daemonsets, &mut state.invalid);
     state.pdbs = converted(&snapshot.pdbs, &mut state.invalid);
 

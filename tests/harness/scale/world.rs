@@ -30,8 +30,8 @@ use dovetail_core::catalog::CapacityType;
 use dovetail_core::hash::nodepool_hash;
 use dovetail_core::labels;
 use dovetail_core::model::NodePool;
-use dovetail_core::nodeclaim::{launched_labels, Hashes, Launch, NodeClaim, Phase};
-use dovetail_core::reconcile::ports::{Clock, Store};
+use dovetail_core::nodeclaim::{launched_labels, object, Hashes, Launch, NodeClaim, Phase};
+use dovetail_core::reconcile::ports::{Clock, Kube, Store};
 use dovetail_core::time::Time;
 use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -455,6 +455,11 @@ impl World {
         // (`dovetail_aws::dynamo`), so claims stamped now would all read as just changed.
         let written = SystemTime::now() - Duration::from_secs(3600);
         let dynamodb = &self.clients.dynamodb;
+        // With its NodeClaim object, as the functions keep one for every live claim: without
+        // them the first sweep would be a one-time repair writing every object, not the steady
+        // sweep the rig measures.
+        let adapter = dovetail_kube::KubeAdapter::new(self.admin.clone());
+        let adapter = &adapter;
         concurrently(claims, |claim| async move {
             let item = store.layout().claim_item(&claim, written)?;
             dynamodb
@@ -463,8 +468,16 @@ impl World {
                 .set_item(Some(item))
                 .send()
                 .await
-                .with_context(|| format!("writing NodeClaim {}", claim.name))
-                .map(|_| ())
+                .with_context(|| format!("writing NodeClaim {}", claim.name))?;
+            let shown = object::ClaimObject {
+                conditions: object::conditions(&claim),
+                claim,
+                capacity: None,
+                allocatable: None,
+            };
+            let name = shown.claim.name.clone();
+            adapter.write_claim_object(&shown).await.map_err(|e| anyhow!("NodeClaim object {name}: {e}"))?;
+            Ok(())
         })
         .await
     }

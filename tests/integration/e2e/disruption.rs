@@ -14,7 +14,7 @@ use super::{instance_of, label, node_of, EndToEnd, Options, STEP};
 
 /// A pool and class for the disruption scenarios (`{capacity}`, `{extra}` under
 /// `spec.template.spec`, `{disruption}` as `spec.disruption`).
-fn pool(capacity: &str, extra: &str, disruption: &str) -> String {
+pub(super) fn pool(capacity: &str, extra: &str, disruption: &str) -> String {
     format!(
         "apiVersion: dovetail.dev/v1
 kind: NodePool
@@ -44,7 +44,7 @@ spec:
 
 /// `replicas` pods of 1 CPU, one per node (hostname anti-affinity), and a budget that lets one
 /// be unavailable at a time.
-fn workload(replicas: usize) -> String {
+pub(super) fn workload(replicas: usize) -> String {
     format!(
         "apiVersion: v1
 kind: Namespace
@@ -77,13 +77,17 @@ spec:
     )
 }
 
-const DISRUPTION_OPTIONS: Options =
+pub(super) const DISRUPTION_OPTIONS: Options =
     Options { deliveries: 1, sweep_every: Some(Duration::from_secs(5)), forwarder: true };
 
 /// Waits until the instance `gone` is terminated, its Node deleted, and `replicas` pods run
 /// again, on other nodes; while waiting, at most one replica is ever unavailable (the budget).
 /// Returns the pods' nodes.
-async fn replaced(e2e: &EndToEnd, gone: &str, replicas: usize) -> Result<Vec<k8s_openapi::api::core::v1::Node>> {
+pub(super) async fn replaced(
+    e2e: &EndToEnd,
+    gone: &str,
+    replicas: usize,
+) -> Result<Vec<k8s_openapi::api::core::v1::Node>> {
     let fewest = std::sync::Mutex::new(replicas);
     let pods = e2e
         .until(&format!("{gone} drained, terminated and replaced"), STEP * 2, || {

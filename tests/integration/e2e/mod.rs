@@ -20,6 +20,7 @@
 //! provisioner is measured warm — a provisioner receiving doorbells is — so its first run in
 //! the process (reading the catalog and prices, seconds on moto) happens before the workload.
 
+mod day2;
 mod delivery;
 mod disruption;
 mod kubelet;
@@ -227,6 +228,9 @@ impl EndToEnd {
             ec2_calls: Ec2Calls::default(),
             tasks: vec![],
         };
+        // Everything `infra/k8s` installs besides the CRDs (the control plane installed those) and
+        // the forwarder (started below): the admission policy for NodeClaims.
+        e2e.apply_file("infra/k8s/policy/nodeclaims.yaml").await?;
         if e2e.options.forwarder {
             e2e.start_forwarder().await?;
         }
@@ -358,7 +362,12 @@ impl EndToEnd {
 
     /// Applies `infra/examples/<path>`.
     pub async fn apply_example(&self, path: &str) -> Result<()> {
-        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/examples").join(path);
+        self.apply_file(&format!("infra/examples/{path}")).await
+    }
+
+    /// Applies a file of the repository (`path` from its root).
+    pub async fn apply_file(&self, path: &str) -> Result<()> {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
         let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
         self.apply(&text).await.with_context(|| format!("applying {}", file.display()))
     }

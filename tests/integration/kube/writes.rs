@@ -1,5 +1,6 @@
 //! The adapter's writes against the real API server, as the functions' RBAC allows them: taints
-//! (idempotent, other taints kept), registration labels, evictions through the Eviction API (a PDB's refusal, then
+//! (idempotent, other taints kept), node adoption (labels, finalizer, owner), NodeClaim objects,
+//! evictions through the Eviction API (a PDB's refusal, then
 //! success once the budget allows), pod and node deletion, Events, and NodePool status.
 
 use std::time::Instant;
@@ -7,12 +8,14 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use dovetail_core::model::{Taint, TaintEffect};
 use dovetail_core::nodeclaim::drain::EvictionResult;
+use dovetail_core::nodeclaim::object::{self, FINALIZER};
+use dovetail_core::nodeclaim::{Launch, NodeClaim, Phase};
 use dovetail_core::reconcile::ports::{Kube, PoolStatus, PortError};
 use dovetail_core::resources::Resources;
 use dovetail_tests::controlplane::ControlPlane;
 use k8s_openapi::api::core::v1::{Event, Node, Pod, Secret};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::*;
@@ -79,24 +82,116 @@ async fn taints_are_added_and_removed_idempotently() -> Result<()> {
 }
 
 #[tokio::test]
-async fn registration_labels_are_added_and_others_kept() -> Result<()> {
-    let Fixture { admin, ns, adapter, .. } = fixture("kube-label").await?;
+async fn adopting_a_node_labels_it_and_holds_its_deletion_until_dovetail_deletes_it() -> Result<()> {
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-adopt").await?;
     let nodes: Api<Node> = Api::all(admin.clone());
     let name = test_node(&admin, &ns, "n", json!([])).await?.metadata.name.unwrap();
     let labels = std::collections::BTreeMap::from([
         (dovetail_core::labels::CAPACITY_TYPE.to_string(), "spot".to_string()),
         (dovetail_core::labels::NODECLAIM.to_string(), "default-abc12".to_string()),
     ]);
+    // The claim's object does not exist here: the node is adopted without an owner.
     for _ in 0..2 {
-        adapter.label(&name, &labels).await?;
+        adapter.adopt_node(&name, &format!("{ns}-claim"), &labels).await?;
     }
-    let got = nodes.get(&name).await?.metadata.labels.unwrap_or_default();
+    let got = nodes.get(&name).await?;
+    let got_labels = got.metadata.labels.clone().unwrap_or_default();
     for (k, v) in &labels {
-        assert_eq!(got.get(k), Some(v), "{k}");
+        assert_eq!(got_labels.get(k), Some(v), "{k}");
     }
-    assert_eq!(got.get("dovetail.dev/test"), Some(&ns), "the node's own labels stay");
-    // A node that is gone needs no labels.
-    adapter.label(&format!("{ns}-ghost"), &labels).await?;
+    assert_eq!(got_labels.get("dovetail.dev/test"), Some(&ns), "the node's own labels stay");
+    assert_eq!(got.metadata.finalizers.clone().unwrap_or_default(), [FINALIZER], "added once");
+    assert!(got.metadata.owner_references.unwrap_or_default().is_empty());
+
+    // Someone deletes it: the finalizer holds it. Dovetail's delete completes it.
+    nodes.delete(&name, &DeleteParams::default()).await?;
+    assert!(nodes.get(&name).await?.metadata.deletion_timestamp.is_some());
+    adapter.read().await?;
+    adapter.delete_node(&name).await?;
+    assert!(nodes.get_opt(&name).await?.is_none(), "deleted once the finalizer went");
+    // A node that is gone needs no adopting and no deleting.
+    adapter.adopt_node(&format!("{ns}-ghost"), "x", &labels).await?;
+    adapter.delete_node(&format!("{ns}-ghost")).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn claim_objects_follow_their_claims_and_own_their_nodes() -> Result<()> {
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-claim-object").await?;
+    let objects: Api<DynamicObject> =
+        Api::all_with(admin.clone(), &ApiResource::erase::<dovetail_api::crd::NodeClaim>(&()));
+    let node = test_node(&admin, &ns, "n", json!([])).await?.metadata.name.unwrap();
+    let mut claim = NodeClaim::launching(
+        &format!("{ns}-claim"),
+        "default",
+        "default",
+        dovetail_core::time::Time::from_secs(1_750_000_000),
+    );
+    claim.version = 3;
+    claim.phase = Phase::Initialized;
+    claim.labels.insert(dovetail_core::labels::INSTANCE_TYPE.into(), "m5.large".into());
+    claim.launch = Some(Launch {
+        instance_id: "i-0abc".into(),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: dovetail_core::catalog::CapacityType::Spot,
+        image_id: "ami-1".into(),
+        subnet_id: "subnet-1".into(),
+        security_groups: vec![],
+        price: 0.04,
+        launched_at: dovetail_core::time::Time::from_secs(1_750_000_010),
+    });
+    claim.node_name = Some(node.clone());
+    claim.registered_at = Some(dovetail_core::time::Time::from_secs(1_750_000_060));
+    claim.initialized_at = Some(dovetail_core::time::Time::from_secs(1_750_000_070));
+    let written = object::ClaimObject {
+        conditions: object::conditions(&claim),
+        claim: claim.clone(),
+        capacity: Some(Resources::new(2000, 8 << 30)),
+        allocatable: Some(Resources::new(1930, 7 << 30)),
+    };
+    for _ in 0..2 {
+        adapter.write_claim_object(&written).await?;
+    }
+    let got = objects.get(&claim.name).await?;
+    assert_eq!(
+        got.metadata.annotations.unwrap_or_default().get(object::VERSION_ANNOTATION).map(String::as_str),
+        Some("3")
+    );
+    assert_eq!(got.metadata.finalizers.unwrap_or_default(), [FINALIZER]);
+    assert_eq!(
+        got.metadata.labels.unwrap_or_default().get("node.kubernetes.io/instance-type").map(String::as_str),
+        Some("m5.large")
+    );
+    let status = &got.data["status"];
+    assert_eq!(status["providerID"], "aws:///us-east-1a/i-0abc");
+    assert_eq!(status["nodeName"], node.as_str());
+    assert_eq!(status["capacity"]["cpu"], "2");
+    let ready = status["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Ready").cloned().unwrap();
+    assert_eq!(
+        (ready["status"].as_str(), ready["lastTransitionTime"].as_str()),
+        (Some("True"), Some("2025-06-15T15:07:50Z"))
+    );
+
+    // Read back (as the next invocation would), the object is in the state; a node adopted
+    // after is owned by it.
+    let state = adapter.read().await?;
+    let seen = state.claim_objects.iter().find(|o| o.name == claim.name).cloned();
+    assert_eq!(seen, Some(object::Observed { name: claim.name.clone(), version: Some(3), deleting: false }));
+    adapter.adopt_node(&node, &claim.name, &Default::default()).await?;
+    let owners = Api::<Node>::all(admin.clone()).get(&node).await?.metadata.owner_references.unwrap_or_default();
+    assert_eq!(
+        owners.iter().map(|o| (o.kind.as_str(), o.name.as_str())).collect::<Vec<_>>(),
+        [("NodeClaim", claim.name.as_str())]
+    );
+
+    // Deleted by hand: held by the finalizer, and the read says so.
+    objects.delete(&claim.name, &DeleteParams::default()).await?;
+    let state = adapter.read().await?;
+    assert!(state.claim_objects.iter().any(|o| o.name == claim.name && o.deleting));
+    adapter.delete_claim_object(&claim.name).await?;
+    assert!(objects.get_opt(&claim.name).await?.is_none());
+    adapter.delete_claim_object(&claim.name).await?;
     Ok(())
 }
 

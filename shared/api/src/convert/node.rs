@@ -1,6 +1,7 @@
 //! Node object → core [`Node`] (kind Existing).
 
 use dovetail_core::model::{Node, NodeKind, Taint, TaintEffect};
+use dovetail_core::nodeclaim::object::FINALIZER;
 use k8s_openapi::api::core::v1 as k8s;
 
 use super::pod::quantities;
@@ -42,6 +43,8 @@ pub fn node_from_k8s(node: &k8s::Node) -> Result<Node, ConvertError> {
         price: None,
         provider_id: spec.and_then(|s| s.provider_id.clone()).filter(|p| !p.is_empty()),
         ready: is_ready(status),
+        deleting: node.metadata.deletion_timestamp.is_some(),
+        termination_finalizer: node.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER),
     })
 }
 

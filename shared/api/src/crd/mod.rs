@@ -18,6 +18,7 @@ mod duration;
 mod ec2nodeclass;
 pub mod labels;
 mod live;
+mod nodeclaim;
 mod nodepool;
 mod open_enum;
 pub use dovetail_core::time::cron as schedule;
@@ -28,6 +29,7 @@ mod validate;
 pub use duration::{DurationError, KubeDuration, NillableDuration};
 pub use ec2nodeclass::*;
 pub use live::from_value;
+pub use nodeclaim::*;
 pub use nodepool::*;
 pub use validate::FieldError;
 
@@ -49,7 +51,7 @@ pub const EC2_NODE_CLASS_KIND: &str = "EC2NodeClass";
 
 /// Every CRD this crate defines, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![NodePool::crd(), EC2NodeClass::crd()]
+    vec![NodePool::crd(), EC2NodeClass::crd(), NodeClaim::crd()]
 }
 
 /// Renders the CRD of `K` as a YAML document, the form committed under `infra/k8s/crds/`.

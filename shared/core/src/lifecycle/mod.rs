@@ -158,12 +158,14 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
             // the capacity type, the instance type or the claim must find them on the Node.
             let missing: BTreeMap<String, String> =
                 node_labels(&next).into_iter().filter(|(k, v)| node.labels.get(k) != Some(v)).collect();
-            if !missing.is_empty() {
+            if !missing.is_empty() || !node.termination_finalizer {
                 let keys: Vec<&str> = missing.keys().map(String::as_str).collect();
+                let labelled =
+                    if keys.is_empty() { String::new() } else { format!("labelling it {}, ", keys.join(", ")) };
                 out.decisions.push(Decision::act(
                     Some(name),
-                    Action::LabelNode { node: node.name.clone(), labels: missing.clone() },
-                    format!("labelling node {} as {name}'s: {}", node.name, keys.join(", ")),
+                    Action::AdoptNode { node: node.name.clone(), claim: name.to_string(), labels: missing.clone() },
+                    format!("adopting node {} as {name}'s: {labelled}holding its deletion for the drain", node.name),
                 ));
             }
             // Level-triggered: as long as the Node carries the taint, ask for its removal.

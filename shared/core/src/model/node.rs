@@ -41,6 +41,14 @@ pub struct Node {
     /// which describe running capacity, need not say so.
     #[serde(default = "ready_default")]
     pub ready: bool,
+    /// Someone asked for the Node's deletion (`kubectl delete node`): it has a
+    /// `deletionTimestamp` and stays until its finalizers are removed.
+    #[serde(default)]
+    pub deleting: bool,
+    /// The Node carries Dovetail's termination finalizer ([`crate::nodeclaim::object::FINALIZER`]):
+    /// its deletion waits for Dovetail to drain it and terminate its instance.
+    #[serde(default)]
+    pub termination_finalizer: bool,
 }
 
 fn ready_default() -> bool {
@@ -61,6 +69,8 @@ impl Node {
             price: None,
             provider_id: None,
             ready: true,
+            deleting: false,
+            termination_finalizer: false,
         }
     }
 

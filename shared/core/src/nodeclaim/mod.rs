@@ -6,6 +6,7 @@
 //! act twice on one claim.
 
 pub mod drain;
+pub mod object;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -91,6 +92,10 @@ pub enum Reason {
     CapacityReservationInterrupted,
     LaunchTimeout,
     RegistrationTimeout,
+    /// Someone deleted the Node or the NodeClaim object (`kubectl delete`): drained like any
+    /// other disruption (PDBs and do-not-disrupt hold pods until the terminationGracePeriod),
+    /// but not subject to budgets — the deletion was asked for.
+    Deleted,
 }
 
 impl Reason {

@@ -57,6 +57,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 }
             }
         }
+        self.write_objects(view, report).await;
         retry
     }
 
@@ -97,7 +98,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 if let Some(version) = view.cluster.claims.iter().find(|c| &c.name == name).map(|c| c.version) {
                     p.store.delete_claim(name, version).await?;
                 }
-                view.cluster.claims.retain(|c| &c.name != name);
+                view.forget(name);
                 Ok(())
             }
             Action::TaintNode { node, taint } => {
@@ -109,10 +110,11 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 }
                 Ok(())
             }
-            Action::LabelNode { node, labels } => {
-                p.kube.label(node, labels).await?;
+            Action::AdoptNode { node, claim, labels } => {
+                p.kube.adopt_node(node, claim, labels).await?;
                 if let Some(n) = view.cluster.nodes.iter_mut().find(|n| &n.name == node) {
                     n.labels.extend(labels.clone());
+                    n.termination_finalizer = true;
                 }
                 Ok(())
             }
@@ -158,7 +160,7 @@ fn describe(action: &Action) -> String {
         Action::DeleteClaim { name } => format!("delete claim {name}"),
         Action::TaintNode { node, taint } => format!("taint node {node} with {taint}"),
         Action::RemoveTaint { node, key } => format!("remove taint {key} from node {node}"),
-        Action::LabelNode { node, .. } => format!("label node {node}"),
+        Action::AdoptNode { node, .. } => format!("adopt node {node}"),
         Action::Evict { namespace, name } => format!("evict pod {namespace}/{name}"),
         Action::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
         Action::DeleteNode { node } => format!("delete node {node}"),

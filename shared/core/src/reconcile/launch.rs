@@ -164,7 +164,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// Deletes a claim that cannot launch; its pods stay pending and are planned again.
     async fn give_up(&self, claim: &NodeClaim, why: String, view: &mut View, report: &mut Report) -> PortResult<()> {
         self.ports.store.delete_claim(&claim.name, claim.version).await?;
-        view.cluster.claims.retain(|c| c.name != claim.name);
+        view.forget(&claim.name);
         view.replan = true;
         let object = format!("NodePool/{}", claim.nodepool);
         if let Err(e) = self.ports.kube.event(&object, "LaunchFailed", &why).await {

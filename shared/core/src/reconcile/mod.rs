@@ -10,6 +10,11 @@
 //!   orphans, expiration, drift and consolidation ([`crate::disruption::sweep::sweep`]) and the
 //!   NodePools' status.
 //!
+//! Every claim a pass writes has its NodeClaim object in the cluster written once after the
+//! pass's actions ([`objects`]); the sweep repairs what a failed write left. Deletions someone
+//! else started (`kubectl delete node|nodeclaim`) are carried out by every provisioning pass
+//! ([`crate::deletion`]).
+//!
 //! What each reads of EC2 ([`scope`]): the sweeper describes every instance of the cluster; the
 //! provisioner and the interruption function only the instances of the claims they step and
 //! those their events name.
@@ -22,17 +27,20 @@
 
 mod apply;
 mod launch;
+mod objects;
 pub mod ports;
 mod read;
 pub mod scope;
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Duration;
 
 use crate::catalog::Catalog;
 use crate::cluster::Cluster;
 use crate::decision::{Action, Decision};
+use crate::deletion;
 use crate::disruption::consolidation::quiet::Quiet;
 use crate::disruption::sweep;
 use crate::interruption;
@@ -132,6 +140,9 @@ pub struct View {
     /// them here (`Some`; see [`Reconciler::interrupt`]). `None`: each drain starts with a resume
     /// message queued at once.
     pub drains_to_start: Option<Vec<String>>,
+    /// Claims written or deleted since their NodeClaim objects were last brought in step (see
+    /// [`objects`]).
+    pub written: BTreeSet<String>,
 }
 
 /// Passes a provisioner makes before it leaves remaining work to the next doorbell or sweep.
@@ -210,6 +221,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let mut view = self.read(report, scope).await?;
         self.register(&mut view, report).await;
         self.repair_launches(&mut view, report).await;
+        self.apply(deletion::deletions(&view.cluster), &mut view, report).await;
         let decisions = self.plan(&view);
         self.apply(decisions, &mut view, report).await;
         Ok(view)
@@ -356,6 +368,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         };
         let decisions = sweep::sweep_with(&view.cluster, &view.catalog, &self.quiet);
         self.apply(decisions, &mut view, &mut report).await;
+        self.repair_objects(&mut view, &mut report).await;
         self.publish_status(&view, &mut report).await;
         Ok(report)
     }

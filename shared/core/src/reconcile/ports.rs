@@ -16,6 +16,7 @@ use crate::catalog::{Catalog, Offer, OfferingKey};
 use crate::cluster::{Instance, InstanceQuery, ResolvedClass};
 use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pdb, Pod, Taint};
 use crate::nodeclaim::drain::EvictionResult;
+use crate::nodeclaim::object::{ClaimObject, Observed};
 use crate::nodeclaim::{Launch, NodeClaim};
 use crate::time::Time;
 
@@ -68,6 +69,8 @@ pub struct KubeState {
     pub volume_attachments: BTreeMap<String, Vec<String>>,
     /// Namespace labels.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// NodeClaim objects (`nodeclaims.dovetail.dev`), as the cluster holds them.
+    pub claim_objects: Vec<Observed>,
     pub invalid: Vec<Invalid>,
 }
 
@@ -78,8 +81,15 @@ pub trait Kube: Send + Sync {
     fn taint(&self, node: &str, taint: &Taint) -> impl Future<Output = PortResult<()>> + Send;
     /// Removes every taint with `key`.
     fn remove_taint(&self, node: &str, key: &str) -> impl Future<Output = PortResult<()>> + Send;
-    /// Sets labels on a node (others stay). A node that is gone is not an error.
-    fn label(&self, node: &str, labels: &BTreeMap<String, String>) -> impl Future<Output = PortResult<()>> + Send;
+    /// Makes a registered node the claim's: sets `labels` (others stay), adds Dovetail's
+    /// termination finalizer ([`crate::nodeclaim::object::FINALIZER`]) and makes the claim's
+    /// object its owner (when that object exists). A node that is gone is not an error.
+    fn adopt_node(
+        &self,
+        node: &str,
+        claim: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> impl Future<Output = PortResult<()>> + Send;
     /// Through the Eviction subresource; a PDB refusal (HTTP 429) is `Ok(Refused)`, not an error.
     fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = PortResult<EvictionResult>> + Send;
     fn delete_pod(
@@ -88,7 +98,14 @@ pub trait Kube: Send + Sync {
         name: &str,
         grace_seconds: i64,
     ) -> impl Future<Output = PortResult<()>> + Send;
+    /// Deletes the Node and removes Dovetail's finalizer from it: a node Dovetail deletes is
+    /// drained already, or was never a node of its (an orphan), or its deletion was someone
+    /// else's and is now carried out.
     fn delete_node(&self, node: &str) -> impl Future<Output = PortResult<()>> + Send;
+    /// Creates or updates a claim's NodeClaim object (metadata, spec and status). Idempotent.
+    fn write_claim_object(&self, object: &ClaimObject) -> impl Future<Output = PortResult<()>> + Send;
+    /// Removes Dovetail's finalizer from a claim's object and deletes it; absent is success.
+    fn delete_claim_object(&self, name: &str) -> impl Future<Output = PortResult<()>> + Send;
     /// A Kubernetes Event on `object` (`Node/x`, `Pod/ns/x`, `NodePool/x`).
     fn event(&self, object: &str, reason: &str, message: &str) -> impl Future<Output = PortResult<()>> + Send;
     /// Publishes a NodePool's status subresource (the sweeper does, every pass).

@@ -1,6 +1,6 @@
 //! One read of everything a pass decides from (which instances it describes: [`super::scope`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 
@@ -11,7 +11,7 @@ use super::scope::Scope;
 use super::{Reconciler, Report, View};
 use crate::cluster::{Cluster, Described};
 use crate::hash::nodepool_hash;
-use crate::nodeclaim::Phase;
+use crate::nodeclaim::{object, Phase};
 use crate::provisioning;
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
@@ -71,6 +71,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             volume_attachments: kube.volume_attachments,
             unavailable,
             namespaces: kube.namespaces,
+            claim_objects: kube.claim_objects,
         };
         let usage = provisioning::pool_usage(&cluster, &catalog);
         for p in &mut cluster.nodepools {
@@ -84,7 +85,14 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             .filter_map(|c| c.launch.as_ref())
             // Folded from +0.0: a float sum of nothing is -0.0, which metrics would show as such.
             .fold(0.0, |total, l| total + l.price);
-        Ok(View { cluster, catalog, invalid: kube.invalid, replan: false, drains_to_start: None })
+        Ok(View {
+            cluster,
+            catalog,
+            invalid: kube.invalid,
+            replan: false,
+            drains_to_start: None,
+            written: BTreeSet::new(),
+        })
     }
 }
 
@@ -92,5 +100,14 @@ impl View {
     /// Puts a claim's new state into the view later decisions of the same pass read.
     pub fn record(&mut self, claim: &crate::nodeclaim::NodeClaim) {
         self.cluster.record(claim);
+        self.written.insert(claim.name.clone());
+    }
+
+    /// Takes a claim out of the view (deleted from the store); its object goes with it.
+    pub fn forget(&mut self, name: &str) {
+        if self.cluster.claims.iter().any(|c| c.name == name && object::shown(c)) {
+            self.written.insert(name.to_string());
+        }
+        self.cluster.claims.retain(|c| c.name != name);
     }
 }

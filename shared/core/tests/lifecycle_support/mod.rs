@@ -179,9 +179,10 @@ pub fn apply(cluster: &mut Cluster, claim: &NodeClaim, step: &Step, answer: Answ
                     n.taints.retain(|t| &t.key != key);
                 }
             }
-            Action::LabelNode { node, labels } => {
+            Action::AdoptNode { node, labels, .. } => {
                 if let Some(n) = cluster.nodes.iter_mut().find(|n| &n.name == node) {
                     n.labels.extend(labels.clone());
+                    n.termination_finalizer = true;
                 }
             }
             Action::Evict { namespace, name } => {

@@ -286,9 +286,10 @@ impl World {
                         n.taints.retain(|t| &t.key != key);
                     }
                 }
-                Action::LabelNode { node, labels } => {
+                Action::AdoptNode { node, labels, .. } => {
                     if let Some(n) = self.node_mut(node) {
                         n.labels.extend(labels.clone());
+                        n.termination_finalizer = true;
                     }
                 }
                 Action::Evict { namespace, name } => {

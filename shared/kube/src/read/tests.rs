@@ -47,6 +47,7 @@ fn snapshot(l: Listed) -> Snapshot {
         namespaces: kind(&l.namespaces),
         nodepools: kind(&dynamic(&l.nodepools)),
         nodeclasses: kind(&dynamic(&l.nodeclasses)),
+        claim_objects: Kind::default(),
     }
 }
 

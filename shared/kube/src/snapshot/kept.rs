@@ -12,6 +12,7 @@ use dovetail_api::convert::{
 };
 use dovetail_api::crd;
 use dovetail_core::model::{DaemonSet, Node, Pdb, Pod};
+use dovetail_core::nodeclaim::object::{Observed, VERSION_ANNOTATION};
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as k8s;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -231,6 +232,32 @@ impl Keep for KeptPool {
     }
     fn keep(o: &DynamicObject) -> Self {
         KeptPool(typed_json(o, "NodePool"))
+    }
+}
+
+/// A NodeClaim object: only what tells it in step with its claim, and whether it is being deleted.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KeptClaimObject {
+    pub uid: Option<String>,
+    pub observed: Observed,
+}
+
+impl Keep for KeptClaimObject {
+    type Object = DynamicObject;
+    fn key(o: &DynamicObject) -> String {
+        format!("NodeClaim/{}", name_of(&o.metadata))
+    }
+    fn keep(o: &DynamicObject) -> Self {
+        let version =
+            o.metadata.annotations.as_ref().and_then(|a| a.get(VERSION_ANNOTATION)).and_then(|v| v.parse().ok());
+        KeptClaimObject {
+            uid: uid_of(&o.metadata),
+            observed: Observed {
+                name: name_of(&o.metadata),
+                version,
+                deleting: o.metadata.deletion_timestamp.is_some(),
+            },
+        }
     }
 }
 

@@ -17,13 +17,15 @@ mod lean;
 
 #[cfg(test)]
 pub(crate) use kept::Keep;
-pub(crate) use kept::{Converted, KeptAttachment, KeptClass, KeptNamespace, KeptNode, KeptPod, KeptPool};
+pub(crate) use kept::{
+    Converted, KeptAttachment, KeptClaimObject, KeptClass, KeptNamespace, KeptNode, KeptPod, KeptPool,
+};
 pub(crate) use kind::{Kind, Source};
 pub use kind::{Reading, CATCH_UP_SECONDS, PAGE_SIZE};
 #[cfg(test)]
 pub(crate) use lean::Lean;
 
-use dovetail_api::crd::{EC2NodeClass, NodePool};
+use dovetail_api::crd::{EC2NodeClass, NodeClaim, NodePool};
 use dovetail_core::model::{DaemonSet, Pdb};
 use dovetail_core::reconcile::ports::PortResult;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -63,6 +65,8 @@ pub(crate) struct Snapshot {
     pub namespaces: Kind<KeptNamespace>,
     pub nodepools: Kind<KeptPool>,
     pub nodeclasses: Kind<KeptClass>,
+    /// NodeClaim objects (`nodeclaims.dovetail.dev`), not the volume claims above.
+    pub claim_objects: Kind<KeptClaimObject>,
 }
 
 fn source<K>(api: Api<K>, what: &'static str) -> Source<K> {
@@ -85,8 +89,9 @@ impl Snapshot {
         let namespaces = source(Api::all(c()), "namespaces");
         let nodepools = source(Api::all_with(c(), &ApiResource::erase::<NodePool>(&())), "nodepools");
         let nodeclasses = source(Api::all_with(c(), &ApiResource::erase::<EC2NodeClass>(&())), "ec2nodeclasses");
-        let mut counts = [Counts::default(); 11];
-        let [n, p, d, b, pc, pv, sc, va, ns, np, nc] = &mut counts;
+        let claim_objects = source(Api::all_with(c(), &ApiResource::erase::<NodeClaim>(&())), "nodeclaims");
+        let mut counts = [Counts::default(); 12];
+        let [n, p, d, b, pc, pv, sc, va, ns, np, nc, co] = &mut counts;
         let results = tokio::join!(
             self.nodes.sync(&nodes, reading, n),
             self.pods.sync(&pods, reading, p),
@@ -99,6 +104,7 @@ impl Snapshot {
             self.namespaces.sync(&namespaces, reading, ns),
             self.nodepools.sync(&nodepools, reading, np),
             self.nodeclasses.sync(&nodeclasses, reading, nc),
+            self.claim_objects.sync(&claim_objects, reading, co),
         );
         let total = counts.iter().fold(Counts::default(), |t, c| Counts {
             requests: t.requests + c.requests,
@@ -106,8 +112,8 @@ impl Snapshot {
             events: t.events + c.events,
             relists: t.relists + c.relists,
         });
-        let (r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10) = results;
-        for r in [r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10] {
+        let (r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11) = results;
+        for r in [r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] {
             r?;
         }
         Ok(total)
@@ -136,5 +142,6 @@ impl Snapshot {
         set(&mut self.namespaces.version);
         set(&mut self.nodepools.version);
         set(&mut self.nodeclasses.version);
+        set(&mut self.claim_objects.version);
     }
 }

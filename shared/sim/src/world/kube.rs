@@ -12,6 +12,7 @@ use dovetail_core::model::{
     tolerates_all, DaemonSet, LabelSelector, Node, NodeClass, NodeKind, NodePool, Pdb, Pod, Taint,
 };
 use dovetail_core::nodeclaim::drain::EvictionResult;
+use dovetail_core::nodeclaim::object::{ClaimObject, Observed};
 use dovetail_core::reconcile::ports::{Invalid, Kube, KubeState, PoolStatus, PortError, PortResult};
 use dovetail_core::time::Time;
 
@@ -108,6 +109,8 @@ pub struct KubeSim {
     pub event_counts: BTreeMap<String, u64>,
     /// NodePool status subresources, as last published.
     pub pool_status: BTreeMap<String, PoolStatus>,
+    /// NodeClaim objects, as last written (`kubectl get nodeclaims`).
+    pub claim_objects: BTreeMap<String, ClaimObject>,
     next_uid: u64,
     /// Something changed that may let a pending pod be bound.
     pub(super) bind_needed: bool,
@@ -193,6 +196,11 @@ impl KubeSim {
             pdbs,
             volume_attachments: BTreeMap::new(),
             namespaces: self.namespaces.clone(),
+            claim_objects: self
+                .claim_objects
+                .values()
+                .map(|o| Observed { name: o.claim.name.clone(), version: Some(o.claim.version), deleting: false })
+                .collect(),
             invalid: self.invalid.clone(),
         }
     }
@@ -497,9 +505,15 @@ impl Kube for SimKube {
         ready(Ok(()))
     }
 
-    fn label(&self, node: &str, labels: &BTreeMap<String, String>) -> impl Future<Output = PortResult<()>> + Send {
+    fn adopt_node(
+        &self,
+        node: &str,
+        _claim: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> impl Future<Output = PortResult<()>> + Send {
         if let Some(n) = self.0.lock().kube.nodes.get_mut(node) {
             n.node.labels.extend(labels.clone());
+            n.node.termination_finalizer = true;
         }
         ready(Ok(()))
     }
@@ -527,6 +541,16 @@ impl Kube for SimKube {
         let mut s = self.0.lock();
         let now = s.now;
         s.kube.record_event(now, object, reason, message);
+        ready(Ok(()))
+    }
+
+    fn write_claim_object(&self, object: &ClaimObject) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().kube.claim_objects.insert(object.claim.name.clone(), object.clone());
+        ready(Ok(()))
+    }
+
+    fn delete_claim_object(&self, name: &str) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().kube.claim_objects.remove(name);
         ready(Ok(()))
     }
 

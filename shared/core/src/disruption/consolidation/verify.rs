@@ -154,6 +154,8 @@ impl<'a> Work<'a> {
                 price: n.price,
                 provider_id: None,
                 ready: n.ready,
+                deleting: n.deleting,
+                termination_finalizer: false,
             });
         }
         if let Some(r) = replacement {

@@ -1,0 +1,167 @@
+//! Day-2 operations as an operator coming from Karpenter runs them with kubectl, end to end on
+//! one control plane: NodeClaims listed with Karpenter's printer columns (through the API's
+//! Table output, what `kubectl get nodeclaims -o wide` prints) and conditions, owner references
+//! NodePool → NodeClaim → Node, a hand-made NodeClaim refused at admission, and `kubectl delete
+//! node` / `kubectl delete nodeclaim` carried out as a drain: the Node or the NodeClaim stays,
+//! held by Dovetail's finalizer, until its pods have moved (the PodDisruptionBudget kept) and its
+//! instance is terminated.
+
+use std::collections::BTreeMap;
+
+use anyhow::{bail, Context, Result};
+use dovetail_core::nodeclaim::object::FINALIZER;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use serde_json::{json, Value};
+
+use super::disruption::{pool, replaced, workload, DISRUPTION_OPTIONS};
+use super::{instance_of, node_of, EndToEnd, STEP};
+
+/// `kubectl get nodeclaims -o wide`: the column names and each row's cells by column, from the
+/// API server's Table rendering of the CRD's printer columns.
+async fn nodeclaim_table(e2e: &EndToEnd) -> Result<Vec<BTreeMap<String, Value>>> {
+    let request = http::Request::get("/apis/dovetail.dev/v1/nodeclaims?includeObject=None")
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .body(Vec::new())?;
+    let table: Value = serde_json::from_str(&e2e.admin.request_text(request).await?)?;
+    let columns: Vec<String> = table["columnDefinitions"]
+        .as_array()
+        .context("a Table has columnDefinitions")?
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    let expected =
+        ["Name", "Type", "Capacity", "Zone", "Node", "Ready", "Age", "ID", "NodePool", "NodeClass", "Drifted"];
+    assert_eq!(columns, expected, "kubectl get nodeclaims -o wide columns");
+    Ok(table["rows"]
+        .as_array()
+        .context("a Table has rows")?
+        .iter()
+        .map(|row| {
+            let cells = row["cells"].as_array().cloned().unwrap_or_default();
+            columns.iter().cloned().zip(cells).collect()
+        })
+        .collect())
+}
+
+fn claim_objects(e2e: &EndToEnd) -> Api<DynamicObject> {
+    let resource = kube::api::ApiResource::erase::<dovetail_api::crd::NodeClaim>(&());
+    Api::all_with(e2e.admin.clone(), &resource)
+}
+
+fn condition<'a>(object: &'a DynamicObject, type_: &str) -> Option<&'a Value> {
+    object.data["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == type_)
+}
+
+fn finalizers(meta: &kube::api::ObjectMeta) -> Vec<String> {
+    meta.finalizers.clone().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it() -> Result<()> {
+    let e2e = EndToEnd::start("day2", DISRUPTION_OPTIONS).await?;
+    e2e.apply(&pool("on-demand", "", "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}")).await?;
+    e2e.apply(&workload(3)).await?;
+    let pods = e2e.running("shop", "app=api", 3).await?;
+
+    // 1. Every live claim is listed, with the columns and values Karpenter's NodeClaims show.
+    let rows = e2e
+        .until("three NodeClaims Ready in kubectl get nodeclaims", STEP, || async {
+            let rows = nodeclaim_table(&e2e).await?;
+            Ok((rows.len() == 3 && rows.iter().all(|r| r["Ready"] == "True")).then_some(rows))
+        })
+        .await?;
+    let claims = e2e.live_claims().await?;
+    for row in &rows {
+        let name = row["Name"].as_str().unwrap_or_default();
+        let claim = claims.iter().find(|c| c.name == name).context("a row for a claim the store has")?;
+        let launch = claim.launch.as_ref().context("launched")?;
+        assert_eq!(row["Type"], launch.instance_type.as_str(), "{name}");
+        assert_eq!(row["Capacity"], "on-demand", "{name}");
+        assert_eq!(row["Zone"], launch.zone.as_str(), "{name}");
+        assert_eq!(row["Node"], claim.node_name.as_deref().unwrap_or_default(), "{name}");
+        assert_eq!(row["ID"], launch.provider_id().as_str(), "{name}");
+        assert_eq!((row["NodePool"].as_str(), row["NodeClass"].as_str()), (Some("default"), Some("default")));
+        // Not drifted: no Drifted condition, an empty cell.
+        assert!(row["Drifted"].is_null(), "{name}: {}", row["Drifted"]);
+    }
+
+    // Conditions with reasons, owner references both ways, the finalizer on object and Node.
+    let pool_uid = super::super::kube::nodepools(&e2e.admin).get("default").await?.metadata.uid;
+    for claim in &claims {
+        let object = claim_objects(&e2e).get(&claim.name).await?;
+        for type_ in ["Launched", "Registered", "Initialized", "Ready"] {
+            let c = condition(&object, type_).with_context(|| format!("{} has {type_}", claim.name))?;
+            assert_eq!((c["status"].as_str(), c["reason"].as_str()), (Some("True"), Some(type_)), "{}", claim.name);
+        }
+        let owners = object.metadata.owner_references.clone().unwrap_or_default();
+        assert_eq!(owners.len(), 1, "{}: owned by its NodePool", claim.name);
+        assert_eq!((owners[0].kind.as_str(), Some(owners[0].uid.clone())), ("NodePool", pool_uid.clone()));
+        assert_eq!(finalizers(&object.metadata), [FINALIZER]);
+        let node = e2e.node(claim.node_name.as_deref().context("registered")?).await?;
+        let owners = node.metadata.owner_references.clone().unwrap_or_default();
+        assert!(
+            owners
+                .iter()
+                .any(|o| o.kind == "NodeClaim" && o.name == claim.name && Some(&o.uid) == object.metadata.uid.as_ref()),
+            "node {:?} is owned by its NodeClaim: {owners:?}",
+            node.metadata.name
+        );
+        assert!(finalizers(&node.metadata).contains(&FINALIZER.to_string()));
+    }
+
+    // A NodeClaim made by hand is refused, and says why.
+    let by_hand = serde_json::from_value(json!({
+        "apiVersion": "dovetail.dev/v1", "kind": "NodeClaim", "metadata": {"name": "by-hand"},
+        "spec": {"nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "default"}},
+    }))?;
+    match claim_objects(&e2e).create(&PostParams::default(), &by_hand).await {
+        Ok(_) => bail!("a hand-made NodeClaim was admitted"),
+        Err(kube::Error::Api(s)) => {
+            assert!(s.message.contains("NodeClaims are created by Dovetail"), "{}", s.message);
+        }
+        Err(e) => return Err(e.into()),
+    }
+
+    // 2a. kubectl delete node: the Node stays while Dovetail drains it, then goes with its instance.
+    let node_name = node_of(&pods[0]);
+    let node = e2e.node(&node_name).await?;
+    let victim = instance_of(&node);
+    let deleted_claim = claims.iter().find(|c| c.node_name.as_deref() == Some(&node_name)).context("its claim")?;
+    Api::<Node>::all(e2e.admin.clone()).delete(&node_name, &DeleteParams::default()).await?;
+    let held = e2e.node(&node_name).await?;
+    assert!(held.metadata.deletion_timestamp.is_some(), "the finalizer holds the deleted node");
+    replaced(&e2e, &victim, 3).await?;
+    let events = e2e.events("default", "Node", &node_name).await?;
+    assert!(
+        events.iter().any(|e| e.reason.as_deref() == Some("DisruptionTerminating")
+            && e.message.as_deref().is_some_and(|m| m.contains("was deleted"))),
+        "an Event on the node says why it is drained: {events:?}"
+    );
+    e2e.until("the deleted node's NodeClaim gone", STEP, || async {
+        Ok(claim_objects(&e2e).get_opt(&deleted_claim.name).await?.is_none().then_some(()))
+    })
+    .await?;
+
+    // 2b. kubectl delete nodeclaim: the same, starting from the claim.
+    let claims = e2e.live_claims().await?;
+    let target = claims.iter().find(|c| c.node_name.is_some()).context("a registered claim")?.clone();
+    let victim = target.launch.as_ref().context("launched")?.instance_id.clone();
+    claim_objects(&e2e).delete(&target.name, &DeleteParams::default()).await?;
+    let held = claim_objects(&e2e).get(&target.name).await?;
+    assert!(held.metadata.deletion_timestamp.is_some(), "the finalizer holds the deleted NodeClaim");
+    replaced(&e2e, &victim, 3).await?;
+    e2e.until("the deleted NodeClaim gone", STEP, || async {
+        Ok(claim_objects(&e2e).get_opt(&target.name).await?.is_none().then_some(()))
+    })
+    .await?;
+    let rows = e2e
+        .until("kubectl get nodeclaims showing the three live claims", STEP, || async {
+            let rows = nodeclaim_table(&e2e).await?;
+            Ok((rows.len() == 3 && rows.iter().all(|r| r["Ready"] == "True")).then_some(rows))
+        })
+        .await?;
+    assert!(rows.iter().all(|r| r["Name"] != target.name.as_str() && r["Name"] != deleted_claim.name.as_str()));
+    e2e.assert_exactly_once("after two deletions").await?;
+    Ok(())
+}
