@@ -485,6 +485,32 @@ fn capacity_reservation_warning_drains_and_replaces() {
 }
 
 #[test]
+fn a_replacement_under_a_full_node_limit_frees_the_interrupted_node() {
+    // The pool may have one node, and has it: the interrupted node's replacement takes its place.
+    let mut cluster = cluster();
+    cluster.nodepools[0].limits.insert("nodes".into(), 1);
+    let usage = dovetail_core::provisioning::pool_usage(&cluster, catalog());
+    assert_eq!(usage["default"].get("nodes"), 1);
+    cluster.nodepools[0].usage = usage["default"].clone();
+    let ds = decide(&spot_message(), &cluster, catalog());
+    assert_eq!(launches(&ds).len(), 1, "{ds:#?}");
+    assert_pods_covered(&ds, &APP_PODS);
+    assert!(ds.iter().all(|d| !d.why.contains("no replacement capacity")), "{ds:#?}");
+
+    // With a second node in the pool besides, the limit is exceeded already: nothing is launched,
+    // and the note says which limit.
+    cluster.nodepools[0].usage.set("nodes", 2);
+    let ds = decide(&spot_message(), &cluster, catalog());
+    assert!(launches(&ds).is_empty(), "{ds:#?}");
+    assert!(
+        ds.iter()
+            .any(|d| d.why.contains("has no replacement capacity")
+                && d.why.contains("limit on nodes reached (0 of 1 left)")),
+        "{ds:#?}"
+    );
+}
+
+#[test]
 fn rebalance_under_ignore_records_an_event_only() {
     let cluster = with_policy(cluster(), RebalancePolicy::Ignore);
     let ds = decide(&Message::RebalanceRecommendation { instance_id: INSTANCE.into() }, &cluster, catalog());
