@@ -98,6 +98,17 @@ impl Reason {
     pub fn is_voluntary(self) -> bool {
         matches!(self, Reason::Drifted | Reason::Empty | Reason::Underutilized | Reason::Rebalance)
     }
+
+    /// Whether the instance goes away whatever the drain does: EC2 has warned that it takes it
+    /// back in two minutes (a spot or capacity-reservation interruption), or it is already
+    /// stopping or gone (a state change). do-not-disrupt exists to keep a pod running where it is,
+    /// which it can no longer do: the drain evicts such pods so they restart elsewhere instead of
+    /// dying with the node. An AWS Health scheduled change is not among these: it comes days
+    /// ahead, so the pod's owner has time to act, and terminationGracePeriod bounds the wait as it
+    /// does for expiry.
+    pub fn loses_instance(self) -> bool {
+        matches!(self, Reason::SpotInterrupted | Reason::CapacityReservationInterrupted | Reason::InstanceStateChange)
+    }
 }
 
 impl fmt::Display for Reason {
@@ -115,6 +126,11 @@ pub struct Disruption {
     pub replacements: Vec<String>,
     /// The sentence a person reads in Events and logs.
     pub message: String,
+    /// When EC2 takes the instance back whatever the drain does (an interruption warning's time
+    /// plus its two-minute notice): the drain's deadline when earlier than its
+    /// terminationGracePeriod's.
+    #[serde(default)]
+    pub reclaim_at: Option<Time>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -37,7 +37,8 @@ impl<'a> Work<'a> {
     /// Records the claim write (and an Event) that starts the drain.
     fn disrupt(&mut self, c: &Candidate, reason: Reason, replacements: Vec<String>, why: String) {
         let mut claim: NodeClaim = self.cluster.claims[c.claim].next_version();
-        claim.disruption = Some(Disruption { reason, since: self.cluster.now, replacements, message: why.clone() });
+        claim.disruption =
+            Some(Disruption { reason, since: self.cluster.now, replacements, message: why.clone(), reclaim_at: None });
         *self.used.entry(c.pool.clone()).or_default() += 1;
         self.touched.insert(c.node.clone());
         let name = claim.name.clone();

@@ -338,6 +338,7 @@ mod tests {
                             since: c.now,
                             replacements: vec![],
                             message: String::new(),
+                            reclaim_at: None,
                         });
                         Decision::act(Some(n), Action::WriteClaim(Box::new(claim)), "")
                     })
