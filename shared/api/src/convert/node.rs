@@ -42,6 +42,8 @@ pub fn node_from_k8s(node: &k8s::Node) -> Result<Node, ConvertError> {
         price: None,
         provider_id: spec.and_then(|s| s.provider_id.clone()).filter(|p| !p.is_empty()),
         ready: is_ready(status),
+        // Known from the pods, which the caller assembles onto the node.
+        last_pod_event: None,
     })
 }
 

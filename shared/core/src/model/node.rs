@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::pod::Pod;
 use super::taint::Taint;
 use crate::resources::Resources;
+use crate::time::Time;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum NodeKind {
@@ -41,6 +42,11 @@ pub struct Node {
     /// which describe running capacity, need not say so.
     #[serde(default = "ready_default")]
     pub ready: bool,
+    /// The latest time a pod other than a DaemonSet or mirror pod was bound to this node or left
+    /// it, as the adapter that watches pods knows it (a cold read knows only the pods present).
+    /// Consolidation measures idleness from it (see [`crate::nodeclaim::NodeClaim::idle_since`]).
+    #[serde(default)]
+    pub last_pod_event: Option<Time>,
 }
 
 fn ready_default() -> bool {
@@ -61,6 +67,7 @@ impl Node {
             price: None,
             provider_id: None,
             ready: true,
+            last_pod_event: None,
         }
     }
 

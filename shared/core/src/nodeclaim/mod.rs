@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use crate::catalog::{CapacityType, Catalog};
 use crate::labels;
-use crate::model::Taint;
+use crate::model::{Node, Taint};
 use crate::requirements::Requirements;
 use crate::time::Time;
 
@@ -163,9 +163,10 @@ pub struct NodeClaim {
     pub registered_at: Option<Time>,
     pub initialized_at: Option<Time>,
     /// When a non-DaemonSet, non-mirror pod was last bound to or removed from the claim's node
-    /// (Karpenter's `lastPodEventTime`). Consolidation measures idleness from the later of this and
-    /// `initialized_at`: a node is a candidate only once `consolidateAfter` has passed since then.
-    /// `None` = no pod event since initialization. Maintained by the adapter that watches pods.
+    /// (Karpenter's `lastPodEventTime`), as last written: the lifecycle step copies the Node's
+    /// [`crate::model::Node::last_pod_event`] here when it is later (see
+    /// [`crate::lifecycle::POD_EVENT_DEDUPE`]), so a cold function that never saw a pod leave
+    /// still knows when it did. `None` = none recorded. Read through [`NodeClaim::idle_since`].
     #[serde(default)]
     pub last_pod_event: Option<Time>,
     pub hashes: Hashes,
@@ -245,6 +246,13 @@ impl NodeClaim {
     /// [`crate::decision::Action::WriteClaim`] and the store's conditional write expect.
     pub fn next_version(&self) -> NodeClaim {
         NodeClaim { version: self.version + 1, ..self.clone() }
+    }
+
+    /// Since when the claim's node has been idle, for `consolidateAfter`: the latest of its last
+    /// pod event as the claim stores it and as its Node shows it, and its initialization (its
+    /// creation, before that). Every consolidation check reads idleness through this.
+    pub fn idle_since(&self, node: Option<&Node>) -> Time {
+        self.last_pod_event.max(node.and_then(|n| n.last_pod_event)).max(self.initialized_at).unwrap_or(self.created_at)
     }
 
     /// Still counts as capacity (not on its way out).

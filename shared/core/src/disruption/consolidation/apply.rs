@@ -26,7 +26,7 @@ impl<'a> Work<'a> {
             self.decisions.push(Decision::note(Some(&claim.name), why));
             return;
         }
-        let since = claim.last_pod_event.max(claim.initialized_at).unwrap_or(claim.created_at);
+        let since = claim.idle_since(self.node(&c.node));
         let idle = crate::time::format_duration(self.cluster.now.since(since));
         let saving = c.price.map(|p| format!(", saving {}", money(p))).unwrap_or_default();
         let why = format!("deleting empty node {} ({}): only DaemonSet pods for {idle}{saving}", c.node, c.what);

@@ -154,6 +154,7 @@ impl<'a> Work<'a> {
                 price: n.price,
                 provider_id: None,
                 ready: n.ready,
+                last_pod_event: n.last_pod_event,
             });
         }
         if let Some(r) = replacement {
