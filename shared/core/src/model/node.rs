@@ -42,8 +42,9 @@ pub struct Node {
     /// which describe running capacity, need not say so.
     #[serde(default = "ready_default")]
     pub ready: bool,
-    /// The latest time a pod other than a DaemonSet or mirror pod was bound to this node or left
-    /// it, as the adapter that watches pods knows it (a cold read knows only the pods present).
+    /// The latest time a pod other than a DaemonSet or mirror pod ([`Pod::marks_pod_event`]) was
+    /// bound to this node or left it, as the adapter that watches pods knows it (a cold read knows
+    /// only the pods present).
     /// Consolidation measures idleness from it (see [`crate::nodeclaim::NodeClaim::idle_since`]).
     #[serde(default)]
     pub last_pod_event: Option<Time>,

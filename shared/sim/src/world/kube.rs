@@ -267,12 +267,6 @@ pub fn daemon_pods(daemonsets: &[DaemonSet], reg: &Registration) -> Vec<Pod> {
         .collect()
 }
 
-/// Whether a pod binding to or leaving a node resets the node's idleness: DaemonSet and mirror
-/// pods come and go with the node itself (Karpenter's podevents controller ignores them too).
-fn counts_for_idleness(pod: &Pod) -> bool {
-    !pod.is_daemon() && !pod.is_mirror()
-}
-
 impl State {
     /// The kubelet registers a booted instance's Node, Ready, and the DaemonSet controller puts a
     /// pod of every DaemonSet that can run there on it.
@@ -373,7 +367,7 @@ impl State {
         p.bound_at = Some(now);
         p.unschedulable = false;
         let (uid, runs_for, waited) = (p.uid, p.runs_for, now.since(p.created_at));
-        let counts = counts_for_idleness(&p.pod);
+        let counts = p.pod.marks_pod_event();
         if let Some(n) = self.kube.nodes.get_mut(node) {
             n.pods.insert(uid);
             if counts {
@@ -398,7 +392,7 @@ impl State {
         let uid = p.uid;
         let workload = p.workload.clone();
         let bound = p.pod.node_name.clone();
-        let left = bound.clone().filter(|_| counts_for_idleness(&p.pod));
+        let left = bound.clone().filter(|_| p.pod.marks_pod_event());
         // Its deletion timestamp is when it started leaving the node.
         if let Some(n) = left.and_then(|n| self.kube.nodes.get_mut(&n)) {
             n.node.last_pod_event = Some(self.now);
@@ -423,7 +417,7 @@ impl State {
             n.pods.remove(&uid);
             // A pod that was stopping left when its deletion began (`stop_pod`); any other (a
             // finished Job pod, one replaced by name) leaves now.
-            if !p.terminating && counts_for_idleness(&p.pod) {
+            if !p.terminating && p.pod.marks_pod_event() {
                 n.node.last_pod_event = Some(self.now);
             }
         }
