@@ -309,10 +309,27 @@ fn a_spot_interrupted_drain_evicts_do_not_disrupt_pods_and_deletes_pdb_blocked_o
         vec![(
             "Node/node-a".to_string(),
             "drained node node-a overriding the protection of 2 pods (SpotInterrupted and EC2 takes the instance \
-             back at 2027-01-15T08:02:00Z): batch/render-0 evicted despite karpenter.sh/do-not-disrupt=true; \
-             shop/db-0 deleted despite PodDisruptionBudget shop/db"
+             back at 2027-01-15T08:02:00Z): batch/render-0 (karpenter.sh/do-not-disrupt=true); \
+             shop/db-0 (PodDisruptionBudget shop/db)"
                 .to_string()
         )]
+    );
+}
+
+#[test]
+fn a_pod_held_by_both_protections_is_listed_with_both() {
+    let mut claim = disrupted("a", Reason::CapacityReservationInterrupted, T0);
+    claim.disruption.as_mut().unwrap().reclaim_at = Some(T0.plus(secs(120)));
+    let mut c = drain_cluster(&claim, vec![do_not_disrupt(pod("shop", "db-0").with_labels(&[("app", "db")]))]);
+    c.pdbs = vec![pdb("shop", "db", "db", 0)];
+    let (trace, end, _) = drive(claim, c, &mut |_| EvictionResult::Accepted, 500);
+    assert_eq!(end.phase, Phase::Terminated);
+    let overridden = events(&trace, "ProtectionOverridden");
+    assert_eq!(overridden.len(), 1, "{overridden:?}");
+    assert!(
+        overridden[0].1.ends_with(": shop/db-0 (karpenter.sh/do-not-disrupt=true, PodDisruptionBudget shop/db)"),
+        "{}",
+        overridden[0].1
     );
 }
 
@@ -326,7 +343,14 @@ fn an_instance_stopping_releases_do_not_disrupt_pods_without_a_deadline_of_its_o
     let s = step(&claim, &c);
     assert_eq!(evicted(std::slice::from_ref(&s)), vec!["batch/render-0"]);
     assert_eq!(s.claim.as_ref().unwrap().drain.as_ref().unwrap().deadline, None);
-    assert_eq!(sentences(&s)[0], "draining a (node node-a) for InstanceStateChange");
+    assert_eq!(
+        sentences(&s),
+        vec![
+            "draining a (node node-a) for InstanceStateChange",
+            "evicting non-critical non-daemon pod batch/render-0 from node node-a for InstanceStateChange, despite \
+             karpenter.sh/do-not-disrupt=true"
+        ]
+    );
 }
 
 #[test]
@@ -476,7 +500,7 @@ fn an_interrupted_instance_gone_mid_drain_still_reports_the_overrides() {
         vec![(
             "Node/node-a".to_string(),
             "drained node node-a overriding the protection of 1 pod (SpotInterrupted and the instance is going away \
-             regardless): batch/render-0 evicted despite karpenter.sh/do-not-disrupt=true"
+             regardless): batch/render-0 (karpenter.sh/do-not-disrupt=true)"
                 .to_string()
         )]
     );

@@ -20,11 +20,13 @@
 //! starting only once the previous tier's pods are gone; then wait for VolumeAttachments to go,
 //! terminate the instance, delete the Node, and mark the claim Terminated once the instance is gone.
 //!
-//! When the instance goes away regardless ([`crate::nodeclaim::Reason::loses_instance`]: a spot or capacity
+//! When the instance goes away regardless ([`Reason::loses_instance`]: a spot or capacity
 //! reservation warning, a state change), do-not-disrupt pods are evicted rather than held, the
 //! deadline is the reclaim time when that comes before the terminationGracePeriod's, and the end
 //! of the drain leaves an Event on the Node naming every pod whose do-not-disrupt or
 //! PodDisruptionBudget was overridden. Other drains keep both protections until their deadline.
+//!
+//! [`Reason::loses_instance`]: crate::nodeclaim::Reason::loses_instance
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -225,16 +227,16 @@ impl Stepper {
         }
     }
 
-    /// Whether the instance goes away whatever the drain does (see [`crate::nodeclaim::Reason::loses_instance`]).
+    /// Whether the instance goes away whatever the drain does (see `Reason::loses_instance`).
     fn losing_instance(&self) -> bool {
         self.next.disruption.as_ref().is_some_and(|d| d.reason.loses_instance())
     }
 
-    /// Records that the drain did `what` to `pod` despite its protection.
-    fn overrode(&mut self, pod: &str, what: String) {
-        let done = self.state().overridden.entry(pod.to_string()).or_default();
-        if !done.contains(&what) {
-            done.push(what);
+    /// Records that the drain did not let `protection` hold `pod`.
+    fn overrode(&mut self, pod: &str, protection: String) {
+        let all = self.state().overridden.entry(pod.to_string()).or_default();
+        if !all.contains(&protection) {
+            all.push(protection);
         }
     }
 
@@ -320,13 +322,12 @@ impl Stepper {
                 if now >= at && entry.deleted_at.is_none() {
                     let secs = (deadline.since(now).as_secs() as i64).min(pod.termination_grace_seconds.max(0));
                     self.state().pods.entry(key.clone()).or_default().deleted_at = Some(now);
-                    // Its eviction asked and not accepted while a PDB covers it: the PDB is what
+                    // Its eviction tried and not accepted while a PDB covers it: the PDB is what
                     // held it, and what deleting it overrides.
                     let tried = entry.accepted_at.is_none() && (entry.attempts > 0 || entry.pdb_waits > 0);
                     if losing && tried {
                         for p in cluster.pdbs.iter().filter(|p| p.covers(pod)) {
-                            let what = format!("deleted despite PodDisruptionBudget {}/{}", p.namespace, p.name);
-                            self.overrode(&key, what);
+                            self.overrode(&key, format!("PodDisruptionBudget {}/{}", p.namespace, p.name));
                         }
                     }
                     self.act(
@@ -354,13 +355,16 @@ impl Stepper {
                 waiting += 1;
                 continue;
             }
-            if let Some(why) = do_not_disrupt(&pod.annotations, pod.started_at, now) {
+            // do-not-disrupt holds the pod, unless the node goes anyway: then the pod is better
+            // off restarting elsewhere now than dying with it.
+            let protected = do_not_disrupt(&pod.annotations, pod.started_at, now);
+            if let Some(why) = &protected {
                 if !losing {
                     self.note(format!("not evicting pod {key}: pod {key} has {why}"));
                     held += 1;
                     continue;
                 }
-                self.overrode(&key, format!("evicted despite {why}"));
+                self.overrode(&key, why.clone());
             }
             if let Some(retry) = entry.next_retry.filter(|r| now < *r) {
                 self.requeue(retry.since(now));
@@ -391,9 +395,15 @@ impl Stepper {
             e.next_retry = Some(now.plus(wait));
             let attempt = e.attempts;
             let retry = if attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+            let despite = protected.map(|why| format!(", despite {why}")).unwrap_or_default();
             self.act(
                 Action::Evict { namespace: pod.namespace.clone(), name: pod.name.clone() },
-                format!("evicting {} pod {key} from node {} for {}{retry}", tier.describe(), node.name, self.reason()),
+                format!(
+                    "evicting {} pod {key} from node {} for {}{retry}{despite}",
+                    tier.describe(),
+                    node.name,
+                    self.reason()
+                ),
             );
             self.requeue(wait);
         }
@@ -493,7 +503,7 @@ impl Stepper {
         let Some(overridden) = self.next.drain.as_ref().map(|d| &d.overridden).filter(|o| !o.is_empty()) else {
             return;
         };
-        let pods: Vec<String> = overridden.iter().map(|(pod, what)| format!("{pod} {}", what.join(" and "))).collect();
+        let pods: Vec<String> = overridden.iter().map(|(pod, what)| format!("{pod} ({})", what.join(", "))).collect();
         let because = match self.next.disruption.as_ref() {
             Some(d) => match d.reclaim_at {
                 Some(t) => format!("{} and EC2 takes the instance back at {t}", d.reason),
