@@ -7,6 +7,8 @@
 //! returns a [`Step`]. It runs every transition the snapshot already allows (a Node that is Ready
 //! when it is first seen takes its claim from Launched to Initialized in one step), so carrying out
 //! a step's actions and advancing again on the result yields nothing new until the world moves.
+//! An Initialized claim's step also keeps the claim's copy of its node's last pod event, which
+//! consolidation's `consolidateAfter` counts from.
 //!
 //! Adapter contract: carry the actions out in order (each is idempotent), then write `claim`
 //! conditional on the version that was read (`claim.version` is already the next one); on a
