@@ -11,6 +11,7 @@ use crate::decision::{launch_once, Decision};
 use crate::labels;
 use crate::model::{Node, Pod};
 use crate::nodeclaim::NodeClaim;
+use crate::provisioning::claim_limit_share;
 use crate::scheduler::{schedule_cached, Plan, PlannedClaim, SolveCache};
 use crate::snapshot::Snapshot;
 
@@ -56,14 +57,12 @@ pub(crate) fn plan_replacement(
     let mut waiting: Vec<Pod> = cluster.pending.iter().filter(|p| !seen.contains(&p.key())).cloned().collect();
     waiting.extend(vacate_leaving(cluster, &mut nodes));
 
-    // The node being replaced stops counting against its pool's limits: the swap must not be
-    // refused because the capacity it gives back is still on the books.
+    // The node being replaced stops counting against its pool's limits (its capacity and its one
+    // node, as `pool_usage` counted them): the swap must not be refused because what it gives
+    // back is still on the books.
     let mut nodepools = cluster.nodepools.clone();
-    if let (Some(pool), Some(launch)) = (nodepools.iter_mut().find(|p| p.name == claim.nodepool), &claim.launch) {
-        if let Some(t) = catalog.get(&launch.instance_type) {
-            let kubelet = cluster.nodeclasses.iter().find(|c| c.name == claim.nodeclass).map(|c| c.kubelet.clone());
-            pool.usage.sub(&t.capacity(&kubelet.unwrap_or_default()));
-        }
+    if let Some(pool) = nodepools.iter_mut().find(|p| p.name == claim.nodepool) {
+        pool.usage.sub(&claim_limit_share(claim, cluster, catalog));
     }
 
     let mut unavailable = cluster.unavailable.clone();

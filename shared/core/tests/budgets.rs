@@ -182,6 +182,7 @@ fn claim(name: &str, pool: &str, phase: Phase, disrupting: bool) -> NodeClaim {
             since: at(0, 0, 0),
             replacements: vec![],
             message: "expired".into(),
+            reclaim_at: None,
         });
     }
     c

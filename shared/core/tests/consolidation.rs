@@ -132,6 +132,32 @@ fn empty_node_is_deleted_after_consolidate_after() {
 }
 
 #[test]
+fn a_pod_that_left_a_minute_ago_keeps_the_node_for_consolidate_after() {
+    let mut c = cluster();
+    c.nodepools[0].disruption.consolidate_after = Some(Duration::from_secs(300));
+    // Only empty nodes go: a keeps its pod, b is the one in question.
+    c.nodepools[0].disruption.consolidation_policy = ConsolidationPolicy::WhenEmpty;
+    add_node(&mut c, "a", "m5.xlarge", CapacityType::OnDemand);
+    add_node(&mut c, "b", "m5.xlarge", CapacityType::OnDemand);
+    put(&mut c, "a", pod("web-1", 500, 512));
+    // The claim's stored event is an hour old, but the watch saw b's last pod go a minute ago.
+    let left = Time::from_secs(NOW - 60);
+    c.nodes[1].last_pod_event = Some(left);
+    assert_eq!(c.claims[1].idle_since(Some(&c.nodes[1])), left);
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert!(disrupted(&ds).is_empty(), "{ds:?}");
+    // Five minutes after the pod left, b is consolidated, and says how long it was idle.
+    c.now = left.plus(Duration::from_secs(300));
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert_eq!(disrupted(&ds), vec![("b".to_string(), Reason::Empty)], "{ds:?}");
+    assert!(ds.iter().any(|d| d.why.contains("only DaemonSet pods for 5m")), "{ds:?}");
+    // Whichever of the claim and the node knows the later event wins.
+    c.nodes[1].last_pod_event = None;
+    c.claims[1].last_pod_event = Some(left.plus(Duration::from_secs(60)));
+    assert!(disrupted(&consolidate(&c, embedded(), &unlimited)).is_empty());
+}
+
+#[test]
 fn when_empty_pools_only_lose_empty_nodes() {
     let mut c = cluster();
     c.nodepools[0].disruption.consolidation_policy = ConsolidationPolicy::WhenEmpty;

@@ -102,8 +102,13 @@ fn unexpired_never_expiring_and_already_disrupting_claims_are_not_news() {
     let mut never = claim("never", Phase::Initialized, t(0));
     never.expire_after = None;
     let mut busy = claim("busy", Phase::Initialized, t(0));
-    busy.disruption =
-        Some(Disruption { reason: Reason::Drifted, since: t(1), replacements: vec![], message: "drifted".into() });
+    busy.disruption = Some(Disruption {
+        reason: Reason::Drifted,
+        since: t(1),
+        replacements: vec![],
+        message: "drifted".into(),
+        reclaim_at: None,
+    });
     let draining = claim("draining", Phase::Draining, t(0));
     let young = claim("young", Phase::Initialized, t(10));
     let c = healthy(vec![never, busy, draining, young], t(720 * 60 + 5));

@@ -209,7 +209,10 @@ fn parses_state_changes() {
 fn parses_capacity_reservation_interruption() {
     assert_eq!(
         parsed("capacity-reservation-interruption.json"),
-        Message::CapacityReservationInterruption { instance_id: INSTANCE.into() }
+        Message::CapacityReservationInterruption {
+            instance_id: INSTANCE.into(),
+            time: dovetail_core::interruption::parse_rfc3339("2026-03-14T10:00:00Z")
+        }
     );
 }
 
@@ -360,6 +363,8 @@ fn spot_warning_marks_offering_plans_replacement_and_starts_drain() {
     assert_eq!(claim.version, 5);
     assert_eq!(disruption.reason, Reason::SpotInterrupted);
     assert_eq!(disruption.since, NOW);
+    // EC2 takes the instance back two minutes after it sent the warning: the drain's deadline.
+    assert_eq!(disruption.reclaim_at, Some(NOW.plus(Duration::from_secs(120))));
     assert_eq!(disruption.replacements, planned.iter().map(|p| p.name.clone()).collect::<Vec<_>>());
     assert_eq!(
         disruption.message,
@@ -482,6 +487,34 @@ fn capacity_reservation_warning_drains_and_replaces() {
     let (_, d) = the_disruption(&ds);
     assert_eq!(d.reason, Reason::CapacityReservationInterrupted);
     assert!(d.message.ends_with("draining within the 2-minute notice"), "{}", d.message);
+    let sent = dovetail_core::interruption::parse_rfc3339("2026-03-14T10:00:00Z").unwrap();
+    assert_eq!(d.reclaim_at, Some(sent.plus(Duration::from_secs(120))));
+}
+
+#[test]
+fn a_replacement_under_a_full_node_limit_frees_the_interrupted_node() {
+    // The pool may have one node, and has it: the interrupted node's replacement takes its place.
+    let mut cluster = cluster();
+    cluster.nodepools[0].limits.insert("nodes".into(), 1);
+    let usage = dovetail_core::provisioning::pool_usage(&cluster, catalog());
+    assert_eq!(usage["default"].get("nodes"), 1);
+    cluster.nodepools[0].usage = usage["default"].clone();
+    let ds = decide(&spot_message(), &cluster, catalog());
+    assert_eq!(launches(&ds).len(), 1, "{ds:#?}");
+    assert_pods_covered(&ds, &APP_PODS);
+    assert!(ds.iter().all(|d| !d.why.contains("no replacement capacity")), "{ds:#?}");
+
+    // With a second node in the pool besides, the limit is exceeded already: nothing is launched,
+    // and the note says which limit.
+    cluster.nodepools[0].usage.set("nodes", 2);
+    let ds = decide(&spot_message(), &cluster, catalog());
+    assert!(launches(&ds).is_empty(), "{ds:#?}");
+    assert!(
+        ds.iter()
+            .any(|d| d.why.contains("has no replacement capacity")
+                && d.why.contains("limit on nodes reached (0 of 1 left)")),
+        "{ds:#?}"
+    );
 }
 
 #[test]
@@ -611,6 +644,7 @@ fn spot_warning_escalates_a_voluntary_disruption_without_new_launches() {
     assert_eq!(d.reason, Reason::SpotInterrupted);
     assert_eq!(d.replacements, before.replacements);
     assert_eq!(d.since, before.since);
+    assert_eq!(d.reclaim_at, Some(NOW.plus(Duration::from_secs(120))), "the drain under way gets the reclaim time");
     assert!(d.message.contains("no longer waits on budgets or PDBs"), "{}", d.message);
 }
 
@@ -627,8 +661,13 @@ fn pods_that_fit_on_other_live_nodes_go_there_but_not_onto_leaving_ones() {
     assert!(d.message.contains("replacing with 0 nodes, 3 pods fit on existing nodes"), "{}", d.message);
 
     // …but not once it is being disrupted itself.
-    cluster.claims[1].disruption =
-        Some(Disruption { reason: Reason::Drifted, since: NOW, replacements: vec![], message: String::new() });
+    cluster.claims[1].disruption = Some(Disruption {
+        reason: Reason::Drifted,
+        since: NOW,
+        replacements: vec![],
+        message: String::new(),
+        reclaim_at: None,
+    });
     cluster.claims[1].phase = Phase::Draining;
     let ds = decide(&spot_message(), &cluster, catalog());
     assert_pods_covered(&ds, &APP_PODS);

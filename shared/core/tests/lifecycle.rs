@@ -250,6 +250,41 @@ fn initialized_claims_are_quiet_and_advance_all_covers_every_claim() {
 }
 
 #[test]
+fn the_nodes_last_pod_event_is_written_to_its_claim_once_per_ten_seconds() {
+    let mut claim = running("a");
+    let mut n = node("a");
+    let first = T0.plus(secs(600));
+    n.last_pod_event = Some(first);
+    let mut c = cluster(T0.plus(secs(3600)), &claim, "running", Some(n));
+    // The node knows of a pod event the claim does not: one write, and settled after it.
+    let (step, next, mut world) = settle(&claim, &c);
+    let written = step.claim.as_ref().expect("a claim write");
+    assert_eq!((written.last_pod_event, written.version), (Some(first), claim.version + 1));
+    assert_eq!(sentences(&step), vec![format!("a: last pod event on node node-a at {first}")]);
+    claim = next.unwrap();
+
+    // Pods come and go within 10 s of the stored time: no write each time.
+    for later in [1, 5, 9] {
+        world.nodes[0].last_pod_event = Some(first.plus(secs(later)));
+        assert!(advance(&claim, &world).is_quiet(), "{later} s after the stored event");
+    }
+    // 10 s or more later: written again.
+    world.nodes[0].last_pod_event = Some(first.plus(secs(10)));
+    assert_eq!(advance(&claim, &world).claim.unwrap().last_pod_event, Some(first.plus(secs(10))));
+    // A node that knows less than the claim (a cold read that never saw the removal) is no
+    // reason to write, nor is one that knows nothing.
+    world.nodes[0].last_pod_event = Some(first.minus(secs(300)));
+    assert!(advance(&claim, &world).is_quiet());
+    world.nodes[0].last_pod_event = None;
+    assert!(advance(&claim, &world).is_quiet());
+    // Claims not yet initialized are left to their lifecycle.
+    c.claims[0].phase = Phase::Registered;
+    let registered = c.claims[0].clone();
+    c.nodes[0].ready = false;
+    assert_eq!(advance(&registered, &c).claim, None);
+}
+
+#[test]
 fn persisted_claims_resume_identically() {
     let claim = launched("a");
     let mut n = node("a");

@@ -212,6 +212,43 @@ fn pool_limits_count_claims_in_flight() {
 }
 
 #[test]
+fn a_node_limit_launches_what_it_allows_and_says_why_the_rest_waits() {
+    // One 1.5-CPU pod per 2-vCPU node: three pods need three nodes, the pool allows two.
+    let mut c = base(0);
+    c.nodepools[0].limits.insert("nodes".into(), 2);
+    c.nodepools[0].requirements.add(Requirement::new(labels::INSTANCE_CPU, Operator::In, &["2"]).unwrap());
+    c.pending = (0..3).map(|i| pending(&format!("job-{i}"), 1500, 256)).collect();
+    let ds = plan(&c, catalog::embedded());
+    let launched = planned(&ds);
+    assert_eq!(launched.len(), 2, "{launched:?}");
+    let waiting: Vec<&str> = ds
+        .iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::Event { reason, message, .. }) if reason == "FailedScheduling" => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        waiting,
+        vec!["Dovetail cannot launch capacity for it: NodePool \"default\": limit on nodes reached (0 of 2 left)"]
+    );
+
+    // Once launched, the two claims count one node each, and nothing more is launched.
+    for p in &launched {
+        c.claims.push(intent(p, &c, c.now));
+    }
+    c.pending.retain(|p| !launched.iter().any(|l| l.pods.contains(&p.key())));
+    assert_eq!(pool_usage(&c, catalog::embedded())["default"].get("nodes"), 2);
+    assert!(planned(&plan(&c, catalog::embedded())).is_empty());
+    // A node of the pool that no claim owns counts as well.
+    c.claims.pop();
+    let mut stray = dovetail_core::model::Node::new("stray", Default::default(), Resources::new(2000, 4 << 30));
+    stray.labels.insert(labels::NODEPOOL.into(), "default".into());
+    c.nodes.push(stray);
+    assert_eq!(pool_usage(&c, catalog::embedded())["default"].get("nodes"), 2);
+}
+
+#[test]
 fn an_intent_carries_what_launch_and_drift_need() {
     let mut c = base(0);
     c.pending = vec![pending("web-0", 1000, 1024)];

@@ -239,7 +239,9 @@ fn do_not_disrupt_blocks_voluntary_drains_from_starting() {
 
 #[test]
 fn involuntary_drains_start_but_hold_do_not_disrupt_pods() {
-    let claim = disrupted("a", Reason::SpotInterrupted, T0);
+    // Expiry is forceful but the instance would keep running: do-not-disrupt still holds (until
+    // a terminationGracePeriod, when there is one).
+    let claim = disrupted("a", Reason::Expired, T0);
     let mut c = drain_cluster(&claim, vec![pod("shop", "web-1"), do_not_disrupt(pod("shop", "cart-7"))]);
     c.nodes[0].taints.push(disrupted_taint());
     let s = step(&claim, &c);
@@ -247,6 +249,126 @@ fn involuntary_drains_start_but_hold_do_not_disrupt_pods() {
     assert!(sentences(&s)
         .contains(&"not evicting pod shop/cart-7: pod shop/cart-7 has karpenter.sh/do-not-disrupt=true".to_string()));
     assert_eq!(s.claim.unwrap().phase, Phase::Draining);
+}
+
+/// The Events of a trace with this reason: (object, message).
+fn events(trace: &[Step], reason: &str) -> Vec<(String, String)> {
+    trace
+        .iter()
+        .flat_map(|s| s.actions())
+        .filter_map(|a| match a {
+            Action::Event { object, reason: r, message } if r == reason => Some((object.clone(), message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_spot_interrupted_drain_evicts_do_not_disrupt_pods_and_deletes_pdb_blocked_ones_before_the_reclaim() {
+    let mut claim = disrupted("a", Reason::SpotInterrupted, T0);
+    let reclaim = T0.plus(secs(120));
+    claim.disruption.as_mut().unwrap().reclaim_at = Some(reclaim);
+    // Later than the reclaim: the reclaim is the deadline.
+    claim.termination_grace_period = Some(secs(600));
+    let pods = vec![do_not_disrupt(pod("batch", "render-0")), pod("shop", "db-0").with_labels(&[("app", "db")])];
+    let mut c = drain_cluster(&claim, pods);
+    c.pdbs = vec![pdb("shop", "db", "db", 0)];
+    let (trace, end, _) = drive(claim, c, &mut |_| EvictionResult::Accepted, 500);
+    assert_eq!(end.phase, Phase::Terminated);
+    let all: Vec<String> = trace.iter().flat_map(sentences).collect();
+    assert_eq!(all[0], "draining a (node node-a) for SpotInterrupted; pods left at 2027-01-15T08:02:00Z are deleted");
+    assert!(!all.iter().any(|s| s.starts_with("not evicting pod batch/render-0")), "{all:#?}");
+
+    // The do-not-disrupt pod goes at once: in the first step after the taint, not held.
+    let times = trace_times(&trace);
+    let first_eviction = trace.iter().position(|s| !evicted(std::slice::from_ref(s)).is_empty()).unwrap();
+    assert_eq!((times[first_eviction], evicted(&trace)), (T0.plus(secs(1)), vec!["batch/render-0".to_string()]));
+
+    // The PDB-blocked pod is retried until the reclaim time minus its 30 s grace, then deleted.
+    let waits = all.iter().filter(|s| s.contains("PodDisruptionBudget shop/db allows no more disruptions")).count();
+    assert!(waits > 5, "retried with backoff: {waits}");
+    let deletes: Vec<(Time, &Action, &str)> = trace
+        .iter()
+        .zip(&times)
+        .flat_map(|(s, t)| s.decisions.iter().map(move |d| (*t, d)))
+        .filter(|(_, d)| matches!(d.action, Some(Action::DeletePod { .. })))
+        .map(|(t, d)| (t, d.action.as_ref().unwrap(), d.why.as_str()))
+        .collect();
+    assert_eq!(
+        deletes,
+        vec![(
+            T0.plus(secs(90)),
+            &Action::DeletePod { namespace: "shop".into(), name: "db-0".into(), grace_period_seconds: 30 },
+            "deleting pod shop/db-0 with 30s grace: the instance of a is reclaimed at 2027-01-15T08:02:00Z"
+        )]
+    );
+
+    // The Node says which protections were overridden, and why, once.
+    assert_eq!(
+        events(&trace, "ProtectionOverridden"),
+        vec![(
+            "Node/node-a".to_string(),
+            "drained node node-a overriding the protection of 2 pods (SpotInterrupted and EC2 takes the instance \
+             back at 2027-01-15T08:02:00Z): batch/render-0 (karpenter.sh/do-not-disrupt=true); \
+             shop/db-0 (PodDisruptionBudget shop/db)"
+                .to_string()
+        )]
+    );
+}
+
+#[test]
+fn a_pod_held_by_both_protections_is_listed_with_both() {
+    let mut claim = disrupted("a", Reason::CapacityReservationInterrupted, T0);
+    claim.disruption.as_mut().unwrap().reclaim_at = Some(T0.plus(secs(120)));
+    let mut c = drain_cluster(&claim, vec![do_not_disrupt(pod("shop", "db-0").with_labels(&[("app", "db")]))]);
+    c.pdbs = vec![pdb("shop", "db", "db", 0)];
+    let (trace, end, _) = drive(claim, c, &mut |_| EvictionResult::Accepted, 500);
+    assert_eq!(end.phase, Phase::Terminated);
+    let overridden = events(&trace, "ProtectionOverridden");
+    assert_eq!(overridden.len(), 1, "{overridden:?}");
+    assert!(
+        overridden[0].1.ends_with(": shop/db-0 (karpenter.sh/do-not-disrupt=true, PodDisruptionBudget shop/db)"),
+        "{}",
+        overridden[0].1
+    );
+}
+
+#[test]
+fn an_instance_stopping_releases_do_not_disrupt_pods_without_a_deadline_of_its_own() {
+    // No warning, no reclaim time: do-not-disrupt is overridden (the pod cannot keep running
+    // there), PDBs still hold until a terminationGracePeriod.
+    let claim = disrupted("a", Reason::InstanceStateChange, T0);
+    let mut c = drain_cluster(&claim, vec![do_not_disrupt(pod("batch", "render-0"))]);
+    c.nodes[0].taints.push(disrupted_taint());
+    let s = step(&claim, &c);
+    assert_eq!(evicted(std::slice::from_ref(&s)), vec!["batch/render-0"]);
+    assert_eq!(s.claim.as_ref().unwrap().drain.as_ref().unwrap().deadline, None);
+    assert_eq!(
+        sentences(&s),
+        vec![
+            "draining a (node node-a) for InstanceStateChange",
+            "evicting non-critical non-daemon pod batch/render-0 from node node-a for InstanceStateChange, despite \
+             karpenter.sh/do-not-disrupt=true"
+        ]
+    );
+}
+
+#[test]
+fn voluntary_and_expiring_drains_never_record_overrides() {
+    // Expiry holds the do-not-disrupt pod and deletes it at the terminationGracePeriod's deadline
+    // like any other pod: nothing is recorded as overridden, no ProtectionOverridden Event.
+    let mut claim = disrupted("a", Reason::Expired, T0);
+    claim.termination_grace_period = Some(secs(60));
+    let mut c = drain_cluster(&claim, vec![do_not_disrupt(pod("batch", "render-0")).with_labels(&[("app", "r")])]);
+    c.pdbs = vec![pdb("batch", "r", "r", 0)];
+    let (trace, end, _) = drive(claim, c, &mut |_| EvictionResult::Accepted, 500);
+    assert_eq!(end.phase, Phase::Terminated);
+    assert!(evicted(&trace).is_empty());
+    assert!(events(&trace, "ProtectionOverridden").is_empty());
+    assert!(trace
+        .iter()
+        .filter_map(|s| s.claim.as_ref())
+        .all(|c| c.drain.as_ref().is_none_or(|d| d.overridden.is_empty())));
 }
 
 #[test]
@@ -359,6 +481,29 @@ fn an_instance_gone_mid_drain_ends_the_claim() {
     assert_eq!(s.claim.as_ref().unwrap().phase, Phase::Terminated);
     assert_eq!(sentences(&s)[0], "a is Terminated: its instance is already gone; released pods shop/web-1");
     assert_eq!(actions(&s)[1], Action::DeleteNode { node: "node-a".into() });
+}
+
+#[test]
+fn an_interrupted_instance_gone_mid_drain_still_reports_the_overrides() {
+    let claim = disrupted("a", Reason::SpotInterrupted, T0);
+    let mut c = drain_cluster(&claim, vec![do_not_disrupt(pod("batch", "render-0"))]);
+    c.nodes[0].taints.push(disrupted_taint());
+    let s = step(&claim, &c);
+    assert_eq!(evicted(std::slice::from_ref(&s)), vec!["batch/render-0"]);
+    // EC2 took the instance before the pod finished terminating.
+    let claim = apply(&mut c, &claim, &s, &mut |_| EvictionResult::Refused).unwrap();
+    c.instances.clear();
+    let s = step(&claim, &c);
+    assert_eq!(s.claim.as_ref().unwrap().phase, Phase::Terminated);
+    assert_eq!(
+        events(std::slice::from_ref(&s), "ProtectionOverridden"),
+        vec![(
+            "Node/node-a".to_string(),
+            "drained node node-a overriding the protection of 1 pod (SpotInterrupted and the instance is going away \
+             regardless): batch/render-0 (karpenter.sh/do-not-disrupt=true)"
+                .to_string()
+        )]
+    );
 }
 
 #[test]

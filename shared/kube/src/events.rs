@@ -30,6 +30,8 @@ const WARNINGS: &[&str] = &[
     "InstanceStateChange",
     "ScheduledChange",
     "CapacityReservationInterrupted",
+    // Pods evicted despite do-not-disrupt, or deleted despite their PDB, as an interrupted node went.
+    dovetail_core::termination::PROTECTION_OVERRIDDEN,
 ];
 
 /// The object an Event is about, from the core's `Kind/name` or `Kind/namespace/name`.
@@ -203,5 +205,6 @@ mod tests {
         let n = new_event(&Target::parse("Pod/a/b").unwrap(), None, "Nominated", "é".repeat(600).as_str(), "p", at());
         assert_eq!(n.type_.as_deref(), Some("Normal"));
         assert!(n.message.unwrap().ends_with("..."));
+        assert_eq!(event_type("ProtectionOverridden"), "Warning");
     }
 }

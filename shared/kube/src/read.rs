@@ -109,9 +109,21 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
                 if deleting.contains(node) && p.displaced {
                     state.pending.push(Pod { node_name: None, ..Pod::clone(&pod) });
                 }
+                // A pod present was bound about when it started: its node's latest pod event is
+                // at least that (Karpenter reads PodScheduled's time; the start follows it within
+                // a moment).
+                if pod.marks_pod_event() {
+                    nodes[i].last_pod_event = nodes[i].last_pod_event.max(pod.started_at);
+                }
                 nodes[i].pods.push(pod);
             }
             Err(reason) => debug!(pod = %key, %reason, "not provisionable"),
+        }
+    }
+    // Pods that left, as this process's watches saw them go.
+    for (node, &at) in &snapshot.pods.departed {
+        if let Some(&i) = node_index.get(node) {
+            nodes[i].last_pod_event = nodes[i].last_pod_event.max(Some(at));
         }
     }
     state.nodes = nodes;

@@ -24,6 +24,8 @@ const MESSAGE_LIMIT: usize = 32 * 1024;
 pub(crate) fn desired(s: &PoolStatus, observed: &ObservedPool, now: &Time) -> NodePoolStatus {
     let mut resources: BTreeMap<String, Quantity> =
         s.resources.to_quantities().into_iter().map(|(k, v)| (k, Quantity(v))).collect();
+    // The core's resources already count the nodes (they are what `limits.nodes` is checked
+    // against) but leave a zero out; the same count goes in either way, never added twice.
     resources.insert("nodes".into(), Quantity(s.nodes.to_string()));
 
     let (valid, ready) = match &s.invalid {
@@ -91,12 +93,10 @@ mod tests {
     }
 
     fn pool(invalid: Option<&str>) -> PoolStatus {
-        PoolStatus {
-            name: "default".into(),
-            nodes: 2,
-            resources: Resources::new(7840, 32 << 30),
-            invalid: invalid.map(Into::into),
-        }
+        // As the core's usage counts two nodes: their capacity and one node each.
+        let mut resources = Resources::new(7840, 32 << 30);
+        resources.set("nodes", 2);
+        PoolStatus { name: "default".into(), nodes: 2, resources, invalid: invalid.map(Into::into) }
     }
 
     #[test]
@@ -106,8 +106,11 @@ mod tests {
             &ObservedPool { generation: Some(4), ..Default::default() },
             &t("2025-06-01T12:00:00Z"),
         );
-        assert_eq!(s.resources["nodes"].0, "2");
+        assert_eq!(s.resources["nodes"].0, "2", "counted once");
         assert_eq!(s.resources["cpu"].0, "7840m");
+        let empty = PoolStatus { nodes: 0, resources: Resources::default(), ..pool(None) };
+        let s0 = desired(&empty, &ObservedPool::default(), &t("2025-06-01T12:00:00Z"));
+        assert_eq!(s0.resources["nodes"].0, "0");
         assert_eq!(s.resources["memory"].0, "32Gi");
         let types: Vec<(&str, &str, Option<i64>)> =
             s.conditions.iter().map(|c| (c.type_.as_str(), c.status.as_str(), c.observed_generation)).collect();

@@ -45,6 +45,8 @@ pub fn node_from_k8s(node: &k8s::Node) -> Result<Node, ConvertError> {
         ready: is_ready(status),
         deleting: node.metadata.deletion_timestamp.is_some(),
         termination_finalizer: node.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER),
+        // Known from the pods, which the caller assembles onto the node.
+        last_pod_event: None,
     })
 }
 

@@ -250,6 +250,31 @@ spec:
         assert!(text.contains("spec.template.spec.requirements[0]"), "{text}");
     }
 
+    fn with_limits(limits: &str) -> NodePool {
+        pool(&format!(
+            "apiVersion: dovetail.dev/v1\nkind: NodePool\nmetadata: {{name: capped}}\nspec:\n  limits: {limits}\n  template:\n    spec:\n      nodeClassRef: {{group: dovetail.dev, kind: EC2NodeClass, name: default}}\n      requirements: []\n"
+        ))
+    }
+
+    #[test]
+    fn a_node_limit_is_a_whole_count() {
+        let p = with_limits(r#"{nodes: "3", cpu: "16"}"#).to_core().expect("valid");
+        assert_eq!((p.limits["nodes"], p.limits["cpu"]), (3, 16_000));
+        assert_eq!(with_limits(r#"{nodes: 1k}"#).to_core().expect("valid").limits["nodes"], 1000);
+        for bad in ["2.5", "500m", "-1"] {
+            let errs = with_limits(&format!("{{nodes: {bad:?}}}")).to_core().unwrap_err();
+            let text = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+            assert_eq!(
+                text,
+                format!(
+                    "NodePool \"capped\": spec.limits[nodes]: {bad:?} is not a whole, non-negative number of nodes"
+                )
+            );
+        }
+        // Other limits round as before: half a cpu is a quantity like any other.
+        assert!(with_limits(r#"{cpu: "2.5"}"#).to_core().is_ok());
+    }
+
     #[test]
     fn node_class_kubelet_shapes_allocatable() {
         let nc: EC2NodeClass = serde_yaml_ng::from_str(

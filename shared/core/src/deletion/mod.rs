@@ -54,6 +54,7 @@ pub fn deletions(cluster: &Cluster) -> Vec<Decision> {
             since: cluster.now,
             replacements: vec![],
             message: message.clone(),
+            reclaim_at: None,
         });
         out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone()));
         let object = match node {
@@ -138,6 +139,7 @@ mod tests {
             since: Time::from_secs(50),
             replacements: vec![],
             message: "underutilized".into(),
+            reclaim_at: None,
         });
         let mut older = node("n-d", false);
         older.termination_finalizer = false;

@@ -285,7 +285,13 @@ pub fn mark_drifted(claim: &NodeClaim, drifted: &Drifted, replacements: Vec<Stri
     } else {
         format!("{}; replacing with {} before draining", drifted.why, replacements.join(", "))
     };
-    next.disruption = Some(Disruption { reason: Reason::Drifted, since: now, replacements, message: message.clone() });
+    next.disruption = Some(Disruption {
+        reason: Reason::Drifted,
+        since: now,
+        replacements,
+        message: message.clone(),
+        reclaim_at: None,
+    });
     let mut out = vec![Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone())];
     if let Some(node) = &claim.node_name {
         out.push(Decision::event(Some(&claim.name), format!("Node/{node}"), "Drifted", message));

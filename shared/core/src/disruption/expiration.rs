@@ -55,6 +55,7 @@ pub fn expirations(cluster: &Cluster) -> Vec<Decision> {
             since: cluster.now,
             replacements: vec![],
             message: message.clone(),
+            reclaim_at: None,
         });
         out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone()));
         if let Some(node) = &claim.node_name {

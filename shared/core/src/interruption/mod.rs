@@ -31,6 +31,10 @@ use crate::replacement::{launch_replacements, node_of, plan_replacement, pods_ph
 /// error, so a pool does not immediately buy back the capacity EC2 is reclaiming.
 pub const SPOT_UNAVAILABLE_FOR: Duration = Duration::from_secs(180);
 
+/// How long after its warning EC2 takes back a spot instance, or an instance of an interruptible
+/// capacity reservation.
+pub const RECLAIM_NOTICE: Duration = Duration::from_secs(120);
+
 /// EC2 states after which the instance will not run pods again.
 pub const DISRUPTING_STATES: [&str; 4] = ["stopping", "stopped", "shutting-down", "terminated"];
 
@@ -96,6 +100,14 @@ fn decide_instance(
         zone: launch.zone.clone(),
         capacity_type: launch.capacity_type,
     };
+    // The notice counts from when EC2 sent the warning; from this decision when its time is
+    // unreadable (late by the queue's delay, which the instance's disappearance then cuts short).
+    let reclaim_at = match message {
+        Message::SpotInterruption { time, .. } | Message::CapacityReservationInterruption { time, .. } => {
+            Some(time.unwrap_or(cluster.now).plus(RECLAIM_NOTICE))
+        }
+        _ => None,
+    };
     let what = format!(
         "{} for {instance_id} ({} {} in {})",
         kind(message),
@@ -130,7 +142,7 @@ fn decide_instance(
                 existing.reason,
                 replacements_phrase(existing.replacements.len())
             );
-            next.disruption = Some(Disruption { reason, message: message.clone(), ..existing.clone() });
+            next.disruption = Some(Disruption { reason, message: message.clone(), reclaim_at, ..existing.clone() });
             out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message));
         } else {
             out.push(Decision::note(
@@ -221,8 +233,13 @@ fn decide_instance(
 
     let mut next = claim.next_version();
     next.phase = Phase::Draining;
-    next.disruption =
-        Some(Disruption { reason, since: cluster.now, replacements: replacements.clone(), message: sentence.clone() });
+    next.disruption = Some(Disruption {
+        reason,
+        since: cluster.now,
+        replacements: replacements.clone(),
+        message: sentence.clone(),
+        reclaim_at,
+    });
     out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), sentence.clone()));
     out.push(Decision::act(
         Some(&claim.name),

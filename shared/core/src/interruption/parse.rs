@@ -27,8 +27,9 @@ pub enum Message {
         instance_id: String,
         /// `terminate`, `stop` or `hibernate`.
         action: String,
-        /// When EventBridge sent it (the envelope's `time`); informational, so an unreadable value
-        /// is `None` rather than an error that would send a real interruption to the DLQ.
+        /// When EventBridge sent it (the envelope's `time`): the two minutes count from here. An
+        /// unreadable value is `None` (the drain then counts from when it decided) rather than an
+        /// error that would send a real interruption to the DLQ.
         time: Option<Time>,
     },
     /// The spot instance is at elevated risk of interruption.
@@ -45,7 +46,11 @@ pub enum Message {
         start_time: Option<String>,
     },
     /// Two-minute warning before an interruptible capacity reservation takes the instance back.
-    CapacityReservationInterruption { instance_id: String },
+    CapacityReservationInterruption {
+        instance_id: String,
+        /// When EventBridge sent it (the envelope's `time`), read as for a spot warning.
+        time: Option<Time>,
+    },
     /// Anything else on the queue: ignored with a log line, never an error.
     Unknown { source: String, detail_type: String },
 }
@@ -57,7 +62,7 @@ impl Message {
             Message::SpotInterruption { instance_id, .. }
             | Message::RebalanceRecommendation { instance_id }
             | Message::StateChange { instance_id, .. }
-            | Message::CapacityReservationInterruption { instance_id } => vec![instance_id.as_str()],
+            | Message::CapacityReservationInterruption { instance_id, .. } => vec![instance_id.as_str()],
             Message::ScheduledChange { instance_ids, .. } => instance_ids.iter().map(String::as_str).collect(),
             Message::Unknown { .. } => vec![],
         }
@@ -76,7 +81,7 @@ impl fmt::Display for Message {
             Message::ScheduledChange { instance_ids, event_type_code, .. } => {
                 write!(f, "AWS Health scheduled change {event_type_code} for {}", instance_ids.join(", "))
             }
-            Message::CapacityReservationInterruption { instance_id } => {
+            Message::CapacityReservationInterruption { instance_id, .. } => {
                 write!(f, "capacity reservation interruption warning for {instance_id}")
             }
             Message::Unknown { source, detail_type } => write!(f, "unknown event {source:?} / {detail_type:?}"),
@@ -133,6 +138,7 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
         }),
         (SOURCE_EC2, CAPACITY_RESERVATION_INTERRUPTION) => Ok(Message::CapacityReservationInterruption {
             instance_id: text(detail_field("instance-id"), "detail.instance-id")?,
+            time: v.get("time").and_then(Value::as_str).and_then(parse_rfc3339),
         }),
         (SOURCE_HEALTH, HEALTH_EVENT) => {
             // Health carries every service's notices; only EC2 scheduled changes concern nodes. The

@@ -7,6 +7,8 @@
 //! returns a [`Step`]. It runs every transition the snapshot already allows (a Node that is Ready
 //! when it is first seen takes its claim from Launched to Initialized in one step), so carrying out
 //! a step's actions and advancing again on the result yields nothing new until the world moves.
+//! An Initialized claim's step also keeps the claim's copy of its node's last pod event, which
+//! consolidation's `consolidateAfter` counts from.
 //!
 //! Adapter contract: carry the actions out in order (each is idempotent), then write `claim`
 //! conditional on the version that was read (`claim.version` is already the next one); on a
@@ -16,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::cluster::{instance_of, Cluster};
+use crate::cluster::{instance_of, node_of, Cluster};
 use crate::decision::{Action, Decision, Step};
 use crate::labels::{NODECLAIM, TAINT_UNREGISTERED};
 use crate::nodeclaim::{NodeClaim, Phase};
@@ -29,6 +31,11 @@ pub const LAUNCH_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 pub const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// How often to look again while a Node is expected (registration, readiness).
 pub const WATCH: Duration = Duration::from_secs(10);
+/// A claim's stored last pod event is brought up to its Node's only when the Node's is at least
+/// this much later (Karpenter skips writing `lastPodEventTime` within 10 s the same way): a busy
+/// node costs one claim write per pass at most, and idleness read from the claim alone is off by
+/// less than this.
+pub const POD_EVENT_DEDUPE: Duration = Duration::from_secs(10);
 
 /// The labels a claim's Node must carry: the claim's (recorded for the launched type at launch,
 /// see [`crate::nodeclaim::launched_labels`]), with the launch's type, zone and capacity type
@@ -206,11 +213,32 @@ pub fn advance(claim: &NodeClaim, cluster: &Cluster) -> Step {
         }
     }
 
+    if next.phase == Phase::Initialized {
+        record_pod_event(&mut next, cluster, &mut out);
+    }
+
     if next != *claim {
         next.version = claim.version + 1;
         out.claim = Some(next);
     }
     out
+}
+
+/// Copies the Node's last pod event onto the claim when it is [`POD_EVENT_DEDUPE`] or more later
+/// than the claim's. The Node's value lives only in the warm snapshot that saw the events; the
+/// claim's survives a cold start, which would otherwise forget that a pod left a minute ago and
+/// consolidate the node early.
+fn record_pod_event(next: &mut NodeClaim, cluster: &Cluster, out: &mut Step) {
+    let Some(node) = node_of(next, cluster) else { return };
+    let Some(seen) = node.last_pod_event else { return };
+    if next.last_pod_event.is_some_and(|stored| seen < stored.plus(POD_EVENT_DEDUPE)) {
+        return;
+    }
+    next.last_pod_event = Some(seen);
+    out.decisions.push(Decision::note(
+        Some(&next.name),
+        format!("{}: last pod event on node {} at {seen}", next.name, node.name),
+    ));
 }
 
 /// Advances every claim in the snapshot (the sweeper's pass).

@@ -12,8 +12,8 @@ mod taint;
 pub use node::{DaemonSet, Node, NodeKind};
 pub use nodeclass::{KubeletConfig, NodeClass};
 pub use nodepool::{
-    Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool, RebalancePolicy,
-    REBALANCE_POLICY_ANNOTATION,
+    limit_share, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool, RebalancePolicy,
+    LIMIT_NODES, REBALANCE_POLICY_ANNOTATION,
 };
 pub use pdb::Pdb;
 pub use pod::{

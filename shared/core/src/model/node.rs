@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::pod::Pod;
 use super::taint::Taint;
 use crate::resources::Resources;
+use crate::time::Time;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum NodeKind {
@@ -49,6 +50,12 @@ pub struct Node {
     /// its deletion waits for Dovetail to drain it and terminate its instance.
     #[serde(default)]
     pub termination_finalizer: bool,
+    /// The latest time a pod other than a DaemonSet or mirror pod ([`Pod::marks_pod_event`]) was
+    /// bound to this node or left it, as the adapter that watches pods knows it (a cold read knows
+    /// only the pods present).
+    /// Consolidation measures idleness from it (see [`crate::nodeclaim::NodeClaim::idle_since`]).
+    #[serde(default)]
+    pub last_pod_event: Option<Time>,
 }
 
 fn ready_default() -> bool {
@@ -71,6 +78,7 @@ impl Node {
             ready: true,
             deleting: false,
             termination_finalizer: false,
+            last_pod_event: None,
         }
     }
 

@@ -67,6 +67,18 @@ pub enum RebalancePolicy {
     Replace,
 }
 
+/// The `limits` key that counts nodes rather than a resource (Karpenter's `limits.nodes`).
+pub const LIMIT_NODES: &str = "nodes";
+
+/// What one node of `capacity` counts against its pool's `limits`: its capacity, and 1 toward
+/// `limits.nodes`. Usage, a new claim's reservation and a replacement's give-back all go through
+/// this, so the node count moves with the resources and is never kept beside them.
+pub fn limit_share(capacity: &Resources) -> Resources {
+    let mut share = capacity.clone();
+    share.set(LIMIT_NODES, 1);
+    share
+}
+
 /// The NodePool annotation that selects the [`RebalancePolicy`].
 pub const REBALANCE_POLICY_ANNOTATION: &str = "dovetail.dev/rebalance-policy";
 
@@ -82,9 +94,10 @@ pub struct NodePool {
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
     pub node_class: String,
-    /// Resource name → limit (cpu in millicores, memory in bytes, …).
+    /// Resource name → limit (cpu in millicores, memory in bytes, …; [`LIMIT_NODES`] in nodes).
     pub limits: BTreeMap<String, i64>,
-    /// Capacity of the pool's current nodes and in-flight claims, counted against `limits`.
+    /// The [`limit_share`]s of the pool's current nodes and in-flight claims, counted against
+    /// `limits`.
     pub usage: Resources,
     /// `None` = Never.
     pub expire_after: Option<Duration>,

@@ -185,6 +185,13 @@ impl Pod {
     pub fn is_mirror(&self) -> bool {
         self.owner == OwnerKind::Node
     }
+
+    /// Whether this pod binding to a node or leaving it is a pod event for the node's idleness
+    /// ([`super::Node::last_pod_event`]): DaemonSet and mirror pods come and go with the node
+    /// itself (Karpenter's pod events leave DaemonSet pods out too).
+    pub fn marks_pod_event(&self) -> bool {
+        !self.is_daemon() && !self.is_mirror()
+    }
 }
 
 impl NamespaceScope {

@@ -60,6 +60,13 @@ pub struct DrainState {
     pub pods: BTreeMap<String, PodEviction>,
     /// When TerminateInstance was last emitted.
     pub terminate_requested_at: Option<Time>,
+    /// Pods whose protections the drain overrode because the instance goes away regardless
+    /// ([`crate::nodeclaim::Reason::loses_instance`]), by `namespace/name`, each with those
+    /// protections (`karpenter.sh/do-not-disrupt=true`: evicted rather than held;
+    /// `PodDisruptionBudget shop/db`: deleted while it held the eviction). Kept after the pod is
+    /// gone: the Event that ends the drain lists them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub overridden: BTreeMap<String, Vec<String>>,
 }
 
 impl DrainState {

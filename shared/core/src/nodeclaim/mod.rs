@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use crate::catalog::{CapacityType, Catalog};
 use crate::labels;
-use crate::model::Taint;
+use crate::model::{Node, Taint};
 use crate::requirements::Requirements;
 use crate::time::Time;
 
@@ -103,6 +103,17 @@ impl Reason {
     pub fn is_voluntary(self) -> bool {
         matches!(self, Reason::Drifted | Reason::Empty | Reason::Underutilized | Reason::Rebalance)
     }
+
+    /// Whether the instance goes away whatever the drain does: EC2 has warned that it takes it
+    /// back in two minutes (a spot or capacity-reservation interruption), or it is already
+    /// stopping or gone (a state change). do-not-disrupt exists to keep a pod running where it is,
+    /// which it can no longer do: the drain evicts such pods so they restart elsewhere instead of
+    /// dying with the node. An AWS Health scheduled change is not among these: it comes days
+    /// ahead, so the pod's owner has time to act, and terminationGracePeriod bounds the wait as it
+    /// does for expiry.
+    pub fn loses_instance(self) -> bool {
+        matches!(self, Reason::SpotInterrupted | Reason::CapacityReservationInterrupted | Reason::InstanceStateChange)
+    }
 }
 
 impl fmt::Display for Reason {
@@ -120,6 +131,11 @@ pub struct Disruption {
     pub replacements: Vec<String>,
     /// The sentence a person reads in Events and logs.
     pub message: String,
+    /// When EC2 takes the instance back whatever the drain does (an interruption warning's time
+    /// plus its two-minute notice): the drain's deadline when earlier than its
+    /// terminationGracePeriod's.
+    #[serde(default)]
+    pub reclaim_at: Option<Time>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,9 +168,10 @@ pub struct NodeClaim {
     pub registered_at: Option<Time>,
     pub initialized_at: Option<Time>,
     /// When a non-DaemonSet, non-mirror pod was last bound to or removed from the claim's node
-    /// (Karpenter's `lastPodEventTime`). Consolidation measures idleness from the later of this and
-    /// `initialized_at`: a node is a candidate only once `consolidateAfter` has passed since then.
-    /// `None` = no pod event since initialization. Maintained by the adapter that watches pods.
+    /// (Karpenter's `lastPodEventTime`), as last written: the lifecycle step copies the Node's
+    /// [`crate::model::Node::last_pod_event`] here when it is later (see
+    /// [`crate::lifecycle::POD_EVENT_DEDUPE`]), so a cold function that never saw a pod leave
+    /// still knows when it did. `None` = none recorded. Read through [`NodeClaim::idle_since`].
     #[serde(default)]
     pub last_pod_event: Option<Time>,
     pub hashes: Hashes,
@@ -234,6 +251,13 @@ impl NodeClaim {
     /// [`crate::decision::Action::WriteClaim`] and the store's conditional write expect.
     pub fn next_version(&self) -> NodeClaim {
         NodeClaim { version: self.version + 1, ..self.clone() }
+    }
+
+    /// Since when the claim's node has been idle, for `consolidateAfter`: the latest of its last
+    /// pod event as the claim stores it and as its Node shows it, and its initialization (its
+    /// creation, before that). Every consolidation check reads idleness through this.
+    pub fn idle_since(&self, node: Option<&Node>) -> Time {
+        self.last_pod_event.max(node.and_then(|n| n.last_pod_event)).max(self.initialized_at).unwrap_or(self.created_at)
     }
 
     /// Still counts as capacity (not on its way out).

@@ -247,6 +247,7 @@ mod tests {
             since: Time::from_secs(500),
             replacements: vec![],
             message: "drifted: NodePool template changed".into(),
+            reclaim_at: None,
         });
         let cs = conditions(&c);
         assert_eq!(status_of(&cs, DRIFTED), Some((Status::True, "Drifted".into())));

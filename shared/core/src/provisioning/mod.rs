@@ -14,7 +14,7 @@ use crate::cluster::{is_leaving, leaving, node_of, Cluster};
 use crate::decision::{Action, Decision};
 use crate::hash::{fnv1a64, nodepool_hash};
 use crate::labels;
-use crate::model::{DaemonSet, Node, NodeKind, NodePool, Taint};
+use crate::model::{limit_share, DaemonSet, Node, NodeKind, NodePool, Taint};
 use crate::nodeclaim::{Hashes, NodeClaim, Phase};
 use crate::requirements::{Operator, Requirement};
 use crate::resources::Resources;
@@ -78,16 +78,14 @@ fn kubelet_of(cluster: &Cluster, class: &str) -> crate::model::KubeletConfig {
     cluster.nodeclasses.iter().find(|c| c.name == class).map(|c| c.kubelet.clone()).unwrap_or_default()
 }
 
-/// Each pool's usage for its `limits`: the capacity of every claim of the pool that is not
-/// Terminated (Karpenter counts nodes being deleted until they are gone), plus registered nodes
-/// of the pool that no claim owns (adopted or hand-made).
+/// Each pool's usage for its `limits`: the [`limit_share`] (capacity and one node) of every claim
+/// of the pool that is not Terminated (Karpenter counts nodes being deleted until they are gone),
+/// plus registered nodes of the pool that no claim owns (adopted or hand-made).
 pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Resources> {
     let mut usage: BTreeMap<String, Resources> = BTreeMap::new();
     let mut counted: BTreeSet<&str> = BTreeSet::new();
     for c in cluster.claims.iter().filter(|c| c.phase != Phase::Terminated) {
-        if let Some(t) = claim_type(c, catalog) {
-            usage.entry(c.nodepool.clone()).or_default().add(&t.capacity(&kubelet_of(cluster, &c.nodeclass)));
-        }
+        usage.entry(c.nodepool.clone()).or_default().add(&claim_limit_share(c, cluster, catalog));
         counted.insert(c.name.as_str());
         counted.extend(c.node_name.as_deref());
     }
@@ -97,10 +95,18 @@ pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Reso
             continue;
         }
         if let Some(pool) = n.labels.get(labels::NODEPOOL) {
-            usage.entry(pool.clone()).or_default().add(&n.allocatable);
+            usage.entry(pool.clone()).or_default().add(&limit_share(&n.allocatable));
         }
     }
     usage
+}
+
+/// What a claim counts against its pool's limits: its type's capacity (what it launched as, else
+/// its cheapest candidate; none when the catalog does not know the type) and its one node, which
+/// counts whatever the type.
+pub fn claim_limit_share(claim: &NodeClaim, cluster: &Cluster, catalog: &Catalog) -> Resources {
+    let capacity = claim_type(claim, catalog).map(|t| t.capacity(&kubelet_of(cluster, &claim.nodeclass)));
+    limit_share(&capacity.unwrap_or_default())
 }
 
 /// What a claim's node offers pods once up: its type's allocatable under its class's kubelet.

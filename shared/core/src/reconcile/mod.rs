@@ -402,16 +402,15 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             .cluster
             .nodepools
             .iter()
-            .map(|p| PoolStatus {
-                name: p.name.clone(),
-                nodes: view
-                    .cluster
-                    .claims
-                    .iter()
-                    .filter(|c| c.nodepool == p.name && c.phase != Phase::Terminated)
-                    .count(),
-                resources: usage.get(&p.name).cloned().unwrap_or_default(),
-                invalid: None,
+            .map(|p| {
+                // The count `limits.nodes` is checked against, so status and limit never disagree.
+                let resources = usage.get(&p.name).cloned().unwrap_or_default();
+                PoolStatus {
+                    name: p.name.clone(),
+                    nodes: resources.get(crate::model::LIMIT_NODES).max(0) as usize,
+                    resources,
+                    invalid: None,
+                }
             })
             .collect();
         for inv in view.invalid.iter().filter(|i| i.object.starts_with("NodePool/")) {

@@ -113,7 +113,8 @@ pub trait Kube: Send + Sync {
 }
 
 /// What a NodePool's `status` shows: its nodes, the resources they provide (counted against
-/// `limits`), and whether its spec is valid (`ValidationSucceeded`, with the reason if not).
+/// `limits`; their `nodes` entry, when not zero, is the same count as `nodes`), and whether its
+/// spec is valid (`ValidationSucceeded`, with the reason if not).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PoolStatus {
     pub name: String,

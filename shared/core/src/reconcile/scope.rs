@@ -87,6 +87,7 @@ mod tests {
             since: Time::from_secs(0),
             replacements: vec![],
             message: String::new(),
+            reclaim_at: None,
         });
         claim
     }

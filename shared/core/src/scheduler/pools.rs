@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::catalog::{CapacityType, Catalog, OfferingKey};
 use crate::labels;
-use crate::model::{tolerates_all, DaemonSet, HostPort, KubeletConfig, NodePool, Pod};
+use crate::model::{limit_share, tolerates_all, DaemonSet, HostPort, KubeletConfig, NodePool, Pod};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
@@ -68,7 +68,7 @@ pub(crate) struct PoolType {
     pub free: Resources,
     /// Full allocatable (what the plan reports).
     pub allocatable: Resources,
-    /// Capacity, counted against the pool's limits.
+    /// What a node of this type counts against the pool's limits (its [`limit_share`]).
     pub capacity: Resources,
     pub offerings: Vec<PoolOffering>,
     /// Host ports the DaemonSet pods that would run on it hold: no pending pod may use them there.
@@ -253,7 +253,8 @@ pub(crate) fn pool_types(
         if free.cpu <= 0 || free.memory <= 0 || free.pods <= 0 {
             continue;
         }
-        types.push(PoolType { catalog: i, free, allocatable, capacity: t.capacity(kubelet), offerings, ports });
+        let capacity = limit_share(&t.capacity(kubelet));
+        types.push(PoolType { catalog: i, free, allocatable, capacity, offerings, ports });
     }
     let broken =
         types.is_empty().then(|| "no instance type satisfies its requirements with an available offering".to_string());

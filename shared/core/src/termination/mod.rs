@@ -19,6 +19,14 @@
 //! (non-critical non-daemon → non-critical daemon → critical non-daemon → critical daemon), a tier
 //! starting only once the previous tier's pods are gone; then wait for VolumeAttachments to go,
 //! terminate the instance, delete the Node, and mark the claim Terminated once the instance is gone.
+//!
+//! When the instance goes away regardless ([`Reason::loses_instance`]: a spot or capacity
+//! reservation warning, a state change), do-not-disrupt pods are evicted rather than held, the
+//! deadline is the reclaim time when that comes before the terminationGracePeriod's, and the end
+//! of the drain leaves an Event on the Node naming every pod whose do-not-disrupt or
+//! PodDisruptionBudget was overridden. Other drains keep both protections until their deadline.
+//!
+//! [`Reason::loses_instance`]: crate::nodeclaim::Reason::loses_instance
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -43,6 +51,9 @@ pub const POLL: Duration = Duration::from_secs(5);
 /// A TerminateInstance whose instance is still `running`/`pending` after this long is sent again
 /// (the first call may have been lost with a crashed invocation).
 pub const TERMINATE_RETRY: Duration = Duration::from_secs(30);
+
+/// The Event reason on a Node whose drain overrode pods' protections (a Warning).
+pub const PROTECTION_OVERRIDDEN: &str = "ProtectionOverridden";
 
 /// The four eviction tiers, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -73,6 +84,38 @@ impl Tier {
     }
 }
 
+/// When nothing may hold a drain any longer, and what sets it: the claim's terminationGracePeriod,
+/// or EC2 taking the instance back, whichever comes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Deadline {
+    Grace(Time),
+    Reclaim(Time),
+}
+
+impl Deadline {
+    fn at(self) -> Time {
+        match self {
+            Deadline::Grace(t) | Deadline::Reclaim(t) => t,
+        }
+    }
+
+    /// Why pods still there at this deadline are deleted, for the claim `name`.
+    fn ends(self, name: &str) -> String {
+        match self {
+            Deadline::Grace(t) => format!("the terminationGracePeriod of {name} ends at {t}"),
+            Deadline::Reclaim(t) => format!("the instance of {name} is reclaimed at {t}"),
+        }
+    }
+
+    /// Why the drain stopped waiting, once it has.
+    fn ended(self, name: &str) -> String {
+        match self {
+            Deadline::Grace(t) => format!("terminationGracePeriod of {name} ended at {t}"),
+            Deadline::Reclaim(t) => format!("the instance of {name} is reclaimed at {t}"),
+        }
+    }
+}
+
 pub fn disrupted_taint() -> Taint {
     Taint::new(TAINT_DISRUPTED, "", TaintEffect::NoSchedule)
 }
@@ -95,12 +138,12 @@ pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
     let mut s = Stepper { now: cluster.now, name: claim.name.clone(), next: claim.clone(), out: Step::default() };
     if claim.phase == Phase::Terminated {
         s.after_terminated(cluster);
-        return s.finish(claim);
+        return s.finish(claim, cluster);
     }
     // Whatever the phase, an instance that is already gone ends the claim: nothing left to drain.
     if claim.launch.is_some() && instance_of(claim, cluster).is_none() {
         s.terminated(cluster, "its instance is already gone");
-        return s.finish(claim);
+        return s.finish(claim, cluster);
     }
     let started = claim.phase >= Phase::Draining && claim.drain.is_some();
     if !started {
@@ -117,10 +160,10 @@ pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
             }
             s.note(format!("not draining yet: replacement {waiting} is not initialized"));
             s.requeue(Duration::from_secs(10));
-            return s.finish(claim);
+            return s.finish(claim, cluster);
         }
         if !s.start(claim, cluster) {
-            return s.finish(claim);
+            return s.finish(claim, cluster);
         }
     }
     if s.next.phase == Phase::Draining {
@@ -129,7 +172,7 @@ pub fn step(claim: &NodeClaim, cluster: &Cluster) -> Step {
     if s.next.phase == Phase::Terminating {
         s.terminate(cluster);
     }
-    s.finish(claim)
+    s.finish(claim, cluster)
 }
 
 /// The first replacement of a voluntary disruption that exists but is not Initialized yet. A
@@ -172,6 +215,31 @@ impl Stepper {
         self.next.drain.get_or_insert_with(|| DrainState::new(now, grace))
     }
 
+    /// The drain's deadline: its terminationGracePeriod's, or the reclaim time when earlier. Read
+    /// from the disruption each step, so a voluntary drain that an interruption escalates gets
+    /// the reclaim time too.
+    fn deadline(&mut self) -> Option<Deadline> {
+        let grace = self.state().deadline.map(Deadline::Grace);
+        let reclaim = self.next.disruption.as_ref().and_then(|d| d.reclaim_at).map(Deadline::Reclaim);
+        match (grace, reclaim) {
+            (Some(g), Some(r)) => Some(if r.at() < g.at() { r } else { g }),
+            (g, r) => g.or(r),
+        }
+    }
+
+    /// Whether the instance goes away whatever the drain does (see `Reason::loses_instance`).
+    fn losing_instance(&self) -> bool {
+        self.next.disruption.as_ref().is_some_and(|d| d.reason.loses_instance())
+    }
+
+    /// Records that the drain did not let `protection` hold `pod`.
+    fn overrode(&mut self, pod: &str, protection: String) {
+        let all = self.state().overridden.entry(pod.to_string()).or_default();
+        if !all.contains(&protection) {
+            all.push(protection);
+        }
+    }
+
     fn reason(&self) -> String {
         match &self.next.disruption {
             Some(d) if d.message.is_empty() => d.reason.to_string(),
@@ -194,8 +262,8 @@ impl Stepper {
         let (now, grace) = (self.now, claim.termination_grace_period);
         self.next.drain = Some(DrainState::new(now, grace));
         self.next.phase = Phase::Draining;
-        let deadline = match grace {
-            Some(g) => format!("; pods left at {} are deleted", now.plus(g)),
+        let deadline = match self.deadline() {
+            Some(d) => format!("; pods left at {} are deleted", d.at()),
             None => String::new(),
         };
         let on = node.map_or_else(|| "no registered node".to_string(), |n| format!("node {}", n.name));
@@ -210,16 +278,11 @@ impl Stepper {
             self.note(format!("{} has no node to drain", self.name));
             return;
         };
-        let deadline = self.state().deadline;
-        if deadline.is_some_and(|d| now >= d) {
+        let deadline = self.deadline();
+        if let Some(d) = deadline.filter(|d| now >= d.at()) {
             self.next.phase = Phase::Terminating;
             let left = node.pods.iter().filter(|p| !ignored_by_drain(p)).count();
-            self.note(format!(
-                "terminationGracePeriod of {} ended at {}; terminating with {left} pod(s) still on node {}",
-                self.name,
-                deadline.unwrap_or(now),
-                node.name
-            ));
+            self.note(format!("{}; terminating with {left} pod(s) still on node {}", d.ended(&self.name), node.name));
             return;
         }
         // Taint first, and evict only once the taint is seen: an evicted pod must not be able to
@@ -247,26 +310,33 @@ impl Stepper {
             return;
         }
 
-        // At the grace deadline minus its own grace period a pod is deleted, whatever protects it.
-        if let Some(deadline) = deadline {
+        let losing = self.losing_instance();
+        // At the deadline minus its own grace period a pod is deleted, whatever protects it.
+        if let Some(d) = deadline {
+            let deadline = d.at();
             for pod in &blocking {
                 let grace = Duration::from_secs(pod.termination_grace_seconds.max(0) as u64);
                 let at = deadline.minus(grace);
                 let key = pod.key();
-                let already = self.state().pods.get(&key).is_some_and(|e| e.deleted_at.is_some());
-                if now >= at && !already {
+                let entry = self.state().pods.get(&key).cloned().unwrap_or_default();
+                if now >= at && entry.deleted_at.is_none() {
                     let secs = (deadline.since(now).as_secs() as i64).min(pod.termination_grace_seconds.max(0));
                     self.state().pods.entry(key.clone()).or_default().deleted_at = Some(now);
+                    // Its eviction tried and not accepted while a PDB covers it: the PDB is what
+                    // held it, and what deleting it overrides.
+                    let tried = entry.accepted_at.is_none() && (entry.attempts > 0 || entry.pdb_waits > 0);
+                    if losing && tried {
+                        for p in cluster.pdbs.iter().filter(|p| p.covers(pod)) {
+                            self.overrode(&key, format!("PodDisruptionBudget {}/{}", p.namespace, p.name));
+                        }
+                    }
                     self.act(
                         Action::DeletePod {
                             namespace: pod.namespace.clone(),
                             name: pod.name.clone(),
                             grace_period_seconds: secs,
                         },
-                        format!(
-                            "deleting pod {key} with {secs}s grace: the terminationGracePeriod of {} ends at {deadline}",
-                            self.name
-                        ),
+                        format!("deleting pod {key} with {secs}s grace: {}", d.ends(&self.name)),
                     );
                 } else if now < at {
                     self.requeue(at.since(now));
@@ -285,10 +355,16 @@ impl Stepper {
                 waiting += 1;
                 continue;
             }
-            if let Some(why) = pod_protected(pod, now) {
-                self.note(format!("not evicting pod {key}: {why}"));
-                held += 1;
-                continue;
+            // do-not-disrupt holds the pod, unless the node goes anyway: then the pod is better
+            // off restarting elsewhere now than dying with it.
+            let protected = do_not_disrupt(&pod.annotations, pod.started_at, now);
+            if let Some(why) = &protected {
+                if !losing {
+                    self.note(format!("not evicting pod {key}: pod {key} has {why}"));
+                    held += 1;
+                    continue;
+                }
+                self.overrode(&key, why.clone());
             }
             if let Some(retry) = entry.next_retry.filter(|r| now < *r) {
                 self.requeue(retry.since(now));
@@ -319,9 +395,15 @@ impl Stepper {
             e.next_retry = Some(now.plus(wait));
             let attempt = e.attempts;
             let retry = if attempt > 1 { format!(" (attempt {attempt})") } else { String::new() };
+            let despite = protected.map(|why| format!(", despite {why}")).unwrap_or_default();
             self.act(
                 Action::Evict { namespace: pod.namespace.clone(), name: pod.name.clone() },
-                format!("evicting {} pod {key} from node {} for {}{retry}", tier.describe(), node.name, self.reason()),
+                format!(
+                    "evicting {} pod {key} from node {} for {}{retry}{despite}",
+                    tier.describe(),
+                    node.name,
+                    self.reason()
+                ),
             );
             self.requeue(wait);
         }
@@ -343,7 +425,7 @@ impl Stepper {
             return;
         };
         let node_name = self.next.node_name.clone().or_else(|| node_of(&self.next, cluster).map(|n| n.name.clone()));
-        let past_deadline = self.state().deadline.is_some_and(|d| now >= d);
+        let past_deadline = self.deadline().is_some_and(|d| now >= d.at());
         if let Some(volumes) = node_name.as_ref().and_then(|n| cluster.volume_attachments.get(n)) {
             if !volumes.is_empty() && !past_deadline {
                 self.note(format!(
@@ -412,7 +494,37 @@ impl Stepper {
         }
     }
 
-    fn finish(mut self, before: &NodeClaim) -> Step {
+    /// When the drain ends (the claim leaves Draining, whichever way), an Event on the Node names
+    /// the pods whose protection it overrode, and why.
+    fn report_overrides(&mut self, before: &NodeClaim, cluster: &Cluster) {
+        if before.phase > Phase::Draining || self.next.phase <= Phase::Draining {
+            return;
+        }
+        let Some(overridden) = self.next.drain.as_ref().map(|d| &d.overridden).filter(|o| !o.is_empty()) else {
+            return;
+        };
+        let pods: Vec<String> = overridden.iter().map(|(pod, what)| format!("{pod} ({})", what.join(", "))).collect();
+        let because = match self.next.disruption.as_ref() {
+            Some(d) => match d.reclaim_at {
+                Some(t) => format!("{} and EC2 takes the instance back at {t}", d.reason),
+                None => format!("{} and the instance is going away regardless", d.reason),
+            },
+            None => "the instance is going away regardless".to_string(),
+        };
+        let node = node_of(&self.next, cluster).map(|n| n.name.clone()).or_else(|| self.next.node_name.clone());
+        let object = node.as_ref().map_or_else(|| format!("NodeClaim/{}", self.name), |n| format!("Node/{n}"));
+        let message = format!(
+            "drained {} overriding the protection of {} pod{} ({because}): {}",
+            node.as_deref().map_or_else(|| self.name.clone(), |n| format!("node {n}")),
+            pods.len(),
+            if pods.len() == 1 { "" } else { "s" },
+            pods.join("; ")
+        );
+        self.act(Action::Event { object, reason: PROTECTION_OVERRIDDEN.into(), message: message.clone() }, message);
+    }
+
+    fn finish(mut self, before: &NodeClaim, cluster: &Cluster) -> Step {
+        self.report_overrides(before, cluster);
         if self.next != *before {
             self.next.version = before.version + 1;
             self.out.claim = Some(self.next);

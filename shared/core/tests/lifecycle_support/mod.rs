@@ -60,7 +60,7 @@ pub fn running(name: &str) -> NodeClaim {
 /// A running claim with a disruption decided at `since`.
 pub fn disrupted(name: &str, reason: Reason, since: Time) -> NodeClaim {
     let mut c = running(name);
-    c.disruption = Some(Disruption { reason, since, replacements: vec![], message: String::new() });
+    c.disruption = Some(Disruption { reason, since, replacements: vec![], message: String::new(), reclaim_at: None });
     c
 }
 

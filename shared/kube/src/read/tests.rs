@@ -23,7 +23,7 @@ struct Listed {
 }
 
 fn kind<T: Keep>(objects: &[T::Object]) -> Kind<T> {
-    Kind { objects: objects.iter().map(|o| (T::key(o), Box::new(T::keep(o)))).collect(), version: None }
+    Kind { objects: objects.iter().map(|o| (T::key(o), Box::new(T::keep(o)))).collect(), ..Kind::default() }
 }
 
 /// The snapshot a list of these objects keeps.
@@ -219,4 +219,60 @@ spec:
     let kept = KeptPod::keep(&Lean(with_claim)).volumes.expect("a claim is kept");
     let names: Vec<_> = kept.volumes.iter().flatten().map(|v| v.name.as_str()).collect();
     assert_eq!(names, ["data"], "only the volumes that name a claim");
+}
+
+#[test]
+fn a_nodes_last_pod_event_comes_from_the_pods_bound_and_those_seen_leaving() {
+    use dovetail_core::time::Time;
+    let at = |s: &str| Time(s.parse::<k8s_openapi::jiff::Timestamp>().unwrap().as_millisecond());
+    let pods: Vec<Pod> = docs(
+        r#"
+metadata: {name: web-1, namespace: shop, uid: q1}
+spec: {nodeName: n1, containers: [{name: a}]}
+status: {phase: Running, startTime: "2025-06-01T12:00:00Z"}
+---
+metadata: {name: web-2, namespace: shop, uid: q2}
+spec: {nodeName: n1, containers: [{name: a}]}
+status: {phase: Running, startTime: "2025-06-01T12:03:00Z"}
+---
+metadata:
+  name: agent-n1
+  namespace: kube-system
+  uid: q3
+  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: d, controller: true}]
+spec: {nodeName: n1, containers: [{name: a}]}
+status: {phase: Running, startTime: "2025-06-01T12:30:00Z"}
+---
+metadata: {name: job-1, namespace: batch, uid: q4}
+spec: {nodeName: n1, containers: [{name: a}]}
+status: {phase: Running, startTime: "2025-06-01T12:01:00Z"}
+"#,
+    );
+    let mut snap = snapshot(Listed { nodes: docs(NODES), pods: pods.clone(), ..Listed::default() });
+    let last = |snap: &Snapshot| assemble(snap).0.nodes[0].last_pod_event;
+    // The latest pod bound, DaemonSet pods aside; a node without pods has none.
+    assert_eq!(last(&snap), Some(at("2025-06-01T12:03:00Z")));
+    assert_eq!(assemble(&snap).0.nodes[1].last_pod_event, None);
+
+    // web-2 is deleted with a 30 s grace period, and the watch delivers it a minute later: it
+    // left at its deletionTimestamp.
+    let mut deleted = pods[1].clone();
+    deleted.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2025-06-01T12:10:30Z".parse().unwrap()));
+    snap.pods.changed(&Lean(deleted.clone()), at("2025-06-01T12:10:00Z"));
+    assert_eq!(last(&snap), Some(at("2025-06-01T12:03:00Z")), "terminating, still there");
+    snap.pods.deleted(&Lean(deleted), at("2025-06-01T12:11:30Z"));
+    assert_eq!(last(&snap), Some(at("2025-06-01T12:10:30Z")));
+
+    // job-1 finishes: the live-pods watch reports it deleted, with no deletionTimestamp; it left
+    // when the watch delivered that.
+    let mut finished = pods[3].clone();
+    finished.status.as_mut().unwrap().phase = Some("Succeeded".into());
+    snap.pods.deleted(&Lean(finished), at("2025-06-01T12:20:00Z"));
+    assert_eq!(last(&snap), Some(at("2025-06-01T12:20:00Z")));
+
+    // A DaemonSet pod leaving is no pod event; nor is an unbound pod's deletion.
+    snap.pods.deleted(&Lean(pods[2].clone()), at("2025-06-01T12:40:00Z"));
+    assert_eq!(last(&snap), Some(at("2025-06-01T12:20:00Z")));
+    assert_eq!(snap.pods.departed.len(), 1, "{:?}", snap.pods.departed);
 }

@@ -13,6 +13,7 @@ use dovetail_api::convert::{
 use dovetail_api::crd;
 use dovetail_core::model::{DaemonSet, Node, Pdb, Pod};
 use dovetail_core::nodeclaim::object::{Observed, VERSION_ANNOTATION};
+use dovetail_core::time::Time;
 use k8s_openapi::api::apps::v1 as apps;
 use k8s_openapi::api::core::v1 as k8s;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -34,6 +35,13 @@ pub(crate) trait Keep: Sized + Clone + Debug + PartialEq + Send + Sync {
     /// unique within a kind, and in the API server's list order.
     fn key(o: &Self::Object) -> String;
     fn keep(o: &Self::Object) -> Self;
+
+    /// The node a pod left, and when, if a watch replacing this kept version by `after` (`None`:
+    /// the object is gone) takes it off that node; `o` is the object as the watch delivered it,
+    /// `now` when the change is applied. Nothing for other kinds.
+    fn departure(&self, _after: Option<&Self>, _o: &Self::Object, _now: Time) -> Option<(String, Time)> {
+        None
+    }
 }
 
 fn name_of(meta: &ObjectMeta) -> String {
@@ -119,6 +127,20 @@ impl Keep for KeptPod {
             displaced: displaced_by_node_deletion(p).is_ok(),
             volumes,
         }
+    }
+
+    /// A running pod that is deleted or finishes (the live-pods selector reports that as a
+    /// deletion) leaves its node: at its deletionTimestamp when it has one (when it was due to be
+    /// gone at the latest; the watch may apply the deletion minutes later), else when the watch
+    /// delivered it.
+    fn departure(&self, after: Option<&Self>, Lean(p): &Lean<k8s::Pod>, now: Time) -> Option<(String, Time)> {
+        let Err(NotProvisionable::Bound(node)) = &self.verdict else { return None };
+        let counts = self.pod.as_ref().is_ok_and(|pod| pod.marks_pod_event());
+        if !counts || self.finished.is_some() || after.is_some_and(|a| a.finished.is_none()) {
+            return None;
+        }
+        let due = p.metadata.deletion_timestamp.as_ref().map(|t| Time(t.0.as_millisecond()));
+        Some((node.clone(), due.map_or(now, |d| d.min(now))))
     }
 }
 

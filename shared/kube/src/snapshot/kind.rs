@@ -24,6 +24,7 @@ use super::kept::Keep;
 use super::Counts;
 use crate::error::{port_error, status_code};
 use dovetail_core::reconcile::ports::PortResult;
+use dovetail_core::time::Time;
 
 /// A watch's `timeoutSeconds`. The watch cache sends its bookmark two seconds before the
 /// deadline and no sooner (bookmarks are dispatched on a one-second tick), so three is the
@@ -97,11 +98,38 @@ pub(crate) struct Kind<T> {
     pub objects: BTreeMap<String, Box<T>>,
     /// `None` until the first list: then the next read lists.
     pub version: Option<String>,
+    /// By node name, the latest time this process's watches saw a pod leave it (see
+    /// [`Keep::departure`]; empty for other kinds). A list cannot tell what left, so this outlives
+    /// relists, and is as warm as the process: one entry per node that ever lost a pod.
+    pub departed: BTreeMap<String, Time>,
 }
 
 impl<T> Default for Kind<T> {
     fn default() -> Self {
-        Kind { objects: BTreeMap::new(), version: None }
+        Kind { objects: BTreeMap::new(), version: None, departed: BTreeMap::new() }
+    }
+}
+
+impl<T: Keep> Kind<T> {
+    /// Keeps an object a watch added or modified at `now`.
+    pub(crate) fn changed(&mut self, o: &T::Object, now: Time) {
+        let (key, kept) = (T::key(o), T::keep(o));
+        let left = self.objects.get(&key).and_then(|before| before.departure(Some(&kept), o, now));
+        self.record(left);
+        self.objects.insert(key, Box::new(kept));
+    }
+
+    /// Forgets an object a watch deleted at `now`.
+    pub(crate) fn deleted(&mut self, o: &T::Object, now: Time) {
+        let left = self.objects.remove(&T::key(o)).and_then(|before| before.departure(None, o, now));
+        self.record(left);
+    }
+
+    fn record(&mut self, left: Option<(String, Time)>) {
+        if let Some((node, at)) = left {
+            let latest = self.departed.entry(node).or_insert(at);
+            *latest = (*latest).max(at);
+        }
     }
 }
 
@@ -233,12 +261,12 @@ where
                     WatchEvent::Added(o) | WatchEvent::Modified(o) => {
                         counts.events += 1;
                         version = resource_version(&o).unwrap_or(version);
-                        self.objects.insert(T::key(&o), Box::new(T::keep(&o)));
+                        self.changed(&o, now());
                     }
                     WatchEvent::Deleted(o) => {
                         counts.events += 1;
                         version = resource_version(&o).unwrap_or(version);
-                        self.objects.remove(&T::key(&o));
+                        self.deleted(&o, now());
                     }
                     WatchEvent::Bookmark(b) => {
                         version = b.metadata.resource_version;
@@ -276,6 +304,11 @@ where
         self.version = Some(version);
         Ok(())
     }
+}
+
+/// When a watch event is applied (a pod's departure is stamped with it when nothing better).
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now().as_millisecond())
 }
 
 /// Whether `version` is at or past the kind's current version `target`.

@@ -375,8 +375,12 @@ impl State {
         p.bound_at = Some(now);
         p.unschedulable = false;
         let (uid, runs_for, waited) = (p.uid, p.runs_for, now.since(p.created_at));
+        let counts = p.pod.marks_pod_event();
         if let Some(n) = self.kube.nodes.get_mut(node) {
             n.pods.insert(uid);
+            if counts {
+                n.node.last_pod_event = Some(now);
+            }
         }
         self.stats.record_wait(waited);
         if let Some(d) = runs_for {
@@ -395,7 +399,13 @@ impl State {
         p.terminating = true;
         let uid = p.uid;
         let workload = p.workload.clone();
-        if p.pod.node_name.is_none() || stop.is_zero() {
+        let bound = p.pod.node_name.clone();
+        let left = bound.clone().filter(|_| p.pod.marks_pod_event());
+        // Its deletion timestamp is when it started leaving the node.
+        if let Some(n) = left.and_then(|n| self.kube.nodes.get_mut(&n)) {
+            n.node.last_pod_event = Some(self.now);
+        }
+        if bound.is_none() || stop.is_zero() {
             self.remove_pod(uid);
         } else {
             self.schedule(stop, Happening::PodStopped { uid });
@@ -413,6 +423,11 @@ impl State {
         }
         if let Some(n) = p.pod.node_name.as_ref().and_then(|n| self.kube.nodes.get_mut(n)) {
             n.pods.remove(&uid);
+            // A pod that was stopping left when its deletion began (`stop_pod`); any other (a
+            // finished Job pod, one replaced by name) leaves now.
+            if !p.terminating && p.pod.marks_pod_event() {
+                n.node.last_pod_event = Some(self.now);
+            }
         }
         if let Some(w) = p.workload.as_ref().and_then(|w| self.kube.workloads.get_mut(w)) {
             w.pods.remove(&uid);

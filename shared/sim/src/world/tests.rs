@@ -184,6 +184,47 @@ fn evictions_honour_budgets_and_controllers_replace_pods() {
 }
 
 #[test]
+fn a_nodes_last_pod_event_follows_binds_and_removals_in_virtual_time() {
+    let w = world(quiet());
+    let ports = w.ports();
+    let node = running_node(&w, "c1", ("m5.2xlarge", CapacityType::OnDemand, 0.384));
+    let last = || {
+        let state = block_on(ports.kube.read()).unwrap();
+        state.nodes.iter().find(|n| n.name == node).expect("node").last_pod_event
+    };
+    // Registration is not a pod event.
+    assert_eq!(last(), None);
+
+    // A Job pod binds, then finishes five minutes later: both move the time.
+    let bound = {
+        let mut s = w.lock();
+        s.create_pod(Pod::new("batch", "job-1", Resources::new(500, GIB)), None, Some(Duration::from_secs(300)));
+        s.settle();
+        s.now
+    };
+    assert_eq!(w.lock().kube.pod("batch/job-1").and_then(|p| p.pod.node_name.clone()), Some(node.clone()));
+    assert_eq!(last(), Some(bound));
+    w.advance(bound.plus(Duration::from_secs(600)));
+    assert_eq!(last(), Some(bound.plus(Duration::from_secs(300))), "the Job pod left when it succeeded");
+
+    // A pod being deleted leaves at its deletion, not when it has finished stopping.
+    let deleted = {
+        let mut s = w.lock();
+        s.create_pod(Pod::new("shop", "web-1", Resources::new(500, GIB)), None, None);
+        s.settle();
+        s.now
+    };
+    assert_eq!(last(), Some(deleted));
+    w.advance(deleted.plus(Duration::from_secs(60)));
+    let stopping = w.now();
+    w.lock().stop_pod("shop/web-1", 30);
+    assert_eq!(last(), Some(stopping));
+    w.advance(stopping.plus(Duration::from_secs(60)));
+    assert!(w.lock().kube.pod("shop/web-1").is_none(), "stopped and gone");
+    assert_eq!(last(), Some(stopping));
+}
+
+#[test]
 fn spot_instances_get_a_warning_then_go_and_their_pods_come_back_pending() {
     let w = world(WorldConfig { interruption_multiplier: 5_000.0, rebalance_share: 1.0, ..WorldConfig::default() });
     running_node(&w, "c1", ("m5.xlarge", CapacityType::Spot, 0.07));

@@ -2,6 +2,9 @@
 
 use std::collections::BTreeSet;
 
+use dovetail_core::model::LIMIT_NODES;
+use dovetail_core::resources::parse_milli;
+
 use super::{is_quantity, Errors, FieldError};
 use crate::crd::duration::is_whole_unit_duration;
 use crate::crd::labels;
@@ -220,6 +223,13 @@ impl NodePool {
                     format!("spec.limits[{resource}]"),
                     format!("{:?} is not a quantity (e.g. 1000, 500m, 64Gi)", quantity.0),
                 );
+            } else if resource == LIMIT_NODES && !is_node_count(&quantity.0) {
+                // A fraction of a node, or fewer than none, cannot be launched or counted: rounding
+                // it (as other limits are) would silently change what the user asked for.
+                errs.push(
+                    format!("spec.limits[{resource}]"),
+                    format!("{:?} is not a whole, non-negative number of nodes", quantity.0),
+                );
             }
         }
 
@@ -255,6 +265,11 @@ fn validate_taint(errs: &mut Errors, field: &str, taint: &Taint) {
 
 /// Budget durations: hours and/or minutes (cron has no seconds), optionally followed by the
 /// `0s` Go appends when formatting.
+/// Whether a quantity is a whole number of nodes, zero or more (`3`, `1k`; not `2.5`, `500m`, `-1`).
+fn is_node_count(value: &str) -> bool {
+    parse_milli(value).is_ok_and(|m| m >= 0 && m % 1000 == 0)
+}
+
 pub(super) fn is_budget_duration(value: &str) -> bool {
     let value = value.strip_suffix("0s").filter(|v| !v.is_empty()).unwrap_or(value);
     if !is_whole_unit_duration(value, &['h', 'm']) {

@@ -26,7 +26,7 @@ impl<'a> Work<'a> {
             self.decisions.push(Decision::note(Some(&claim.name), why));
             return;
         }
-        let since = claim.last_pod_event.max(claim.initialized_at).unwrap_or(claim.created_at);
+        let since = claim.idle_since(self.node(&c.node));
         let idle = crate::time::format_duration(self.cluster.now.since(since));
         let saving = c.price.map(|p| format!(", saving {}", money(p))).unwrap_or_default();
         let why = format!("deleting empty node {} ({}): only DaemonSet pods for {idle}{saving}", c.node, c.what);
@@ -37,7 +37,8 @@ impl<'a> Work<'a> {
     /// Records the claim write (and an Event) that starts the drain.
     fn disrupt(&mut self, c: &Candidate, reason: Reason, replacements: Vec<String>, why: String) {
         let mut claim: NodeClaim = self.cluster.claims[c.claim].next_version();
-        claim.disruption = Some(Disruption { reason, since: self.cluster.now, replacements, message: why.clone() });
+        claim.disruption =
+            Some(Disruption { reason, since: self.cluster.now, replacements, message: why.clone(), reclaim_at: None });
         *self.used.entry(c.pool.clone()).or_default() += 1;
         self.touched.insert(c.node.clone());
         let name = claim.name.clone();

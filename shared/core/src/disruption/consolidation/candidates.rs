@@ -49,8 +49,7 @@ impl<'a> Work<'a> {
             }
             let Some(pool) = pools.get(claim.nodepool.as_str()) else { continue };
             let Some(after) = pool.disruption.consolidate_after else { continue };
-            let since = claim.last_pod_event.max(claim.initialized_at).unwrap_or(claim.created_at);
-            let idle = now.since(since);
+            let idle = now.since(claim.idle_since(Some(node)));
             if idle < after {
                 continue;
             }

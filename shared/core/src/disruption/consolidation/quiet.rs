@@ -70,10 +70,10 @@ pub fn fingerprint(cluster: &Cluster, allowed: Allowed<'_>) -> u64 {
     for c in &cluster.claims {
         (&c.name, c.version, c.phase, &c.node_name).hash(&mut h);
         let pool = cluster.nodepools.iter().find(|p| p.name == c.nodepool);
-        let since = c.last_pod_event.max(c.initialized_at).unwrap_or(c.created_at);
+        let node = c.node_name.as_deref().and_then(|n| nodes.get(n)).copied();
+        let since = c.idle_since(node);
         let idle = pool.and_then(|p| p.disruption.consolidate_after).map(|after| now.since(since) >= after);
         idle.hash(&mut h);
-        let node = c.node_name.as_deref().and_then(|n| nodes.get(n));
         let protected = node.and_then(|n| do_not_disrupt(&n.annotations, c.initialized_at.or(c.registered_at), now));
         protected.is_some().hash(&mut h);
     }

@@ -156,6 +156,7 @@ impl<'a> Work<'a> {
                 ready: n.ready,
                 deleting: n.deleting,
                 termination_finalizer: false,
+                last_pod_event: n.last_pod_event,
             });
         }
         if let Some(r) = replacement {
@@ -340,6 +341,7 @@ mod tests {
                             since: c.now,
                             replacements: vec![],
                             message: String::new(),
+                            reclaim_at: None,
                         });
                         Decision::act(Some(n), Action::WriteClaim(Box::new(claim)), "")
                     })
