@@ -903,7 +903,7 @@ async fn k8s_kustomization_applies_on_the_api_server() -> Result<()> {
         ));
     }
     let mut expected = BTreeSet::new();
-    for dir in ["crds", "rbac", "forwarder"] {
+    for dir in ["crds", "policy", "rbac", "forwarder"] {
         expected.extend(objects_in(&root.join(dir))?);
     }
     assert_eq!(listed, expected, "infra/k8s/kustomization.yaml does not carry exactly the manifests under infra/k8s");

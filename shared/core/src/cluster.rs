@@ -43,6 +43,30 @@ pub struct ResolvedClass {
     pub zones: Vec<String>,
 }
 
+/// The parts of an EC2NodeClass that must resolve to something before it can launch, as the
+/// condition types its status reports them under.
+pub const SUBNETS_READY: &str = "SubnetsReady";
+pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
+pub const AMIS_READY: &str = "AMIsReady";
+
+impl ResolvedClass {
+    /// What the class resolves to nothing of, by condition type, with the sentence to show:
+    /// empty when it can launch.
+    pub fn missing(&self) -> Vec<(&'static str, &'static str)> {
+        let mut out = Vec::new();
+        if self.subnets.is_empty() {
+            out.push((SUBNETS_READY, "no subnet matches subnetSelectorTerms"));
+        }
+        if self.security_groups.is_empty() {
+            out.push((SECURITY_GROUPS_READY, "no security group matches securityGroupSelectorTerms"));
+        }
+        if self.images.is_empty() {
+            out.push((AMIS_READY, "no AMI matches amiSelectorTerms"));
+        }
+        out
+    }
+}
+
 /// The live state disruption decisions are made from.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Cluster {

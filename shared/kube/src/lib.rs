@@ -32,7 +32,7 @@ use dovetail_api::crd::{self, NodePool, API_VERSION};
 use dovetail_core::model::Taint;
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, FINALIZER};
-use dovetail_core::reconcile::ports::{Kube, KubeState, PoolStatus, PortError, PortResult};
+use dovetail_core::reconcile::ports::{ClassStatus, Kube, KubeState, PoolStatus, PortError, PortResult};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
@@ -46,7 +46,7 @@ pub use snapshot::{Counts, Reading, CATCH_UP_SECONDS, LIVE_PODS, PAGE_SIZE};
 pub use status::{READY, VALIDATION_SUCCEEDED};
 
 use error::{is_conflict, is_not_found, port_error, status_code};
-use read::{ObservedPool, Seen};
+use read::{ObservedClass, ObservedPool, Seen};
 use snapshot::Snapshot;
 
 /// Field manager of the NodePool status Dovetail applies.
@@ -479,6 +479,34 @@ impl Kube for KubeAdapter {
         }
         let mut seen = self.seen.lock().expect("seen lock");
         seen.pools.insert(s.name.clone(), ObservedPool { generation: observed.generation, status: desired });
+        Ok(())
+    }
+
+    async fn class_status(&self, s: &ClassStatus) -> PortResult<()> {
+        // Classes are only ever read by the snapshot: one not seen by the last read is gone.
+        let Some(observed) = self.seen.lock().expect("seen lock").classes.get(&s.name).cloned() else {
+            debug!(class = %s.name, "EC2NodeClass not seen by the last read; no status to write");
+            return Ok(());
+        };
+        let desired = status::desired_class(s, &observed, &now());
+        if desired == observed.status {
+            return Ok(());
+        }
+        let apply = json!({
+            "apiVersion": API_VERSION,
+            "kind": crd::EC2_NODE_CLASS_KIND,
+            "metadata": { "name": s.name },
+            "status": desired,
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &ApiResource::erase::<crd::EC2NodeClass>(&()));
+        match api.patch_status(&s.name, &params, &Patch::Apply(&apply)).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(port_error(&format!("status of EC2NodeClass {}", s.name), e)),
+        }
+        let mut seen = self.seen.lock().expect("seen lock");
+        seen.classes.insert(s.name.clone(), ObservedClass { status: desired, ..observed });
         Ok(())
     }
 }

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use dovetail_api::convert::{ConvertError, NotProvisionable, StorageIndex};
-use dovetail_api::crd::{self, EC2NodeClass, NodePool, NodePoolStatus};
+use dovetail_api::crd::{self, EC2NodeClass, EC2NodeClassStatus, NodePool, NodePoolStatus};
 use dovetail_core::labels;
 use dovetail_core::model::{tolerates_all, Node, Pod, Taint, TaintEffect};
 use dovetail_core::reconcile::ports::{Invalid, KubeState};
@@ -24,6 +24,16 @@ pub(crate) struct Seen {
     /// the pod's uid as a precondition.
     pub uids: HashMap<String, String>,
     pub pools: HashMap<String, ObservedPool>,
+    pub classes: HashMap<String, ObservedClass>,
+}
+
+/// An EC2NodeClass's generation, status and instance profile as last read, for its status write.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct ObservedClass {
+    pub generation: Option<i64>,
+    pub status: EC2NodeClassStatus,
+    /// `spec.instanceProfile`, else the one named after `spec.role`.
+    pub instance_profile: Option<String>,
 }
 
 /// A NodePool's generation and status as last read, so a status write keeps the conditions'
@@ -185,10 +195,17 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
         }
     }
     for (object, v) in &snapshot.nodeclasses.objects {
-        match crd::from_value::<EC2NodeClass>(crd::EC2_NODE_CLASS_KIND, &v.0)
-            .map_err(|e| vec![e])
-            .and_then(|c| c.to_core())
-        {
+        let name = v.0.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let typed = crd::from_value::<EC2NodeClass>(crd::EC2_NODE_CLASS_KIND, &v.0);
+        seen.classes.insert(
+            name,
+            ObservedClass {
+                generation: v.0.pointer("/metadata/generation").and_then(Value::as_i64),
+                status: v.0.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
+                instance_profile: typed.as_ref().ok().and_then(|c| c.spec.instance_profile_name()),
+            },
+        );
+        match typed.map_err(|e| vec![e]).and_then(|c| c.to_core()) {
             Ok(class) => state.nodeclasses.push(class),
             Err(errors) => {
                 for e in errors {

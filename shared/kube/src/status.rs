@@ -1,17 +1,28 @@
-//! A NodePool's `status` from the core's [`PoolStatus`], as Karpenter shows it: the resources of
-//! its nodes with a `nodes` count, and the `ValidationSucceeded` and `Ready` conditions.
+//! The `status` of NodePools and EC2NodeClasses from the core's [`PoolStatus`] and
+//! [`ClassStatus`], as Karpenter shows them.
+//!
+//! - NodePool: the resources of its nodes with a `nodes` count; `ValidationSucceeded`,
+//!   `NodeClassReady`, `NodeRegistrationHealthy`, and `Ready` (valid and its class ready).
+//! - EC2NodeClass: the subnets (with zones), security groups, images (with the architecture each
+//!   suits) and instance profile it resolves to; `SubnetsReady`, `SecurityGroupsReady`,
+//!   `AMIsReady`, `InstanceProfileReady`, and `Ready` (all four).
 
 use std::collections::BTreeMap;
 
-use dovetail_api::crd::NodePoolStatus;
-use dovetail_core::reconcile::ports::PoolStatus;
+use dovetail_api::crd::{Ami, EC2NodeClassStatus, NodePoolStatus, SecurityGroup, Subnet};
+use dovetail_core::cluster::{AMIS_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
+use dovetail_core::reconcile::ports::{ClassStatus, PoolStatus};
+use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::read::ObservedPool;
+use crate::read::{ObservedClass, ObservedPool};
 
 pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 pub const READY: &str = "Ready";
+pub const NODE_CLASS_READY: &str = "NodeClassReady";
+pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
+pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 /// Karpenter's reason for `ValidationSucceeded=False`.
 const VALIDATION_FAILED: &str = "NodePoolValidationFailed";
 
@@ -28,30 +39,30 @@ pub(crate) fn desired(s: &PoolStatus, observed: &ObservedPool, now: &Time) -> No
     // against) but leave a zero out; the same count goes in either way, never added twice.
     resources.insert("nodes".into(), Quantity(s.nodes.to_string()));
 
-    let (valid, ready) = match &s.invalid {
-        None => {
-            (condition(VALIDATION_SUCCEEDED, "True", VALIDATION_SUCCEEDED, ""), condition(READY, "True", READY, ""))
-        }
-        Some(message) => {
-            let message: String = message.chars().take(MESSAGE_LIMIT).collect();
-            (
-                condition(VALIDATION_SUCCEEDED, "False", VALIDATION_FAILED, &message),
-                condition(READY, "False", VALIDATION_FAILED, &format!("{VALIDATION_SUCCEEDED}=False: {message}")),
-            )
-        }
+    let valid = match &s.invalid {
+        None => condition(VALIDATION_SUCCEEDED, "True", VALIDATION_SUCCEEDED, ""),
+        Some(message) => condition(VALIDATION_SUCCEEDED, "False", VALIDATION_FAILED, message),
     };
-    let ours = [valid, ready];
-    let before = &observed.status.conditions;
-    let mut conditions: Vec<Condition> = Vec::with_capacity(before.len().max(2));
-    for mut c in ours {
-        c.observed_generation = observed.generation;
-        c.last_transition_time = match before.iter().find(|b| b.type_ == c.type_) {
-            Some(b) if b.status == c.status => b.last_transition_time.clone(),
-            _ => now.clone(),
-        };
-        conditions.push(c);
-    }
-    conditions.extend(before.iter().filter(|b| b.type_ != VALIDATION_SUCCEEDED && b.type_ != READY).cloned());
+    let class = match &s.node_class {
+        Ok(()) => condition(NODE_CLASS_READY, "True", NODE_CLASS_READY, ""),
+        Err(why) => condition(NODE_CLASS_READY, "False", "NodeClassNotReady", why),
+    };
+    // Healthy once a node registered; until then it stays as it was (Unknown on a new pool), so
+    // a pool that scaled to zero is not called unknown again.
+    let was = observed.status.conditions.iter().find(|c| c.type_ == NODE_REGISTRATION_HEALTHY);
+    let registration = match (s.registered, was) {
+        (true, _) => condition(NODE_REGISTRATION_HEALTHY, "True", NODE_REGISTRATION_HEALTHY, ""),
+        (false, Some(c)) => c.clone(),
+        (false, None) => condition(
+            NODE_REGISTRATION_HEALTHY,
+            "Unknown",
+            "AwaitingRegistration",
+            "no node of this pool registered yet",
+        ),
+    };
+    let ready = root(&[&valid, &class]);
+    let conditions =
+        merge(vec![valid, class, registration, ready], &observed.status.conditions, observed.generation, now);
     NodePoolStatus {
         resources,
         node_class_observed_generation: observed.status.node_class_observed_generation,
@@ -59,12 +70,110 @@ pub(crate) fn desired(s: &PoolStatus, observed: &ObservedPool, now: &Time) -> No
     }
 }
 
+/// The status to write for a class: what it resolves to, and its conditions.
+pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Time) -> EC2NodeClassStatus {
+    let profile = observed.instance_profile.clone();
+    let profile_ready = match &profile {
+        Some(p) => condition(INSTANCE_PROFILE_READY, "True", INSTANCE_PROFILE_READY, &format!("instance profile {p}")),
+        None => condition(
+            INSTANCE_PROFILE_READY,
+            "False",
+            "InstanceProfileNotFound",
+            "neither role nor instanceProfile is set",
+        ),
+    };
+    let parts = [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY];
+    let mut ours: Vec<Condition> = match &s.resolved {
+        Ok(r) => {
+            let missing = r.missing();
+            parts
+                .iter()
+                .map(|t| match missing.iter().find(|(m, _)| m == t) {
+                    Some((_, why)) => condition(t, "False", &not_found(t), why),
+                    None => condition(t, "True", t, ""),
+                })
+                .collect()
+        }
+        Err(why) => parts.iter().map(|t| condition(t, "False", "ResolutionFailed", why)).collect(),
+    };
+    ours.push(profile_ready);
+    let refs: Vec<&Condition> = ours.iter().collect();
+    let ready = root(&refs);
+    ours.push(ready);
+    let (subnets, security_groups, amis) = match &s.resolved {
+        Ok(r) => (
+            r.subnets
+                .iter()
+                .enumerate()
+                .map(|(i, id)| Subnet {
+                    id: id.clone(),
+                    zone: r.zones.get(i).cloned().unwrap_or_default(),
+                    zone_id: None,
+                })
+                .collect(),
+            r.security_groups.iter().map(|id| SecurityGroup { id: id.clone(), name: None }).collect(),
+            r.images.iter().map(|(arch, id)| image(arch, id)).collect(),
+        ),
+        Err(_) => (vec![], vec![], vec![]),
+    };
+    EC2NodeClassStatus {
+        subnets,
+        security_groups,
+        capacity_reservations: observed.status.capacity_reservations.clone(),
+        amis,
+        instance_profile: profile,
+        conditions: merge(ours, &observed.status.conditions, observed.generation, now),
+    }
+}
+
+/// An image as the status lists it: keyed by architecture (`amd64`, `arm64`), it suits that
+/// architecture; keyed by an instance type, that type.
+fn image(key: &str, id: &str) -> Ami {
+    let label =
+        if matches!(key, "amd64" | "arm64") { "kubernetes.io/arch" } else { "node.kubernetes.io/instance-type" };
+    let requirement =
+        NodeSelectorRequirement { key: label.into(), operator: "In".into(), values: Some(vec![key.to_string()]) };
+    Ami { id: id.to_string(), name: None, deprecated: false, requirements: vec![requirement] }
+}
+
+/// `SubnetsReady` → `SubnetsNotFound`, as Karpenter's reasons read.
+fn not_found(type_: &str) -> String {
+    format!("{}NotFound", type_.trim_end_matches("Ready"))
+}
+
+/// `Ready` from the conditions it depends on: `True` when all are, else `False` naming the first
+/// that is not.
+fn root(parts: &[&Condition]) -> Condition {
+    match parts.iter().find(|c| c.status != "True") {
+        None => condition(READY, "True", READY, ""),
+        Some(c) => condition(READY, "False", &c.reason, &format!("{}={}: {}", c.type_, c.status, c.message)),
+    }
+}
+
+/// Our conditions with their transition times kept from `before` where the status did not flip,
+/// followed by the conditions of other types someone else set.
+fn merge(ours: Vec<Condition>, before: &[Condition], generation: Option<i64>, now: &Time) -> Vec<Condition> {
+    let mut conditions: Vec<Condition> = Vec::with_capacity(before.len().max(ours.len()));
+    for mut c in ours {
+        c.observed_generation = generation;
+        c.last_transition_time = match before.iter().find(|b| b.type_ == c.type_) {
+            Some(b) if b.status == c.status => b.last_transition_time.clone(),
+            _ => now.clone(),
+        };
+        conditions.push(c);
+    }
+    let extra: Vec<Condition> =
+        before.iter().filter(|b| !conditions.iter().any(|c| c.type_ == b.type_)).cloned().collect();
+    conditions.extend(extra);
+    conditions
+}
+
 fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Condition {
     Condition {
         type_: type_.into(),
         status: status.into(),
         reason: reason.into(),
-        message: message.into(),
+        message: message.chars().take(MESSAGE_LIMIT).collect(),
         last_transition_time: Time(Default::default()),
         observed_generation: None,
     }
@@ -86,6 +195,7 @@ pub(crate) fn unchanged(desired: &NodePoolStatus, observed: &NodePoolStatus) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dovetail_core::cluster::ResolvedClass;
     use dovetail_core::resources::Resources;
 
     fn t(s: &str) -> Time {
@@ -96,7 +206,18 @@ mod tests {
         // As the core's usage counts two nodes: their capacity and one node each.
         let mut resources = Resources::new(7840, 32 << 30);
         resources.set("nodes", 2);
-        PoolStatus { name: "default".into(), nodes: 2, resources, invalid: invalid.map(Into::into) }
+        PoolStatus {
+            name: "default".into(),
+            nodes: 2,
+            resources,
+            invalid: invalid.map(Into::into),
+            node_class: Ok(()),
+            registered: true,
+        }
+    }
+
+    fn statuses(conditions: &[Condition]) -> Vec<(&str, &str)> {
+        conditions.iter().map(|c| (c.type_.as_str(), c.status.as_str())).collect()
     }
 
     #[test]
@@ -112,9 +233,44 @@ mod tests {
         let s0 = desired(&empty, &ObservedPool::default(), &t("2025-06-01T12:00:00Z"));
         assert_eq!(s0.resources["nodes"].0, "0");
         assert_eq!(s.resources["memory"].0, "32Gi");
-        let types: Vec<(&str, &str, Option<i64>)> =
-            s.conditions.iter().map(|c| (c.type_.as_str(), c.status.as_str(), c.observed_generation)).collect();
-        assert_eq!(types, vec![("ValidationSucceeded", "True", Some(4)), ("Ready", "True", Some(4))]);
+        assert_eq!(
+            statuses(&s.conditions),
+            [
+                ("ValidationSucceeded", "True"),
+                ("NodeClassReady", "True"),
+                ("NodeRegistrationHealthy", "True"),
+                ("Ready", "True")
+            ]
+        );
+        assert!(s.conditions.iter().all(|c| c.observed_generation == Some(4)));
+    }
+
+    #[test]
+    fn a_pool_is_ready_when_valid_with_its_class_ready() {
+        let now = t("2025-06-01T12:00:00Z");
+        let missing =
+            PoolStatus { node_class: Err("EC2NodeClass gpu not found".into()), registered: false, ..pool(None) };
+        let s = desired(&missing, &ObservedPool::default(), &now);
+        assert_eq!(
+            statuses(&s.conditions),
+            [
+                ("ValidationSucceeded", "True"),
+                ("NodeClassReady", "False"),
+                ("NodeRegistrationHealthy", "Unknown"),
+                ("Ready", "False")
+            ]
+        );
+        let ready = s.conditions.iter().find(|c| c.type_ == READY).unwrap();
+        assert_eq!(
+            (ready.reason.as_str(), ready.message.as_str()),
+            ("NodeClassNotReady", "NodeClassReady=False: EC2NodeClass gpu not found")
+        );
+        // Registration stays healthy once seen, while the pool has no node.
+        let observed = ObservedPool { generation: None, status: desired(&pool(None), &ObservedPool::default(), &now) };
+        let scaled_to_zero = PoolStatus { registered: false, ..pool(None) };
+        let s = desired(&scaled_to_zero, &observed, &t("2025-06-01T13:00:00Z"));
+        let r = s.conditions.iter().find(|c| c.type_ == NODE_REGISTRATION_HEALTHY).unwrap();
+        assert_eq!((r.status.as_str(), &r.last_transition_time), ("True", &now));
     }
 
     #[test]
@@ -141,15 +297,80 @@ mod tests {
     fn other_conditions_are_kept() {
         let mut observed = ObservedPool::default();
         observed.status.conditions.push(Condition {
-            type_: "NodeClassReady".into(),
+            type_: "Example".into(),
             status: "True".into(),
-            reason: "NodeClassReady".into(),
+            reason: "Example".into(),
             message: String::new(),
             last_transition_time: t("2025-01-01T00:00:00Z"),
             observed_generation: Some(1),
         });
         let s = desired(&pool(None), &observed, &t("2025-06-01T12:00:00Z"));
-        assert_eq!(s.conditions.len(), 3);
-        assert_eq!(s.conditions[2].type_, "NodeClassReady");
+        assert_eq!(s.conditions.len(), 5);
+        assert_eq!(s.conditions[4].type_, "Example");
+    }
+
+    fn resolved() -> ResolvedClass {
+        ResolvedClass {
+            name: "default".into(),
+            hash: "h".into(),
+            images: [("amd64".to_string(), "ami-x86".to_string()), ("arm64".to_string(), "ami-arm".to_string())].into(),
+            subnets: vec!["subnet-a".into(), "subnet-b".into()],
+            security_groups: vec!["sg-1".into()],
+            zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+        }
+    }
+
+    #[test]
+    fn a_resolved_class_lists_what_it_resolves_to_and_is_ready() {
+        let observed = ObservedClass { instance_profile: Some("DovetailNodeRole-demo".into()), ..Default::default() };
+        let s = desired_class(
+            &ClassStatus { name: "default".into(), resolved: Ok(resolved()) },
+            &observed,
+            &t("2025-06-01T12:00:00Z"),
+        );
+        assert_eq!(
+            s.subnets.iter().map(|x| (x.id.as_str(), x.zone.as_str())).collect::<Vec<_>>(),
+            [("subnet-a", "us-east-1a"), ("subnet-b", "us-east-1b")]
+        );
+        assert_eq!(s.security_groups[0].id, "sg-1");
+        let arm = s.amis.iter().find(|a| a.id == "ami-arm").unwrap();
+        assert_eq!(arm.requirements[0].key, "kubernetes.io/arch");
+        assert_eq!(arm.requirements[0].values.as_deref(), Some(&["arm64".to_string()][..]));
+        assert_eq!(s.instance_profile.as_deref(), Some("DovetailNodeRole-demo"));
+        assert_eq!(
+            statuses(&s.conditions),
+            [
+                ("SubnetsReady", "True"),
+                ("SecurityGroupsReady", "True"),
+                ("AMIsReady", "True"),
+                ("InstanceProfileReady", "True"),
+                ("Ready", "True")
+            ]
+        );
+    }
+
+    #[test]
+    fn a_class_that_resolves_to_nothing_or_fails_is_not_ready_and_says_why() {
+        let observed = ObservedClass { instance_profile: Some("p".into()), ..Default::default() };
+        let now = t("2025-06-01T12:00:00Z");
+        let empty = ResolvedClass { subnets: vec![], zones: vec![], ..resolved() };
+        let s = desired_class(&ClassStatus { name: "default".into(), resolved: Ok(empty) }, &observed, &now);
+        let subnets = s.conditions.iter().find(|c| c.type_ == SUBNETS_READY).unwrap();
+        assert_eq!(
+            (subnets.status.as_str(), subnets.reason.as_str(), subnets.message.as_str()),
+            ("False", "SubnetsNotFound", "no subnet matches subnetSelectorTerms")
+        );
+        let ready = s.conditions.iter().find(|c| c.type_ == READY).unwrap();
+        assert_eq!(ready.status, "False");
+        assert!(ready.message.starts_with("SubnetsReady=False"), "{}", ready.message);
+
+        let failed = ClassStatus { name: "default".into(), resolved: Err("DescribeSubnets: throttled".into()) };
+        let s = desired_class(&failed, &observed, &now);
+        assert!(s.subnets.is_empty() && s.amis.is_empty());
+        assert!(s
+            .conditions
+            .iter()
+            .filter(|c| c.type_ != READY && c.type_ != INSTANCE_PROFILE_READY)
+            .all(|c| c.reason == "ResolutionFailed"));
     }
 }

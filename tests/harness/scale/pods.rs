@@ -168,6 +168,10 @@ pub fn pod(namespace: &str, name: &str, seed: usize, kind: Kind, placement: Plac
     })
 }
 
+/// How long the loaded cluster has run as it is: its pods started, and its claims last changed,
+/// this long before the load.
+pub const STEADY_FOR: std::time::Duration = std::time::Duration::from_secs(3600);
+
 fn now() -> Value {
     serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap_or(Value::Null)
 }
@@ -188,7 +192,8 @@ pub fn unschedulable(nodes: usize) -> Value {
 
 /// The status a kubelet reports for a running pod (its size is part of what a list reads).
 pub fn running(index: usize, node_ip: &str) -> Value {
-    let at = now();
+    // Started an hour ago, as in a steady cluster (the claims' last pod event says the same).
+    let at = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now() - STEADY_FOR)).unwrap_or(Value::Null);
     let condition = |kind: &str| json!({ "type": kind, "status": "True", "lastTransitionTime": at });
     json!({ "status": {
         "phase": "Running",

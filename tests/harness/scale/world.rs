@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use anyhow::{anyhow, Context, Result};
 use aws_config::SdkConfig;
@@ -447,13 +447,16 @@ impl World {
                 claim.hashes = Hashes { nodepool: hash.clone(), nodeclass: String::new() };
                 claim.expire_after = pool.expire_after;
                 claim.termination_grace_period = pool.termination_grace_period;
+                // No later than its pods' start (`pods::STEADY_FOR` before they are loaded): the
+                // sweeper has no newer pod event to record.
+                claim.last_pod_event = Some(at);
                 claim
             })
             .collect();
-        // Written as a steady cluster holds them: last changed an hour ago. Loading takes seconds
+        // Written as a steady cluster holds them: last changed an hour ago (`pods::STEADY_FOR`). Loading takes seconds
         // to minutes, within the one minute the functions' reads of changes look back
         // (`dovetail_aws::dynamo`), so claims stamped now would all read as just changed.
-        let written = SystemTime::now() - Duration::from_secs(3600);
+        let written = SystemTime::now() - pods::STEADY_FOR;
         let dynamodb = &self.clients.dynamodb;
         // With its NodeClaim object, as the functions keep one for every live claim: without
         // them the first sweep would be a one-time repair writing every object, not the steady

@@ -4,7 +4,7 @@
 //! NodePool → NodeClaim → Node, a hand-made NodeClaim refused at admission, and `kubectl delete
 //! node` / `kubectl delete nodeclaim` carried out as a drain: the Node or the NodeClaim stays,
 //! held by Dovetail's finalizer, until its pods have moved (the PodDisruptionBudget kept) and its
-//! instance is terminated.
+//! instance is terminated. The EC2NodeClass's and NodePool's status and READY columns.
 
 use std::collections::BTreeMap;
 
@@ -17,10 +17,17 @@ use serde_json::{json, Value};
 use super::disruption::{pool, replaced, workload, DISRUPTION_OPTIONS};
 use super::{instance_of, node_of, EndToEnd, STEP};
 
-/// `kubectl get nodeclaims -o wide`: the column names and each row's cells by column, from the
-/// API server's Table rendering of the CRD's printer columns.
+/// `kubectl get nodeclaims -o wide`: each row's cells by column, from the API server's Table
+/// rendering of the CRD's printer columns.
 async fn nodeclaim_table(e2e: &EndToEnd) -> Result<Vec<BTreeMap<String, Value>>> {
-    let request = http::Request::get("/apis/dovetail.dev/v1/nodeclaims?includeObject=None")
+    let expected =
+        ["Name", "Type", "Capacity", "Zone", "Node", "Ready", "Age", "ID", "NodePool", "NodeClass", "Drifted"];
+    table(e2e, "nodeclaims", &expected).await
+}
+
+/// `kubectl get <plural>.dovetail.dev -o wide`, its columns checked against `expected`.
+async fn table(e2e: &EndToEnd, plural: &str, expected: &[&str]) -> Result<Vec<BTreeMap<String, Value>>> {
+    let request = http::Request::get(format!("/apis/dovetail.dev/v1/{plural}?includeObject=None"))
         .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
         .body(Vec::new())?;
     let table: Value = serde_json::from_str(&e2e.admin.request_text(request).await?)?;
@@ -30,9 +37,7 @@ async fn nodeclaim_table(e2e: &EndToEnd) -> Result<Vec<BTreeMap<String, Value>>>
         .iter()
         .map(|c| c["name"].as_str().unwrap_or_default().to_string())
         .collect();
-    let expected =
-        ["Name", "Type", "Capacity", "Zone", "Node", "Ready", "Age", "ID", "NodePool", "NodeClass", "Drifted"];
-    assert_eq!(columns, expected, "kubectl get nodeclaims -o wide columns");
+    assert_eq!(columns, expected, "kubectl get {plural} -o wide columns");
     Ok(table["rows"]
         .as_array()
         .context("a Table has rows")?
@@ -108,6 +113,32 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
             node.metadata.name
         );
         assert!(finalizers(&node.metadata).contains(&FINALIZER.to_string()));
+    }
+
+    // 4. The class's status says what it resolved to, and READY is filled for class and pool.
+    let pool_columns = ["Name", "NodeClass", "Nodes", "Ready", "Age", "Weight", "CPU", "Memory"];
+    e2e.until("READY True for the class and the pool (the sweeper's status)", STEP, || async {
+        let classes = table(&e2e, "ec2nodeclasses", &["Name", "Ready", "Age", "Role"]).await?;
+        let pools = table(&e2e, "nodepools", &pool_columns).await?;
+        let ready = |rows: &[BTreeMap<String, Value>]| rows.len() == 1 && rows[0]["Ready"] == "True";
+        Ok((ready(&classes) && ready(&pools) && pools[0]["Nodes"] == "3").then_some(()))
+    })
+    .await?;
+    let class_api = kube::api::ApiResource::erase::<dovetail_api::crd::EC2NodeClass>(&());
+    let class = Api::<DynamicObject>::all_with(e2e.admin.clone(), &class_api).get("default").await?;
+    let status = &class.data["status"];
+    let zones = status["subnets"].as_array().map(|s| s.iter().filter(|s| s["zone"] != "").count());
+    assert!(zones.is_some_and(|n| n > 0), "subnets with their zones: {status}");
+    assert!(status["securityGroups"].as_array().is_some_and(|s| !s.is_empty()), "{status}");
+    assert_eq!(status["amis"][0]["requirements"][0]["key"], "kubernetes.io/arch", "{status}");
+    for type_ in ["SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "Ready"] {
+        let c = condition(&class, type_).with_context(|| format!("the class has {type_}"))?;
+        assert_eq!(c["status"], "True", "{type_}: {c}");
+    }
+    let pool = super::super::kube::nodepools(&e2e.admin).get("default").await?;
+    for type_ in ["ValidationSucceeded", "NodeClassReady", "NodeRegistrationHealthy", "Ready"] {
+        let c = condition(&pool, type_).with_context(|| format!("the pool has {type_}"))?;
+        assert_eq!(c["status"], "True", "{type_}: {c}");
     }
 
     // A NodeClaim made by hand is refused, and says why.

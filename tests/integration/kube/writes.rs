@@ -10,7 +10,7 @@ use dovetail_core::model::{Taint, TaintEffect};
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{self, FINALIZER};
 use dovetail_core::nodeclaim::{Launch, NodeClaim, Phase};
-use dovetail_core::reconcile::ports::{Kube, PoolStatus, PortError};
+use dovetail_core::reconcile::ports::{ClassStatus, Kube, PoolStatus, PortError};
 use dovetail_core::resources::Resources;
 use dovetail_tests::controlplane::ControlPlane;
 use k8s_openapi::api::core::v1::{Event, Node, Pod, Secret};
@@ -328,10 +328,23 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
     let state = adapter.read().await?;
     let invalid = state.invalid.iter().find(|i| i.object == format!("NodePool/{bad}")).context("the bad pool")?;
     let message = format!("{}: {}", invalid.field, invalid.message);
-    let two_nodes =
-        || PoolStatus { name: good.clone(), nodes: 2, resources: Resources::new(3_500, 8 << 30), invalid: None };
+    let two_nodes = || PoolStatus {
+        name: good.clone(),
+        nodes: 2,
+        resources: Resources::new(3_500, 8 << 30),
+        invalid: None,
+        node_class: Ok(()),
+        registered: true,
+    };
     adapter.pool_status(&two_nodes()).await?;
-    let empty = |name: &str| PoolStatus { name: name.into(), nodes: 0, resources: Resources::default(), invalid: None };
+    let empty = |name: &str| PoolStatus {
+        name: name.into(),
+        nodes: 0,
+        resources: Resources::default(),
+        invalid: None,
+        node_class: Err("the NodePool is invalid".into()),
+        registered: false,
+    };
     adapter.pool_status(&PoolStatus { invalid: Some(message.clone()), ..empty(&bad) }).await?;
 
     let pools = nodepools(&admin);
@@ -342,8 +355,9 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
     let condition = |s: &serde_json::Value, t: &str| {
         s["conditions"].as_array().and_then(|c| c.iter().find(|c| c["type"] == t).cloned()).unwrap_or_default()
     };
-    assert_eq!(condition(&status, "ValidationSucceeded")["status"], "True");
-    assert_eq!(condition(&status, "Ready")["status"], "True");
+    for t in ["ValidationSucceeded", "NodeClassReady", "NodeRegistrationHealthy", "Ready"] {
+        assert_eq!(condition(&status, t)["status"], "True", "{t}");
+    }
     assert_eq!(condition(&status, "Ready")["observedGeneration"], 1);
 
     let bad_status = pools.get(&bad).await?.data["status"].clone();
@@ -359,5 +373,34 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
     assert_eq!(pools.get(&good).await?.metadata.resource_version, before);
     // A pool that is gone has no status to write.
     adapter.pool_status(&empty(&format!("{ns}-gone"))).await?;
+
+    // An EC2NodeClass: what it resolves to, and Ready, which `kubectl wait` reads.
+    let class = format!("{ns}-class");
+    create_nodeclass(&admin, &class).await?;
+    adapter.read().await?;
+    let resolved = dovetail_core::cluster::ResolvedClass {
+        name: class.clone(),
+        hash: "h".into(),
+        images: [("amd64".to_string(), "ami-0abc".to_string())].into(),
+        subnets: vec!["subnet-a".into()],
+        security_groups: vec!["sg-1".into()],
+        zones: vec!["us-east-1a".into()],
+    };
+    adapter.class_status(&ClassStatus { name: class.clone(), resolved: Ok(resolved) }).await?;
+    let classes =
+        Api::<DynamicObject>::all_with(admin.clone(), &ApiResource::erase::<dovetail_api::crd::EC2NodeClass>(&()));
+    let status = classes.get(&class).await?.data["status"].clone();
+    assert_eq!(status["subnets"][0], json!({"id": "subnet-a", "zone": "us-east-1a"}));
+    assert_eq!(status["amis"][0]["requirements"][0]["values"][0], "amd64");
+    assert_eq!(status["instanceProfile"], "DovetailNodeRole-test");
+    for t in ["SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "Ready"] {
+        assert_eq!(condition(&status, t)["status"], "True", "{t}");
+    }
+    adapter
+        .class_status(&ClassStatus { name: class.clone(), resolved: Err("DescribeSubnets: throttled".into()) })
+        .await?;
+    let status = classes.get(&class).await?.data["status"].clone();
+    assert_eq!(condition(&status, "Ready")["status"], "False");
+    assert_eq!(condition(&status, "SubnetsReady")["message"], "DescribeSubnets: throttled");
     Ok(())
 }

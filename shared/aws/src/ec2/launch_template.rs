@@ -132,7 +132,7 @@ pub fn content(
         image_id: image_id.to_string(),
         user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
         security_groups,
-        instance_profile: spec.instance_profile.clone().or_else(|| spec.role.clone()),
+        instance_profile: spec.instance_profile_name(),
         volumes,
         metadata: Metadata {
             http_endpoint: as_text(&md.http_endpoint).unwrap_or_else(|| "enabled".into()),

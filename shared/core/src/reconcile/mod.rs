@@ -31,6 +31,7 @@ mod objects;
 pub mod ports;
 mod read;
 pub mod scope;
+mod status;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -50,7 +51,7 @@ use crate::provisioning;
 use crate::scheduler::SolveCache;
 
 pub use launch::ATTEMPT_TIMEOUT;
-use ports::{Clock, Cloud, Invalid, Kube, Lease, PoolStatus, PortError, PortResult, Queue, Store};
+use ports::{Clock, Cloud, Invalid, Kube, Lease, PortError, PortResult, Queue, Store};
 pub use scope::Scope;
 
 /// The Event reason for an object skipped as invalid.
@@ -143,6 +144,8 @@ pub struct View {
     /// Claims written or deleted since their NodeClaim objects were last brought in step (see
     /// [`objects`]).
     pub written: BTreeSet<String>,
+    /// EC2NodeClasses whose resolution failed, with why (their status says so).
+    pub unresolved: std::collections::BTreeMap<String, String>,
 }
 
 /// Passes a provisioner makes before it leaves remaining work to the next doorbell or sweep.
@@ -397,41 +400,15 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     }
 
     async fn publish_status(&self, view: &View, report: &mut Report) {
-        let usage = provisioning::pool_usage(&view.cluster, &view.catalog);
-        let mut statuses: Vec<PoolStatus> = view
-            .cluster
-            .nodepools
-            .iter()
-            .map(|p| {
-                // The count `limits.nodes` is checked against, so status and limit never disagree.
-                let resources = usage.get(&p.name).cloned().unwrap_or_default();
-                PoolStatus {
-                    name: p.name.clone(),
-                    nodes: resources.get(crate::model::LIMIT_NODES).max(0) as usize,
-                    resources,
-                    invalid: None,
-                }
-            })
-            .collect();
-        for inv in view.invalid.iter().filter(|i| i.object.starts_with("NodePool/")) {
-            let name = inv.object.trim_start_matches("NodePool/");
-            let message = format!("{}: {}", inv.field, inv.message);
-            match statuses.iter_mut().find(|s| s.name == name) {
-                Some(s) => {
-                    let joined = s.invalid.take().map_or(message.clone(), |m| format!("{m}; {message}"));
-                    s.invalid = Some(joined);
-                }
-                None => statuses.push(PoolStatus {
-                    name: name.to_string(),
-                    nodes: 0,
-                    resources: Default::default(),
-                    invalid: Some(message),
-                }),
-            }
-        }
+        let statuses = status::pools(view);
         for s in &statuses {
             if let Err(e) = self.ports.kube.pool_status(s).await {
                 report.errors.push(format!("NodePool/{} status: {e}", s.name));
+            }
+        }
+        for s in &status::classes(view) {
+            if let Err(e) = self.ports.kube.class_status(s).await {
+                report.errors.push(format!("EC2NodeClass/{} status: {e}", s.name));
             }
         }
         // What was skipped as invalid is said where its owner looks: an Event on the object,

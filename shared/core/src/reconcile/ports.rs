@@ -110,6 +110,17 @@ pub trait Kube: Send + Sync {
     fn event(&self, object: &str, reason: &str, message: &str) -> impl Future<Output = PortResult<()>> + Send;
     /// Publishes a NodePool's status subresource (the sweeper does, every pass).
     fn pool_status(&self, status: &PoolStatus) -> impl Future<Output = PortResult<()>> + Send;
+    /// Publishes an EC2NodeClass's status subresource (the sweeper does, every pass).
+    fn class_status(&self, status: &ClassStatus) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// What an EC2NodeClass's `status` shows: what it resolves to (subnets with their zones,
+/// security groups, images per architecture), or why it does not (a resolution that failed, a
+/// spec that is invalid).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ClassStatus {
+    pub name: String,
+    pub resolved: Result<ResolvedClass, String>,
 }
 
 /// What a NodePool's `status` shows: its nodes, the resources they provide (counted against
@@ -122,6 +133,10 @@ pub struct PoolStatus {
     pub resources: crate::resources::Resources,
     /// `None` when valid; else the readable message for the `ValidationSucceeded=False` condition.
     pub invalid: Option<String>,
+    /// Whether its EC2NodeClass can launch (`NodeClassReady`), else why not.
+    pub node_class: Result<(), String>,
+    /// Whether a node of the pool has registered (`NodeRegistrationHealthy`).
+    pub registered: bool,
 }
 
 /// Everything a launch needs: the claim (its name is the client token and a tag), its class as

@@ -44,10 +44,14 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let catalog = catalog?;
         let unavailable = unavailable?;
         let mut resolved = Vec::with_capacity(kube.nodeclasses.len());
+        let mut unresolved = BTreeMap::new();
         for class in &kube.nodeclasses {
             match self.ports.cloud.resolve(class).await {
                 Ok(r) => resolved.push(r),
-                Err(e) => report.errors.push(format!("EC2NodeClass/{}: {e}", class.name)),
+                Err(e) => {
+                    report.errors.push(format!("EC2NodeClass/{}: {e}", class.name));
+                    unresolved.insert(class.name.clone(), e.to_string());
+                }
             }
         }
         for inv in &kube.invalid {
@@ -92,6 +96,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             replan: false,
             drains_to_start: None,
             written: BTreeSet::new(),
+            unresolved,
         })
     }
 }

@@ -48,8 +48,9 @@ pub struct Reading {
     pub page: u32,
     /// A kind that held fewer than this many objects at its last read is listed again rather
     /// than caught up: a page costs less than waiting for a bookmark (one to two seconds), so
-    /// small clusters keep answering in milliseconds and large ones watch only their large kinds.
-    /// 0 catches every kind up.
+    /// small clusters keep answering in milliseconds. Once the pods are past it (the read waits
+    /// for their bookmark anyway), every kind catches up (see `Snapshot::sync`). 0 catches every
+    /// kind up.
     pub relist_below: usize,
     /// Fault injection for tests: every watch is dropped after this many events, as if its
     /// connection broke, and the catch-up resumes with a new one.

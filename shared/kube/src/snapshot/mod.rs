@@ -77,6 +77,12 @@ impl Snapshot {
     /// Brings every kind up to date, concurrently: a list for kinds never read, a catch-up for the
     /// others. On an error the kinds that did sync keep their progress and the read fails.
     pub async fn sync(&mut self, client: &Client, reading: &Reading) -> PortResult<Counts> {
+        // A read lasts as long as its slowest kind. When a large kind (pods, on any cluster past a
+        // page of them) waits for its bookmark anyway, the small kinds' watches end by then too:
+        // they catch up rather than list again, and the read costs what changed, not a page of
+        // every small kind (NodeClaim objects and Nodes below a page are most of that).
+        let waiting = self.pods.version.is_some() && self.pods.objects.len() >= reading.relist_below;
+        let reading = &Reading { relist_below: if waiting { 0 } else { reading.relist_below }, ..*reading };
         let c = || client.clone();
         let nodes = source(Api::all(c()), "nodes");
         let pods = Source { api: Api::all(c()), fields: Some(LIVE_PODS), what: "pods" };

@@ -13,7 +13,7 @@ use dovetail_core::model::{
 };
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, Observed};
-use dovetail_core::reconcile::ports::{Invalid, Kube, KubeState, PoolStatus, PortError, PortResult};
+use dovetail_core::reconcile::ports::{ClassStatus, Invalid, Kube, KubeState, PoolStatus, PortError, PortResult};
 use dovetail_core::time::Time;
 
 use super::cloud::Registration;
@@ -109,6 +109,8 @@ pub struct KubeSim {
     pub event_counts: BTreeMap<String, u64>,
     /// NodePool status subresources, as last published.
     pub pool_status: BTreeMap<String, PoolStatus>,
+    /// EC2NodeClass status subresources, as last published.
+    pub class_status: BTreeMap<String, ClassStatus>,
     /// NodeClaim objects, as last written (`kubectl get nodeclaims`).
     pub claim_objects: BTreeMap<String, ClaimObject>,
     next_uid: u64,
@@ -566,6 +568,11 @@ impl Kube for SimKube {
 
     fn delete_claim_object(&self, name: &str) -> impl Future<Output = PortResult<()>> + Send {
         self.0.lock().kube.claim_objects.remove(name);
+        ready(Ok(()))
+    }
+
+    fn class_status(&self, status: &ClassStatus) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().kube.class_status.insert(status.name.clone(), status.clone());
         ready(Ok(()))
     }
 
