@@ -11,7 +11,7 @@
 //!
 //! A finalizer must never hold an object for ever: a marked Node that no live claim owns (its
 //! claim ended, its instance is gone) is released at once. Objects with no live claim are the
-//! sweeper's object repair's ([`crate::nodeclaim::object::stale`]).
+//! sweeper's object repair's (`reconcile::objects`).
 
 use crate::cluster::Cluster;
 use crate::decision::{Action, Decision};

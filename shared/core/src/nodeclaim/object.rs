@@ -3,9 +3,9 @@
 //!
 //! The store stays the source of truth; the object follows it. Whoever writes a claim writes its
 //! object once after (the reconciler does it for every claim a pass wrote, see
-//! `reconcile::apply`), a claim that ends (Terminated, or deleted before it launched) has its
-//! object deleted, and the sweeper puts right whatever a failed write left behind ([`stale`]):
-//! work per change, never a resync of every claim per invocation.
+//! `reconcile::objects`), a claim that ends (Terminated, or deleted before it launched) has its
+//! object deleted, and the sweeper puts right whatever a failed write left behind: work per
+//! change, never a resync of every claim per invocation.
 //!
 //! Everything an object shows is a function of the claim (conditions take their times from the
 //! claim's own timestamps), so writing it twice writes the same thing.
@@ -13,7 +13,6 @@
 use serde::{Deserialize, Serialize};
 
 use super::{NodeClaim, Phase, Reason};
-use crate::cluster::Cluster;
 use crate::resources::Resources;
 use crate::time::Time;
 
@@ -90,18 +89,6 @@ pub fn shown(claim: &NodeClaim) -> bool {
     claim.launch.is_some() && claim.phase != Phase::Terminated
 }
 
-/// The object of `claim`.
-pub fn object(claim: &NodeClaim, cluster: &Cluster, catalog: &crate::catalog::Catalog) -> ClaimObject {
-    let kubelet = cluster.nodeclasses.iter().find(|c| c.name == claim.nodeclass).map(|c| c.kubelet.clone());
-    let kind = crate::provisioning::claim_type(claim, catalog);
-    ClaimObject {
-        claim: claim.clone(),
-        conditions: conditions(claim),
-        capacity: kind.map(|t| t.capacity(&kubelet.clone().unwrap_or_default())),
-        allocatable: kind.map(|t| t.allocatable(&kubelet.unwrap_or_default())),
-    }
-}
-
 /// The conditions Karpenter's NodeClaims carry, from the claim's own times: Launched, Registered
 /// and Initialized as the claim passes them, Ready once all three hold, and while the claim is
 /// being taken away, Disrupting (with Drifted or Consolidatable when that is why).
@@ -172,34 +159,14 @@ pub fn conditions(claim: &NodeClaim) -> Vec<Condition> {
     out
 }
 
-/// The claims whose object a sweep writes or deletes: live claims whose object is missing or
-/// shows another version, and objects with no live claim behind them (left by a failed delete,
-/// or made by hand past the admission policy). Sorted, for a stable order of writes.
-pub fn stale(cluster: &Cluster) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for claim in cluster.claims.iter().filter(|c| shown(c)) {
-        let current = cluster.claim_objects.iter().any(|o| o.name == claim.name && o.version == Some(claim.version));
-        if !current {
-            out.push(claim.name.clone());
-        }
-    }
-    for o in &cluster.claim_objects {
-        if !cluster.claims.iter().any(|c| c.name == o.name && shown(c)) {
-            out.push(o.name.clone());
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::catalog::CapacityType;
     use crate::nodeclaim::{Disruption, Launch};
 
-    fn launched(name: &str, version: u64) -> NodeClaim {
+    /// A claim Launched as `name`, at `version` (also for the object repair's tests).
+    pub(crate) fn launched(name: &str, version: u64) -> NodeClaim {
         let mut c = NodeClaim::launching(name, "default", "default", Time::from_secs(100));
         c.version = version;
         c.phase = Phase::Launched;
@@ -256,26 +223,5 @@ mod tests {
         assert_eq!(status_of(&conditions(&c), CONSOLIDATABLE), Some((Status::True, "Underutilized".into())));
         // The same claim always shows the same conditions: writing an object twice is a no-op.
         assert_eq!(conditions(&c), conditions(&c.clone()));
-    }
-
-    #[test]
-    fn stale_objects_are_the_missing_the_outdated_and_the_orphaned() {
-        let mut cluster = Cluster {
-            claims: vec![launched("current", 3), launched("outdated", 5), launched("missing", 1)],
-            ..Cluster::default()
-        };
-        let mut launching = NodeClaim::launching("launching", "default", "default", Time::from_secs(1));
-        launching.version = 1;
-        let mut ended = launched("ended", 9);
-        ended.phase = Phase::Terminated;
-        cluster.claims.extend([launching, ended]);
-        let observed = |name: &str, version: Option<u64>| Observed { name: name.into(), version, deleting: false };
-        cluster.claim_objects = vec![
-            observed("current", Some(3)),
-            observed("outdated", Some(4)),
-            observed("ended", Some(8)),
-            observed("by-hand", None),
-        ];
-        assert_eq!(stale(&cluster), ["by-hand", "ended", "missing", "outdated"]);
     }
 }

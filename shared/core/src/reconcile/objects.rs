@@ -8,7 +8,10 @@
 
 use super::ports::{Clock, Cloud, Kube, Queue, Store};
 use super::{Reconciler, Report, View};
-use crate::nodeclaim::object;
+use crate::catalog::Catalog;
+use crate::cluster::Cluster;
+use crate::nodeclaim::object::{self, shown, ClaimObject};
+use crate::nodeclaim::NodeClaim;
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
     /// Writes the objects of the claims written since the last call, and deletes those of claims
@@ -17,10 +20,10 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         for name in std::mem::take(&mut view.written) {
             let claim = view.cluster.claims.iter().find(|c| c.name == name);
             let written = match claim {
-                Some(c) if object::shown(c) => {
+                Some(c) if shown(c) => {
                     let version = c.version;
                     let result =
-                        self.ports.kube.write_claim_object(&object::object(c, &view.cluster, &view.catalog)).await;
+                        self.ports.kube.write_claim_object(&claim_object(c, &view.cluster, &view.catalog)).await;
                     result.map(|()| Some(version))
                 }
                 // Still launching: its object comes with its instance.
@@ -42,11 +45,75 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
 
     /// The sweeper's repair: objects missing, outdated or left without a live claim.
     pub(super) async fn repair_objects(&self, view: &mut View, report: &mut Report) {
-        let stale = object::stale(&view.cluster);
+        let stale = stale(&view.cluster);
         if !stale.is_empty() {
             report.note(None, format!("bringing {} NodeClaim object(s) in step with the store", stale.len()));
         }
         view.written.extend(stale);
         self.write_objects(view, report).await;
+    }
+}
+
+/// The object of `claim`: its conditions, and its type's capacity and allocatable under its class's
+/// kubelet settings.
+pub fn claim_object(claim: &NodeClaim, cluster: &Cluster, catalog: &Catalog) -> ClaimObject {
+    let kubelet = cluster.nodeclasses.iter().find(|c| c.name == claim.nodeclass).map(|c| c.kubelet.clone());
+    let kind = crate::provisioning::claim_type(claim, catalog);
+    ClaimObject {
+        claim: claim.clone(),
+        conditions: object::conditions(claim),
+        capacity: kind.map(|t| t.capacity(&kubelet.clone().unwrap_or_default())),
+        allocatable: kind.map(|t| t.allocatable(&kubelet.unwrap_or_default())),
+    }
+}
+
+/// The claims whose object a sweep writes or deletes: live claims whose object is missing or
+/// shows another version, and objects with no live claim behind them (left by a failed delete,
+/// or made by hand past the admission policy). Sorted, for a stable order of writes.
+pub fn stale(cluster: &Cluster) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for claim in cluster.claims.iter().filter(|c| shown(c)) {
+        let current = cluster.claim_objects.iter().any(|o| o.name == claim.name && o.version == Some(claim.version));
+        if !current {
+            out.push(claim.name.clone());
+        }
+    }
+    for o in &cluster.claim_objects {
+        if !cluster.claims.iter().any(|c| c.name == o.name && shown(c)) {
+            out.push(o.name.clone());
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nodeclaim::object::tests::launched;
+    use crate::nodeclaim::object::Observed;
+    use crate::nodeclaim::Phase;
+    use crate::time::Time;
+
+    #[test]
+    fn stale_objects_are_the_missing_the_outdated_and_the_orphaned() {
+        let mut cluster = Cluster {
+            claims: vec![launched("current", 3), launched("outdated", 5), launched("missing", 1)],
+            ..Cluster::default()
+        };
+        let mut launching = NodeClaim::launching("launching", "default", "default", Time::from_secs(1));
+        launching.version = 1;
+        let mut ended = launched("ended", 9);
+        ended.phase = Phase::Terminated;
+        cluster.claims.extend([launching, ended]);
+        let observed = |name: &str, version: Option<u64>| Observed { name: name.into(), version, deleting: false };
+        cluster.claim_objects = vec![
+            observed("current", Some(3)),
+            observed("outdated", Some(4)),
+            observed("ended", Some(8)),
+            observed("by-hand", None),
+        ];
+        assert_eq!(stale(&cluster), ["by-hand", "ended", "missing", "outdated"]);
     }
 }
