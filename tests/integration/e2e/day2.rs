@@ -4,14 +4,16 @@
 //! NodePool → NodeClaim → Node, a hand-made NodeClaim refused at admission, and `kubectl delete
 //! node` / `kubectl delete nodeclaim` carried out as a drain: the Node or the NodeClaim stays,
 //! held by Dovetail's finalizer, until its pods have moved (the PodDisruptionBudget kept) and its
-//! instance is terminated. The EC2NodeClass's and NodePool's status and READY columns.
+//! instance is terminated. The EC2NodeClass's and NodePool's status and READY columns;
+//! `limits.nodes`; consolidateAfter counted from the last pod event.
 
 use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use dovetail_core::nodeclaim::object::FINALIZER;
+use dovetail_core::reconcile::ports::{Clock, Store};
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
 use super::disruption::{pool, replaced, workload, DISRUPTION_OPTIONS};
@@ -194,5 +196,49 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
         .await?;
     assert!(rows.iter().all(|r| r["Name"] != target.name.as_str() && r["Name"] != deleted_claim.name.as_str()));
     e2e.assert_exactly_once("after two deletions").await?;
+
+    // 7. limits.nodes: with three nodes and a limit of three, a fourth replica waits, and says why.
+    let pools = super::super::kube::nodepools(&e2e.admin);
+    pools
+        .patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"limits": {"nodes": "3"}}})))
+        .await?;
+    e2e.apply(&workload(4)).await?;
+    let why = e2e
+        .until("the fourth replica's FailedScheduling naming the node limit", STEP, || async {
+            for pod in e2e.pods("shop", "app=api").await? {
+                let name = pod.metadata.name.clone().unwrap_or_default();
+                let events = e2e.events("shop", "Pod", &name).await?;
+                let found = events.into_iter().filter(super::by_dovetail).find(|e| {
+                    e.reason.as_deref() == Some("FailedScheduling")
+                        && e.message.as_deref().is_some_and(|m| m.contains("limit on nodes reached"))
+                });
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+            Ok(None)
+        })
+        .await?;
+    assert!(why.message.unwrap_or_default().contains("0 of 3 left"));
+    assert_eq!(e2e.live_claims().await?.len(), 3, "no fourth node past the limit");
+
+    // 6. consolidateAfter counts from the last pod event: one replica fewer empties a node, which
+    // is taken away no sooner than 30 s after its pod left.
+    let patch = json!({"spec": {"limits": null, "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}}});
+    pools.patch("default", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    let before: Vec<String> = e2e.live_claims().await?.into_iter().map(|c| c.name).collect();
+    let emptied_at = dovetail_runtime::clock::SystemClock.now();
+    e2e.apply(&workload(2)).await?;
+    let gone = e2e
+        .until("the emptied node's claim consolidated away", STEP * 2, || async {
+            let live: Vec<String> = e2e.live_claims().await?.into_iter().map(|c| c.name).collect();
+            Ok((live.len() == 2).then(|| before.iter().find(|c| !live.contains(c)).cloned()).flatten())
+        })
+        .await?;
+    let claim = e2e.store().claim(&gone).await?.context("the consolidated claim stays as history")?;
+    let disruption = claim.disruption.context("consolidated")?;
+    assert_eq!(disruption.reason, dovetail_core::nodeclaim::Reason::Empty, "{}", disruption.message);
+    let waited = disruption.since.since(emptied_at);
+    assert!(waited >= std::time::Duration::from_secs(30), "consolidated {waited:?} after its pod left, not 30 s");
     Ok(())
 }

@@ -45,6 +45,11 @@ spec:
 /// `replicas` pods of 1 CPU, one per node (hostname anti-affinity), and a budget that lets one
 /// be unavailable at a time.
 pub(super) fn workload(replicas: usize) -> String {
+    annotated_workload(replicas, "{}")
+}
+
+/// [`workload`] with `annotations` (a YAML flow map) on its pods.
+fn annotated_workload(replicas: usize, annotations: &str) -> String {
     format!(
         "apiVersion: v1
 kind: Namespace
@@ -57,7 +62,7 @@ spec:
   replicas: {replicas}
   selector: {{matchLabels: {{app: api}}}}
   template:
-    metadata: {{labels: {{app: api}}}}
+    metadata: {{labels: {{app: api}}, annotations: {annotations}}}
     spec:
       terminationGracePeriodSeconds: 5
       affinity:
@@ -123,12 +128,16 @@ async fn some_instance(e2e: &EndToEnd, replicas: usize) -> Result<String> {
     Ok(instance_of(&e2e.node(&node_of(&pods[0])).await?))
 }
 
+/// The pods carry do-not-disrupt: the node goes in two minutes whatever they say, so they are
+/// evicted all the same, and an Event on the node says whose protection was overridden.
 #[tokio::test]
 async fn a_spot_interruption_warning_replaces_and_drains_the_node_then_terminates_it() -> Result<()> {
     let e2e = EndToEnd::start("spot-interruption", DISRUPTION_OPTIONS).await?;
     e2e.apply(&pool("spot", "", "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}")).await?;
-    e2e.apply(&workload(3)).await?;
-    let victim = some_instance(&e2e, 3).await?;
+    e2e.apply(&annotated_workload(3, "{karpenter.sh/do-not-disrupt: 'true'}")).await?;
+    let pods = e2e.running("shop", "app=api", 3).await?;
+    let node_name = node_of(&pods[0]);
+    let victim = instance_of(&e2e.node(&node_name).await?);
     let spot = e2e.instances().await.into_iter().find(|(id, ..)| id == &victim).and_then(|(.., l)| l);
     assert_eq!(spot.as_deref(), Some("spot"));
 
@@ -142,6 +151,15 @@ async fn a_spot_interruption_warning_replaces_and_drains_the_node_then_terminate
     assert_eq!(nodes.iter().map(|n| n.metadata.name.clone()).collect::<BTreeSet<_>>().len(), 3);
     let batches = e2e.shared.batches.lock().unwrap().get("dovetail-interruption").copied().unwrap_or(0);
     assert!(batches >= 1, "the interruption function was invoked");
+    let overridden = e2e
+        .until("the ProtectionOverridden Event on the interrupted node", STEP, || async {
+            let events = e2e.events("default", "Node", &node_name).await?;
+            Ok(events.into_iter().find(|e| e.reason.as_deref() == Some("ProtectionOverridden")))
+        })
+        .await?;
+    let message = overridden.message.unwrap_or_default();
+    let pod = pods[0].metadata.name.clone().unwrap_or_default();
+    assert!(message.contains(&pod) && message.contains("do-not-disrupt"), "{message}");
     Ok(())
 }
 
