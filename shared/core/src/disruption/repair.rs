@@ -108,9 +108,28 @@ fn explain(policy: &Policy, condition: &NodeCondition, now: Time) -> String {
     )
 }
 
+/// The sentence for a node unhealthy but not due yet.
+fn waiting(node: &Node, policy: &Policy, condition: &NodeCondition) -> String {
+    match condition.since {
+        Some(since) => format!(
+            "node {} has {}={} since {since}: repaired at {} unless it recovers ({} toleration)",
+            node.name,
+            condition.kind,
+            condition.status,
+            since.plus(policy.toleration),
+            format_duration(policy.toleration)
+        ),
+        None => format!(
+            "node {} has {}={} with no lastTransitionTime: not repaired, since how long it lasted is unknown",
+            node.name, condition.kind, condition.status
+        ),
+    }
+}
+
 /// Decisions for every node due for repair in a pool with repair on: the claim written with an
 /// `Unhealthy` disruption and an Event on its Node; or, for a pool with too many unhealthy nodes,
-/// one Event on the NodePool and no repair. Pools with nothing due decide nothing.
+/// one Event on the NodePool and no repair. A node unhealthy but not due yet gets a note saying
+/// when it will be; healthy pools decide nothing.
 pub fn repairs(cluster: &Cluster) -> Vec<Decision> {
     let now = cluster.now;
     let mut out = Vec::new();
@@ -121,11 +140,18 @@ pub fn repairs(cluster: &Cluster) -> Vec<Decision> {
             .filter(|c| c.nodepool == pool.name && c.phase != Phase::Terminated)
             .filter_map(|c| node_of(c, cluster).map(|n| (c, n)))
             .collect();
-        let due: Vec<_> = members
-            .iter()
-            .filter(|(c, _)| c.phase == Phase::Initialized && c.disruption.is_none())
-            .filter_map(|(c, n)| due(n, now).map(|(p, cond, _)| (*c, *n, p, cond)))
-            .collect();
+        let candidates = members.iter().filter(|(c, _)| c.phase == Phase::Initialized && c.disruption.is_none());
+        let mut due_now = Vec::new();
+        for (claim, node) in candidates {
+            match due(node, now) {
+                Some((p, cond, _)) => due_now.push((*claim, *node, p, cond)),
+                // Worth a line in `dovetail plan` and the logs: when the repair will come.
+                None => out.extend(
+                    unhealthy(node).next().map(|(p, c)| Decision::note(Some(&claim.name), waiting(node, p, c))),
+                ),
+            }
+        }
+        let due = due_now;
         if due.is_empty() {
             continue;
         }
