@@ -87,23 +87,22 @@ pub fn unhealthy(node: &Node) -> impl Iterator<Item = (&'static Policy, &NodeCon
 }
 
 /// The unhealthy condition that made the node due for repair at `now` (the one due first), with
-/// when it became due.
+/// since when it has been unhealthy.
 pub fn due(node: &Node, now: Time) -> Option<(&'static Policy, &NodeCondition, Time)> {
     unhealthy(node)
-        .filter_map(|(p, c)| c.since.map(|since| (p, c, since.plus(p.toleration))))
-        .filter(|(_, _, at)| *at <= now)
-        .min_by_key(|(_, _, at)| *at)
+        .filter_map(|(p, c)| c.since.map(|since| (p, c, since)))
+        .filter(|(p, _, since)| since.plus(p.toleration) <= now)
+        .min_by_key(|(p, _, since)| since.plus(p.toleration))
 }
 
 /// The sentence for a repair: "Ready=False since 2026-10-22T09:00:00Z (31m), past its 30m
 /// toleration".
-fn explain(policy: &Policy, condition: &NodeCondition, now: Time) -> String {
-    let since = condition.since.map_or_else(|| "an unknown time".to_string(), |t| t.to_string());
-    let lasted = condition.since.map(|t| format!(" ({})", format_duration(now.since(t)))).unwrap_or_default();
+fn explain(policy: &Policy, condition: &NodeCondition, since: Time, now: Time) -> String {
     format!(
-        "{}={} since {since}{lasted}, past its {} toleration",
+        "{}={} since {since} ({}), past its {} toleration",
         condition.kind,
         condition.status,
+        format_duration(now.since(since)),
         format_duration(policy.toleration)
     )
 }
@@ -144,15 +143,14 @@ pub fn repairs(cluster: &Cluster) -> Vec<Decision> {
         let mut due_now = Vec::new();
         for (claim, node) in candidates {
             match due(node, now) {
-                Some((p, cond, _)) => due_now.push((*claim, *node, p, cond)),
+                Some((p, cond, since)) => due_now.push((*claim, *node, p, cond, since)),
                 // Worth a line in `dovetail plan` and the logs: when the repair will come.
                 None => out.extend(
                     unhealthy(node).next().map(|(p, c)| Decision::note(Some(&claim.name), waiting(node, p, c))),
                 ),
             }
         }
-        let due = due_now;
-        if due.is_empty() {
+        if due_now.is_empty() {
             continue;
         }
         let sick: Vec<&str> =
@@ -170,11 +168,11 @@ pub fn repairs(cluster: &Cluster) -> Vec<Decision> {
             out.push(Decision::event(None, format!("NodePool/{}", pool.name), NODE_REPAIR_BLOCKED, message));
             continue;
         }
-        for (claim, node, policy, condition) in due {
+        for (claim, node, policy, condition, since) in due_now {
             let message = format!(
                 "unhealthy: node {} has {}: terminating instance {} without waiting for its pods (node repair)",
                 node.name,
-                explain(policy, condition, now),
+                explain(policy, condition, since, now),
                 claim.launch.as_ref().map_or("(none recorded)", |l| l.instance_id.as_str())
             );
             let mut next = claim.next_version();
