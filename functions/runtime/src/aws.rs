@@ -14,7 +14,7 @@ use std::time::SystemTime;
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use dovetail_aws::{load_sdk_config, AwsError, Clients, Config, DynamoStore, Ec2Cloud, Eks, SqsQueue};
 use dovetail_core::reconcile::ports::PortError;
-use dovetail_core::reconcile::{Ports, Reconciler, Report, Settings};
+use dovetail_core::reconcile::{Ports, Reconciler, Report};
 use dovetail_kube::{adapter_settings, eks_client, ClientError, KubeAdapter};
 use lambda_runtime::{service_fn, LambdaEvent};
 use tokio::sync::{Mutex, MutexGuard};
@@ -37,6 +37,8 @@ pub enum InitError {
     Kubeconfig { path: String, message: String },
     #[error(transparent)]
     Port(#[from] PortError),
+    #[error(transparent)]
+    Setting(#[from] crate::settings::SettingError),
 }
 
 /// How the functions reach the cluster's API server.
@@ -108,7 +110,9 @@ impl Function {
         let (client, token_due) = kube_client(&eks, &auth).await?;
         let kube = KubeAdapter::new(client).with_reporting_instance(name);
         let cloud = Ec2Cloud::new(&clients, &config, facts);
-        let settings = Settings::new(&config.cluster_name, &holder(name));
+        // The decisions' own settings (node repair) come from the process environment here, for
+        // the scale rig's functions as for the Lambdas.
+        let settings = crate::settings::from_lookup(&config.cluster_name, &holder(name), |k| std::env::var(k).ok())?;
         let reconciler = Reconciler::new(Ports { kube, cloud, store, queue, clock: SystemClock }, settings);
         Ok(Function { name: name.to_string(), eks, auth, live: Mutex::new(Live { reconciler, token_due }) })
     }

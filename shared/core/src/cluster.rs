@@ -97,6 +97,12 @@ pub struct Cluster {
     /// NodeClaim objects in the cluster (what `kubectl get nodeclaims` lists).
     #[serde(default)]
     pub claim_objects: Vec<crate::nodeclaim::object::Observed>,
+    /// Node repair is on for every NodePool, not only those that opt in with their annotation
+    /// ([`crate::model::NODE_REPAIR_ANNOTATION`]): the functions' setting
+    /// ([`crate::reconcile::Settings::node_repair`]), which the read copies here so the decisions
+    /// stay functions of the cluster alone.
+    #[serde(default)]
+    pub node_repair: bool,
 }
 
 impl Cluster {

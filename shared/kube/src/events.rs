@@ -32,6 +32,9 @@ const WARNINGS: &[&str] = &[
     "CapacityReservationInterrupted",
     // Pods evicted despite do-not-disrupt, or deleted despite their PDB, as an interrupted node went.
     dovetail_core::termination::PROTECTION_OVERRIDDEN,
+    // Node repair: a node replaced for a failed condition, or a pool too unhealthy to repair.
+    dovetail_core::disruption::repair::UNHEALTHY,
+    dovetail_core::disruption::repair::NODE_REPAIR_BLOCKED,
 ];
 
 /// The object an Event is about, from the core's `Kind/name` or `Kind/namespace/name`.
@@ -206,5 +209,6 @@ mod tests {
         assert_eq!(n.type_.as_deref(), Some("Normal"));
         assert!(n.message.unwrap().ends_with("..."));
         assert_eq!(event_type("ProtectionOverridden"), "Warning");
+        assert_eq!((event_type("Unhealthy"), event_type("NodeRepairBlocked")), ("Warning", "Warning"));
     }
 }

@@ -1,7 +1,9 @@
 //! Node object → core [`Node`] (kind Existing).
 
-use dovetail_core::model::{Node, NodeKind, Taint, TaintEffect};
+use dovetail_core::disruption::repair;
+use dovetail_core::model::{Node, NodeCondition, NodeKind, Taint, TaintEffect};
 use dovetail_core::nodeclaim::object::FINALIZER;
+use dovetail_core::time::Time;
 use k8s_openapi::api::core::v1 as k8s;
 
 use super::pod::quantities;
@@ -47,7 +49,23 @@ pub fn node_from_k8s(node: &k8s::Node) -> Result<Node, ConvertError> {
         termination_finalizer: node.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER),
         // Known from the pods, which the caller assembles onto the node.
         last_pod_event: None,
+        conditions: conditions(status),
     })
+}
+
+/// The conditions node repair watches ([`repair::watched`]), with their status and
+/// `lastTransitionTime`; the others (MemoryPressure, DiskPressure, …) are not kept.
+fn conditions(status: Option<&k8s::NodeStatus>) -> Vec<NodeCondition> {
+    status
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|c| repair::watched(&c.type_))
+        .map(|c| {
+            let since = c.last_transition_time.as_ref().map(|t| Time(t.0.as_millisecond()));
+            NodeCondition::new(&c.type_, &c.status, since)
+        })
+        .collect()
 }
 
 /// A node is Ready when its `Ready` condition says `True`; a node without conditions has not
@@ -121,9 +139,39 @@ status:
         .unwrap();
         assert_eq!(n.provider_id.as_deref(), Some("aws:///us-east-1a/i-0abc"));
         assert!(n.ready);
+        assert_eq!(n.conditions, [NodeCondition::new("Ready", "True", None)]);
         let n = node_from_k8s(&parse("metadata: {name: n}\nstatus: {conditions: [{type: Ready, status: Unknown}]}\n"))
             .unwrap();
         assert!(!n.ready);
+    }
+
+    #[test]
+    fn watched_conditions_with_their_transition_times() {
+        let n = node_from_k8s(&parse(
+            r#"
+metadata: {name: n}
+status:
+  conditions:
+  - {type: MemoryPressure, status: "True", lastTransitionTime: "2026-10-22T08:00:00Z"}
+  - {type: Ready, status: "False", lastTransitionTime: "2026-10-22T09:00:00Z", reason: KubeletNotReady}
+  - {type: AcceleratedHardwareReady, status: "False", lastTransitionTime: "2026-10-22T09:05:30Z"}
+  - {type: KernelReady, status: "True", lastTransitionTime: "2026-10-22T07:00:00Z"}
+"#,
+        ))
+        .unwrap();
+        let at = |s: &str| Some(Time(s.parse::<k8s_openapi::jiff::Timestamp>().unwrap().as_millisecond()));
+        assert_eq!(
+            n.conditions,
+            [
+                NodeCondition::new("Ready", "False", at("2026-10-22T09:00:00Z")),
+                NodeCondition::new("AcceleratedHardwareReady", "False", at("2026-10-22T09:05:30Z")),
+                NodeCondition::new("KernelReady", "True", at("2026-10-22T07:00:00Z")),
+            ]
+        );
+        assert!(!n.ready);
+        assert_eq!(n.conditions[0].since, Some(Time::from_secs(1_792_659_600)));
+        let bare = node_from_k8s(&parse("metadata: {name: n}\n")).unwrap();
+        assert!(bare.conditions.is_empty());
     }
 
     #[test]

@@ -104,6 +104,17 @@ impl NodePool {
                 }
                 None => core::RebalancePolicy::Ignore,
             },
+            node_repair: match self.metadata.annotations.as_ref().and_then(|a| a.get(core::NODE_REPAIR_ANNOTATION)) {
+                Some(v) if v == "true" => true,
+                Some(v) if v == "false" => false,
+                Some(v) => {
+                    return Err(err(
+                        format!("metadata.annotations[{}]", core::NODE_REPAIR_ANNOTATION),
+                        format!("{v:?} is not a node repair setting: use \"true\" or \"false\""),
+                    ))
+                }
+                None => false,
+            },
             disruption: core::DisruptionSpec {
                 consolidation_policy: match d.consolidation_policy {
                     ConsolidationPolicy::WhenEmpty => core::ConsolidationPolicy::WhenEmpty,
@@ -237,6 +248,25 @@ spec:
         assert_eq!(p.expire_after, Some(std::time::Duration::from_secs(720 * 3600)));
         assert_eq!(p.disruption.consolidation_policy, core::ConsolidationPolicy::WhenEmptyOrUnderutilized);
         assert_eq!(p.disruption.budgets[0].nodes, core::BudgetNodes::Percent(10));
+        assert!(!p.node_repair, "node repair is opt-in, as in Karpenter");
+    }
+
+    #[test]
+    fn the_node_repair_annotation_turns_repair_on() {
+        let annotated = |value: &str| {
+            pool(&format!(
+                "apiVersion: dovetail.dev/v1\nkind: NodePool\nmetadata: {{name: r, annotations: {{dovetail.dev/node-repair: {value:?}}}}}\nspec:\n  template:\n    spec:\n      nodeClassRef: {{group: dovetail.dev, kind: EC2NodeClass, name: default}}\n      requirements: []\n"
+            ))
+            .to_core()
+        };
+        assert!(annotated("true").expect("valid").node_repair);
+        assert!(!annotated("false").expect("valid").node_repair);
+        let errs = annotated("yes").unwrap_err();
+        let text = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+        assert_eq!(
+            text,
+            "NodePool \"r\": metadata.annotations[dovetail.dev/node-repair]: \"yes\" is not a node repair setting: use \"true\" or \"false\""
+        );
     }
 
     #[test]

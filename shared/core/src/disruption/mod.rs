@@ -9,4 +9,5 @@ pub mod consolidation;
 pub mod drift;
 pub mod expiration;
 pub mod orphans;
+pub mod repair;
 pub mod sweep;

@@ -4,9 +4,10 @@
 //!
 //! 1. lifecycle and termination steps of every claim (timeouts, registration, drains);
 //! 2. orphans (instances, claims and nodes that lost their other half);
-//! 3. expiration — forceful, not subject to budgets;
-//! 4. drift — within budgets, replacement capacity planned and launched first, then the drain;
-//! 5. consolidation — within what the budgets still allow.
+//! 3. node repair — unhealthy nodes of pools that opted in, forceful, not subject to budgets;
+//! 4. expiration — forceful, not subject to budgets;
+//! 5. drift — within budgets, replacement capacity planned and launched first, then the drain;
+//! 6. consolidation — within what the budgets still allow.
 
 use std::borrow::Cow;
 use std::cell::RefCell;
@@ -18,7 +19,7 @@ use crate::nodeclaim::Reason;
 use crate::replacement::{launch_replacements, node_of, plan_replacement};
 
 use super::consolidation::quiet::Quiet;
-use super::{budgets, consolidation, drift, expiration, orphans};
+use super::{budgets, consolidation, drift, expiration, orphans, repair};
 use crate::cluster::Cluster;
 use crate::decision::{Action, Decision};
 
@@ -45,11 +46,14 @@ pub fn sweep_with(cluster: &Cluster, catalog: &Catalog, quiet: &Quiet) -> Vec<De
 
     out.extend(orphans::orphans(&state));
 
-    for d in expiration::expirations(&state) {
-        if let Some(Action::WriteClaim(c)) = &d.action {
-            state.to_mut().record(c);
+    // Each of the forceful stages sees the claims the one before it took.
+    for stage in [repair::repairs, expiration::expirations] {
+        for d in stage(&state) {
+            if let Some(Action::WriteClaim(c)) = &d.action {
+                state.to_mut().record(c);
+            }
+            out.push(d);
         }
-        out.push(d);
     }
 
     let drifted = drift::plan(&state);

@@ -9,11 +9,11 @@ mod pod;
 mod selector;
 mod taint;
 
-pub use node::{DaemonSet, Node, NodeKind};
+pub use node::{DaemonSet, Node, NodeCondition, NodeKind};
 pub use nodeclass::{KubeletConfig, NodeClass};
 pub use nodepool::{
     limit_share, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool, RebalancePolicy,
-    LIMIT_NODES, REBALANCE_POLICY_ANNOTATION,
+    LIMIT_NODES, NODE_REPAIR_ANNOTATION, REBALANCE_POLICY_ANNOTATION,
 };
 pub use pdb::Pdb;
 pub use pod::{

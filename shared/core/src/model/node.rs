@@ -56,6 +56,31 @@ pub struct Node {
     /// Consolidation measures idleness from it (see [`crate::nodeclaim::NodeClaim::idle_since`]).
     #[serde(default)]
     pub last_pod_event: Option<Time>,
+    /// The Node's conditions that node repair watches ([`crate::disruption::repair::POLICIES`]),
+    /// with their status and when it last changed; other conditions are not kept. Empty for
+    /// hand-written and simulated nodes unless they say otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<NodeCondition>,
+}
+
+/// One condition from a Node's `status.conditions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeCondition {
+    /// `Ready`, `KernelReady`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// When `status` last changed (`lastTransitionTime`): how long the node has been in it.
+    /// `None` when the kubelet or agent did not say.
+    #[serde(default)]
+    pub since: Option<Time>,
+}
+
+impl NodeCondition {
+    pub fn new(kind: &str, status: &str, since: Option<Time>) -> NodeCondition {
+        NodeCondition { kind: kind.to_string(), status: status.to_string(), since }
+    }
 }
 
 fn ready_default() -> bool {
@@ -79,7 +104,13 @@ impl Node {
             deleting: false,
             termination_finalizer: false,
             last_pod_event: None,
+            conditions: vec![],
         }
+    }
+
+    /// The condition of type `kind`, if the node reports it.
+    pub fn condition(&self, kind: &str) -> Option<&NodeCondition> {
+        self.conditions.iter().find(|c| c.kind == kind)
     }
 
     /// Sum of the requests of the pods on it.

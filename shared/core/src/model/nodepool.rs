@@ -82,6 +82,11 @@ pub fn limit_share(capacity: &Resources) -> Resources {
 /// The NodePool annotation that selects the [`RebalancePolicy`].
 pub const REBALANCE_POLICY_ANNOTATION: &str = "dovetail.dev/rebalance-policy";
 
+/// The NodePool annotation that turns node repair on for the pool (`"true"`; see
+/// [`crate::disruption::repair`]). An annotation rather than a field: the pool's `spec` stays
+/// Karpenter's, whose node repair is a controller-wide feature gate.
+pub const NODE_REPAIR_ANNOTATION: &str = "dovetail.dev/node-repair";
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodePool {
     pub name: String,
@@ -104,6 +109,11 @@ pub struct NodePool {
     pub termination_grace_period: Option<Duration>,
     pub disruption: DisruptionSpec,
     pub rebalance: RebalancePolicy,
+    /// The pool's [`NODE_REPAIR_ANNOTATION`] says `"true"`: its unhealthy nodes are replaced
+    /// ([`crate::disruption::repair`]), as every pool's are when node repair is on for the whole
+    /// cluster ([`crate::cluster::Cluster::node_repair`]). Off by default, as in Karpenter.
+    #[serde(default)]
+    pub node_repair: bool,
 }
 
 impl NodePool {
@@ -124,6 +134,7 @@ impl NodePool {
             termination_grace_period: None,
             disruption: DisruptionSpec::default(),
             rebalance: RebalancePolicy::Ignore,
+            node_repair: false,
         }
     }
 }

@@ -96,6 +96,10 @@ pub enum Reason {
     /// other disruption (PDBs and do-not-disrupt hold pods until the terminationGracePeriod),
     /// but not subject to budgets — the deletion was asked for.
     Deleted,
+    /// Node repair: a condition the repair policies watch stayed unhealthy past its toleration
+    /// ([`crate::disruption::repair`]). Forceful, as Karpenter's repair is: not subject to
+    /// budgets, and the drain does not wait for the node's pods ([`Reason::skips_drain`]).
+    Unhealthy,
 }
 
 impl Reason {
@@ -113,6 +117,16 @@ impl Reason {
     /// does for expiry.
     pub fn loses_instance(self) -> bool {
         matches!(self, Reason::SpotInterrupted | Reason::CapacityReservationInterrupted | Reason::InstanceStateChange)
+    }
+
+    /// Whether the drain's deadline is the disruption itself, so the node is terminated without
+    /// waiting for evictions, PDBs, do-not-disrupt or volume detachment (Karpenter's repair stamps
+    /// the claim's termination time with "now" the same way). Only node repair: a node unhealthy
+    /// for its whole toleration cannot be trusted to finish a graceful drain — a kubelet that has
+    /// not reported Ready for 30 minutes never confirms an eviction, so the drain would wait until
+    /// the terminationGracePeriod, which by default never comes.
+    pub fn skips_drain(self) -> bool {
+        matches!(self, Reason::Unhealthy)
     }
 }
 

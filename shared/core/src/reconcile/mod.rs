@@ -74,11 +74,20 @@ pub struct Settings {
     /// Longer than one provisioning invocation may run (the function timeout), so a crashed
     /// holder frees the cluster by itself.
     pub lease_ttl: Duration,
+    /// Node repair for every NodePool, not only those annotated `dovetail.dev/node-repair: "true"`
+    /// (see [`crate::disruption::repair`]). Off by default, as Karpenter's `NodeRepair` feature
+    /// gate is; the functions read it from `DOVETAIL_NODE_REPAIR`.
+    pub node_repair: bool,
 }
 
 impl Settings {
     pub fn new(cluster: &str, holder: &str) -> Settings {
-        Settings { cluster: cluster.into(), holder: holder.into(), lease_ttl: Duration::from_secs(120) }
+        Settings {
+            cluster: cluster.into(),
+            holder: holder.into(),
+            lease_ttl: Duration::from_secs(120),
+            node_repair: false,
+        }
     }
 }
 

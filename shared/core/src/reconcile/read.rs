@@ -76,6 +76,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             unavailable,
             namespaces: kube.namespaces,
             claim_objects: kube.claim_objects,
+            node_repair: self.settings.node_repair,
         };
         let usage = provisioning::pool_usage(&cluster, &catalog);
         for p in &mut cluster.nodepools {

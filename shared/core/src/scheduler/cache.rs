@@ -164,6 +164,7 @@ fn same_spec(a: &NodePool, b: &NodePool) -> bool {
         termination_grace_period: _,
         disruption: _,
         rebalance: _,
+        node_repair: _,
     } = a;
     *name == b.name
         && *weight == b.weight

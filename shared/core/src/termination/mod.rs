@@ -26,6 +26,11 @@
 //! of the drain leaves an Event on the Node naming every pod whose do-not-disrupt or
 //! PodDisruptionBudget was overridden. Other drains keep both protections until their deadline.
 //!
+//! Node repair ([`Reason::skips_drain`]) has its deadline at the repair decision itself: the node
+//! has been unhealthy past its toleration, so the machine terminates the instance without
+//! evicting or waiting (as Karpenter's repair does); the pods go when the Node is deleted.
+//!
+//! [`Reason::skips_drain`]: crate::nodeclaim::Reason::skips_drain
 //! [`Reason::loses_instance`]: crate::nodeclaim::Reason::loses_instance
 
 use serde::{Deserialize, Serialize};
@@ -90,12 +95,15 @@ impl Tier {
 enum Deadline {
     Grace(Time),
     Reclaim(Time),
+    /// Node repair decided at this time, and does not wait for the drain
+    /// ([`crate::nodeclaim::Reason::skips_drain`]).
+    Repair(Time),
 }
 
 impl Deadline {
     fn at(self) -> Time {
         match self {
-            Deadline::Grace(t) | Deadline::Reclaim(t) => t,
+            Deadline::Grace(t) | Deadline::Reclaim(t) | Deadline::Repair(t) => t,
         }
     }
 
@@ -104,6 +112,7 @@ impl Deadline {
         match self {
             Deadline::Grace(t) => format!("the terminationGracePeriod of {name} ends at {t}"),
             Deadline::Reclaim(t) => format!("the instance of {name} is reclaimed at {t}"),
+            Deadline::Repair(t) => format!("the node of {name} is unhealthy and was repaired at {t}"),
         }
     }
 
@@ -112,6 +121,9 @@ impl Deadline {
         match self {
             Deadline::Grace(t) => format!("terminationGracePeriod of {name} ended at {t}"),
             Deadline::Reclaim(t) => format!("the instance of {name} is reclaimed at {t}"),
+            Deadline::Repair(t) => {
+                format!("the node of {name} is unhealthy: repair (decided {t}) does not wait for its drain")
+            }
         }
     }
 }
@@ -220,11 +232,11 @@ impl Stepper {
     /// the reclaim time too.
     fn deadline(&mut self) -> Option<Deadline> {
         let grace = self.state().deadline.map(Deadline::Grace);
-        let reclaim = self.next.disruption.as_ref().and_then(|d| d.reclaim_at).map(Deadline::Reclaim);
-        match (grace, reclaim) {
-            (Some(g), Some(r)) => Some(if r.at() < g.at() { r } else { g }),
-            (g, r) => g.or(r),
-        }
+        let disruption = self.next.disruption.as_ref();
+        let reclaim = disruption.and_then(|d| d.reclaim_at).map(Deadline::Reclaim);
+        let repair = disruption.filter(|d| d.reason.skips_drain()).map(|d| Deadline::Repair(d.since));
+        // The earliest wins; on a tie the one listed first words it.
+        [grace, reclaim, repair].into_iter().flatten().min_by_key(|d| d.at())
     }
 
     /// Whether the instance goes away whatever the drain does (see `Reason::loses_instance`).

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use dovetail_core::labels::{NODECLAIM, TAINT_UNREGISTERED};
 use dovetail_core::model::{
-    tolerates_all, DaemonSet, LabelSelector, Node, NodeClass, NodeKind, NodePool, Pdb, Pod, Taint,
+    tolerates_all, DaemonSet, LabelSelector, Node, NodeClass, NodeCondition, NodeKind, NodePool, Pdb, Pod, Taint,
 };
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, Observed};
@@ -222,6 +222,21 @@ impl KubeSim {
     pub(super) fn next_uid(&mut self) -> u64 {
         self.next_uid += 1;
         self.next_uid
+    }
+
+    /// Sets one of a node's conditions as of `since`, as its kubelet, the node lifecycle controller
+    /// or the node monitoring agent would (a failure to inject: a kubelet that stops reporting is
+    /// `Ready=Unknown`, a broken GPU `AcceleratedHardwareReady=False`). A `Ready` condition also
+    /// sets whether the node is Ready. `false` when there is no such node.
+    pub fn set_condition(&mut self, node: &str, kind: &str, status: &str, since: Time) -> bool {
+        let Some(n) = self.nodes.get_mut(node) else { return false };
+        n.node.conditions.retain(|c| c.kind != kind);
+        n.node.conditions.push(NodeCondition::new(kind, status, Some(since)));
+        if kind == "Ready" {
+            n.node.ready = status == "True";
+            self.bind_needed = true;
+        }
+        true
     }
 
     pub(super) fn kubelet_stopped(&mut self, node: &str) {

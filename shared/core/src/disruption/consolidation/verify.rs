@@ -157,6 +157,7 @@ impl<'a> Work<'a> {
                 deleting: n.deleting,
                 termination_finalizer: false,
                 last_pod_event: n.last_pod_event,
+                conditions: vec![],
             });
         }
         if let Some(r) = replacement {

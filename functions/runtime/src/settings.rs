@@ -1,0 +1,60 @@
+//! The settings the decision core reads from the functions' environment ([`Settings`]); the
+//! adapters' own variables are `dovetail_aws::Config`'s. Parsed here, outside the `aws` feature,
+//! so they are tested without linking the SDK.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `DOVETAIL_NODE_REPAIR` | node repair for every NodePool (`true`), not only those annotated `dovetail.dev/node-repair: "true"` | `false` |
+
+use dovetail_core::reconcile::Settings;
+
+/// The variable that turns node repair on for every NodePool.
+pub const NODE_REPAIR_VAR: &str = "DOVETAIL_NODE_REPAIR";
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{var}={value:?}: {expected}")]
+pub struct SettingError {
+    pub var: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+/// The reconciler's settings for `cluster` and `holder`, with what `get` (a variable lookup: the
+/// process environment, or a map in tests) says. An unset or empty variable takes its default; a
+/// value that is not one of the accepted ones is an error, so a typo stops the function at init
+/// rather than leaving repair silently off.
+pub fn from_lookup(
+    cluster: &str,
+    holder: &str,
+    get: impl Fn(&str) -> Option<String>,
+) -> Result<Settings, SettingError> {
+    let mut settings = Settings::new(cluster, holder);
+    if let Some(v) = get(NODE_REPAIR_VAR).filter(|v| !v.trim().is_empty()) {
+        settings.node_repair = match v.trim() {
+            "true" => true,
+            "false" => false,
+            _ => return Err(SettingError { var: NODE_REPAIR_VAR, value: v, expected: "true or false" }),
+        };
+    }
+    Ok(settings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(value: Option<&str>) -> Result<Settings, SettingError> {
+        from_lookup("prod", "sweeper", |k| if k == NODE_REPAIR_VAR { value.map(str::to_string) } else { None })
+    }
+
+    #[test]
+    fn node_repair_is_off_unless_set_true() {
+        assert!(!with(None).unwrap().node_repair);
+        assert!(!with(Some("")).unwrap().node_repair);
+        assert!(!with(Some("false")).unwrap().node_repair);
+        let on = with(Some("true")).unwrap();
+        assert!(on.node_repair);
+        assert_eq!((on.cluster.as_str(), on.holder.as_str()), ("prod", "sweeper"));
+        assert_eq!(with(Some("yes")).unwrap_err().to_string(), "DOVETAIL_NODE_REPAIR=\"yes\": true or false");
+    }
+}
