@@ -5,7 +5,7 @@
 //! node` / `kubectl delete nodeclaim` carried out as a drain: the Node or the NodeClaim stays,
 //! held by Dovetail's finalizer, until its pods have moved (the PodDisruptionBudget kept) and its
 //! instance is terminated. The EC2NodeClass's and NodePool's status and READY columns;
-//! `limits.nodes`; consolidateAfter counted from the last pod event.
+//! node repair; `limits.nodes`; consolidateAfter counted from the last pod event.
 
 use std::collections::BTreeMap;
 
@@ -197,8 +197,30 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     assert!(rows.iter().all(|r| r["Name"] != target.name.as_str() && r["Name"] != deleted_claim.name.as_str()));
     e2e.assert_exactly_once("after two deletions").await?;
 
-    // 7. limits.nodes: with three nodes and a limit of three, a fourth replica waits, and says why.
+    // 9. Node repair, opted in on the pool: a node NotReady for 31 minutes (past Ready's 30) is
+    // replaced, one node of three being within the 20% a pool may repair at once.
     let pools = super::super::kube::nodepools(&e2e.admin);
+    let opt_in = json!({"metadata": {"annotations": {"dovetail.dev/node-repair": "true"}}});
+    pools.patch("default", &PatchParams::default(), &Patch::Merge(&opt_in)).await?;
+    let claims = e2e.live_claims().await?;
+    let sick = claims.iter().find(|c| c.node_name.is_some()).context("a registered claim")?.clone();
+    let sick_node = sick.node_name.clone().unwrap_or_default();
+    let since = k8s_openapi::jiff::Timestamp::now() - std::time::Duration::from_secs(31 * 60);
+    let not_ready = json!({"status": {"conditions": [{
+        "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "container runtime is down",
+        "lastTransitionTime": since.to_string(), "lastHeartbeatTime": since.to_string(),
+    }]}});
+    Api::<Node>::all(e2e.admin.clone())
+        .patch_status(&sick_node, &PatchParams::default(), &Patch::Merge(&not_ready))
+        .await?;
+    replaced(&e2e, &sick.launch.as_ref().context("launched")?.instance_id, 3).await?;
+    let events = e2e.events("default", "Node", &sick_node).await?;
+    let unhealthy = events.iter().find(|e| e.reason.as_deref() == Some("Unhealthy")).context("an Unhealthy Event")?;
+    assert!(unhealthy.message.as_deref().is_some_and(|m| m.contains("Ready")), "{unhealthy:?}");
+    let stored = e2e.store().claim(&sick.name).await?.context("the repaired claim stays as history")?;
+    assert_eq!(stored.disruption.map(|d| d.reason), Some(dovetail_core::nodeclaim::Reason::Unhealthy));
+
+    // 7. limits.nodes: with three nodes and a limit of three, a fourth replica waits, and says why.
     pools
         .patch("default", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"limits": {"nodes": "3"}}})))
         .await?;
