@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{bail, Context, Result};
 use dovetail_core::nodeclaim::object::FINALIZER;
+use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::reconcile::ports::{Clock, Store};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -203,7 +204,9 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     let opt_in = json!({"metadata": {"annotations": {"dovetail.dev/node-repair": "true"}}});
     pools.patch("default", &PatchParams::default(), &Patch::Merge(&opt_in)).await?;
     let claims = e2e.live_claims().await?;
-    let sick = claims.iter().find(|c| c.node_name.is_some()).context("a registered claim")?.clone();
+    // Not one of the claims deleted above, which may still be on their way out.
+    let working = |c: &&NodeClaim| c.phase == Phase::Initialized && c.disruption.is_none();
+    let sick = claims.iter().find(working).context("an Initialized claim")?.clone();
     let sick_node = sick.node_name.clone().unwrap_or_default();
     let since = k8s_openapi::jiff::Timestamp::now() - std::time::Duration::from_secs(31 * 60);
     let not_ready = json!({"status": {"conditions": [{
@@ -213,7 +216,17 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     Api::<Node>::all(e2e.admin.clone())
         .patch_status(&sick_node, &PatchParams::default(), &Patch::Merge(&not_ready))
         .await?;
-    replaced(&e2e, &sick.launch.as_ref().context("launched")?.instance_id, 3).await?;
+    // Forceful: its pods are not evicted but go with the Node (kube-controller-manager's pod
+    // garbage collector deletes pods bound to a Node that is gone), and run again elsewhere.
+    let sick_instance = sick.launch.as_ref().context("launched")?.instance_id.clone();
+    e2e.until("the unhealthy node terminated and its pod running elsewhere", STEP * 2, || async {
+        let nodes: Vec<String> = e2e.nodes().await?.iter().filter_map(|n| n.metadata.name.clone()).collect();
+        let pods = e2e.pods("shop", "app=api").await?;
+        let running = pods.iter().filter(|p| super::runs(p) && nodes.contains(&node_of(p))).count();
+        let live = e2e.instances().await.iter().any(|(id, ..)| id == &sick_instance);
+        Ok((!live && !nodes.contains(&sick_node) && running == 3).then_some(()))
+    })
+    .await?;
     let events = e2e.events("default", "Node", &sick_node).await?;
     let unhealthy = events.iter().find(|e| e.reason.as_deref() == Some("Unhealthy")).context("an Unhealthy Event")?;
     assert!(unhealthy.message.as_deref().is_some_and(|m| m.contains("Ready")), "{unhealthy:?}");

@@ -275,4 +275,14 @@ status: {phase: Running, startTime: "2025-06-01T12:01:00Z"}
     snap.pods.deleted(&Lean(pods[2].clone()), at("2025-06-01T12:40:00Z"));
     assert_eq!(last(&snap), Some(at("2025-06-01T12:20:00Z")));
     assert_eq!(snap.pods.departed.len(), 1, "{:?}", snap.pods.departed);
+
+    // A small kind is listed again rather than watched: web-1, missing from the relist, left by
+    // then. (The first list of a kind says nothing of what left.)
+    snap.pods.version = Some("7".into());
+    let kept = kind::<KeptPod>(&lean(&pods[2..3])).objects;
+    snap.pods.relisted(kept, Some("8".into()), at("2025-06-01T12:50:00Z"));
+    assert_eq!(last(&snap), Some(at("2025-06-01T12:50:00Z")));
+    let mut cold = Kind::<KeptPod>::default();
+    cold.relisted(kind::<KeptPod>(&lean(&pods)).objects, Some("9".into()), at("2025-06-01T13:00:00Z"));
+    assert!(cold.departed.is_empty());
 }

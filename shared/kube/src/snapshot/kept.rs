@@ -42,6 +42,13 @@ pub(crate) trait Keep: Sized + Clone + Debug + PartialEq + Send + Sync {
     fn departure(&self, _after: Option<&Self>, _o: &Self::Object, _now: Time) -> Option<(String, Time)> {
         None
     }
+
+    /// The same for an object a relist no longer shows (its departure only known to be before
+    /// `now`, the list's time): a kind small enough to be listed again at each read sees its
+    /// pods leave this way, not through a watch.
+    fn vanished(&self, _now: Time) -> Option<(String, Time)> {
+        None
+    }
 }
 
 fn name_of(meta: &ObjectMeta) -> String {
@@ -134,12 +141,24 @@ impl Keep for KeptPod {
     /// gone at the latest; the watch may apply the deletion minutes later), else when the watch
     /// delivered it.
     fn departure(&self, after: Option<&Self>, Lean(p): &Lean<k8s::Pod>, now: Time) -> Option<(String, Time)> {
+        let due = p.metadata.deletion_timestamp.as_ref().map(|t| Time(t.0.as_millisecond()));
+        self.leaves(after, due, now)
+    }
+
+    fn vanished(&self, now: Time) -> Option<(String, Time)> {
+        self.leaves(None, None, now)
+    }
+}
+
+impl KeptPod {
+    /// The node this pod leaves and when, if it is a pod whose comings and goings count (not a
+    /// DaemonSet or mirror pod) and it leaves: it is gone (`after` is `None`) or now finished.
+    fn leaves(&self, after: Option<&Self>, due: Option<Time>, now: Time) -> Option<(String, Time)> {
         let Err(NotProvisionable::Bound(node)) = &self.verdict else { return None };
         let counts = self.pod.as_ref().is_ok_and(|pod| pod.marks_pod_event());
         if !counts || self.finished.is_some() || after.is_some_and(|a| a.finished.is_none()) {
             return None;
         }
-        let due = p.metadata.deletion_timestamp.as_ref().map(|t| Time(t.0.as_millisecond()));
         Some((node.clone(), due.map_or(now, |d| d.min(now))))
     }
 }

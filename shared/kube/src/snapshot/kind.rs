@@ -99,9 +99,9 @@ pub(crate) struct Kind<T> {
     pub objects: BTreeMap<String, Box<T>>,
     /// `None` until the first list: then the next read lists.
     pub version: Option<String>,
-    /// By node name, the latest time this process's watches saw a pod leave it (see
-    /// [`Keep::departure`]; empty for other kinds). A list cannot tell what left, so this outlives
-    /// relists, and is as warm as the process: one entry per node that ever lost a pod.
+    /// By node name, the latest time this process saw a pod leave it: through a watch (see
+    /// [`Keep::departure`]), or gone from a relist ([`Keep::vanished`]); empty for other kinds. It
+    /// outlives relists, and is as warm as the process: one entry per node that ever lost a pod.
     pub departed: BTreeMap<String, Time>,
 }
 
@@ -124,6 +124,25 @@ impl<T: Keep> Kind<T> {
     pub(crate) fn deleted(&mut self, o: &T::Object, now: Time) {
         let left = self.objects.remove(&T::key(o)).and_then(|before| before.departure(None, o, now));
         self.record(left);
+    }
+
+    /// Takes a list's objects (at `version`, listed at `now`). After a first list, what the list
+    /// no longer shows left meanwhile: a kind small enough to be listed again at each read sees
+    /// its pods leave this way, not through a watch.
+    pub(crate) fn relisted(&mut self, objects: BTreeMap<String, Box<T>>, version: Option<String>, now: Time) {
+        if self.version.is_some() {
+            let gone: Vec<_> = self
+                .objects
+                .iter()
+                .filter(|(key, _)| !objects.contains_key(*key))
+                .filter_map(|(_, before)| before.vanished(now))
+                .collect();
+            for left in gone {
+                self.record(Some(left));
+            }
+        }
+        self.objects = objects;
+        self.version = version;
     }
 
     fn record(&mut self, left: Option<(String, Time)>) {
@@ -198,8 +217,7 @@ where
                     None => break,
                 }
             }
-            self.objects = objects;
-            self.version = version;
+            self.relisted(objects, version, now());
             return Ok(());
         }
     }
