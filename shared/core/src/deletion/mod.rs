@@ -91,29 +91,17 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::catalog::CapacityType;
     use crate::model::Node;
+    use crate::nodeclaim::object::tests::launched;
     use crate::nodeclaim::object::Observed;
-    use crate::nodeclaim::{Launch, NodeClaim};
+    use crate::nodeclaim::NodeClaim;
     use crate::resources::Resources;
     use crate::time::Time;
 
     fn claim(name: &str, node: Option<&str>) -> NodeClaim {
-        let mut c = NodeClaim::launching(name, "default", "default", Time::from_secs(0));
-        c.version = 3;
+        let mut c = launched(name, 3);
         c.phase = if node.is_some() { Phase::Initialized } else { Phase::Launched };
         c.node_name = node.map(str::to_string);
-        c.launch = Some(Launch {
-            instance_id: format!("i-{name}"),
-            instance_type: "m5.large".into(),
-            zone: "us-east-1a".into(),
-            capacity_type: CapacityType::OnDemand,
-            image_id: "ami-1".into(),
-            subnet_id: "subnet-1".into(),
-            security_groups: vec![],
-            price: 0.1,
-            launched_at: Time::from_secs(10),
-        });
         c
     }
 
