@@ -6,7 +6,9 @@
 //! - `{"pod": "<namespace>/<name>", "unschedulableAt": "<RFC 3339>"}` — the simulator's shape;
 //! - `{"node": "<name>", "event": "registered" | "ready" | "gone", "at": "<RFC 3339>"}`;
 //! - `{"nodeclaim": "<name>", "event": "deleted", "at": "<RFC 3339>"}` — someone asked for a
-//!   NodeClaim's deletion (`kubectl delete nodeclaim`), which Dovetail carries out as a drain.
+//!   NodeClaim's deletion (`kubectl delete nodeclaim`), which Dovetail carries out as a drain;
+//! - `{"nodepool": "<name>", "event": "deleted", "at": "<RFC 3339>"}` — a NodePool's deletion,
+//!   which drains its nodes under its budgets before the pool goes.
 //!
 //! Times are when the forwarder saw the change, in UTC with milliseconds: admission happens just
 //! before the API server stores the change, and a condition's `lastTransitionTime` only has
@@ -38,6 +40,23 @@ impl NodeEvent {
     }
 }
 
+/// A Dovetail object whose deletion Dovetail carries out (it holds them with its finalizer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Deleted {
+    NodeClaim,
+    NodePool,
+}
+
+impl Deleted {
+    /// The body's key, and the doorbell's kind: `nodeclaim`, `nodepool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Deleted::NodeClaim => "nodeclaim",
+            Deleted::NodePool => "nodepool",
+        }
+    }
+}
+
 /// One doorbell, before it is serialized.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Doorbell {
@@ -52,8 +71,9 @@ pub enum Doorbell {
         event: NodeEvent,
         at: Timestamp,
     },
-    /// A NodeClaim object's deletion was asked for.
-    ClaimDeleted {
+    /// A NodeClaim object's or NodePool's deletion was asked for.
+    Deleted {
+        kind: Deleted,
         name: String,
         at: Timestamp,
     },
@@ -64,13 +84,6 @@ pub enum Doorbell {
 struct PodBody<'a> {
     pod: &'a str,
     unschedulable_at: String,
-}
-
-#[derive(Serialize)]
-struct ClaimBody<'a> {
-    nodeclaim: &'a str,
-    event: &'static str,
-    at: String,
 }
 
 #[derive(Serialize)]
@@ -95,9 +108,9 @@ impl Doorbell {
             Doorbell::Node { name, event, at } => {
                 serde_json::to_string(&NodeBody { node: name, event: *event, at: rfc3339(*at) })
             }
-            Doorbell::ClaimDeleted { name, at } => {
-                serde_json::to_string(&ClaimBody { nodeclaim: name, event: "deleted", at: rfc3339(*at) })
-            }
+            Doorbell::Deleted { kind, name, at } => serde_json::to_string(
+                &serde_json::json!({ kind.as_str(): name, "event": "deleted", "at": rfc3339(*at) }),
+            ),
         };
         json.expect("string fields always serialize")
     }
@@ -108,16 +121,16 @@ impl Doorbell {
         match self {
             Doorbell::Pod { namespace, name, .. } => DoorbellKey::Pod(namespace.clone(), name.clone()),
             Doorbell::Node { name, event, .. } => DoorbellKey::Node(name.clone(), *event),
-            Doorbell::ClaimDeleted { name, .. } => DoorbellKey::ClaimDeleted(name.clone()),
+            Doorbell::Deleted { kind, name, .. } => DoorbellKey::Deleted(*kind, name.clone()),
         }
     }
 
-    /// `pod`, `node` or `nodeclaim`, a stable field for logs and metrics.
+    /// `pod`, `node`, `nodeclaim` or `nodepool`, a stable field for logs and metrics.
     pub fn kind(&self) -> &'static str {
         match self {
             Doorbell::Pod { .. } => "pod",
             Doorbell::Node { .. } => "node",
-            Doorbell::ClaimDeleted { .. } => "nodeclaim",
+            Doorbell::Deleted { kind, .. } => kind.as_str(),
         }
     }
 }
@@ -128,7 +141,7 @@ pub enum DoorbellKey {
     /// Namespace and name.
     Pod(String, String),
     Node(String, NodeEvent),
-    ClaimDeleted(String),
+    Deleted(Deleted, String),
 }
 
 #[cfg(test)]
@@ -147,14 +160,16 @@ mod tests {
     }
 
     #[test]
-    fn nodeclaim_body() {
-        let bell = Doorbell::ClaimDeleted { name: "default-abc12".into(), at: at() };
-        let body: serde_json::Value = serde_json::from_str(&bell.body()).unwrap();
-        assert_eq!(
-            body,
-            serde_json::json!({"nodeclaim": "default-abc12", "event": "deleted", "at": "2025-06-01T12:00:00.123Z"})
-        );
-        assert_eq!(bell.kind(), "nodeclaim");
+    fn deletion_bodies() {
+        for (kind, word) in [(Deleted::NodeClaim, "nodeclaim"), (Deleted::NodePool, "nodepool")] {
+            let bell = Doorbell::Deleted { kind, name: "default-abc12".into(), at: at() };
+            let body: serde_json::Value = serde_json::from_str(&bell.body()).unwrap();
+            assert_eq!(
+                body,
+                serde_json::json!({word: "default-abc12", "event": "deleted", "at": "2025-06-01T12:00:00.123Z"})
+            );
+            assert_eq!(bell.kind(), word);
+        }
     }
 
     #[test]

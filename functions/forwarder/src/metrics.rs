@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::doorbell::Deleted;
 use crate::review::Outcome;
 
 /// Monotonic counters since the process started.
@@ -14,6 +15,7 @@ pub struct Metrics {
     pub reviews_pod_doorbell: AtomicU64,
     pub reviews_node_doorbell: AtomicU64,
     pub reviews_nodeclaim_doorbell: AtomicU64,
+    pub reviews_nodepool_doorbell: AtomicU64,
     pub reviews_ignored: AtomicU64,
     pub reviews_dry_run: AtomicU64,
     pub reviews_malformed: AtomicU64,
@@ -39,7 +41,12 @@ impl Metrics {
         let counter = match outcome {
             Outcome::Doorbell(crate::doorbell::Doorbell::Pod { .. }) => &self.reviews_pod_doorbell,
             Outcome::Doorbell(crate::doorbell::Doorbell::Node { .. }) => &self.reviews_node_doorbell,
-            Outcome::Doorbell(crate::doorbell::Doorbell::ClaimDeleted { .. }) => &self.reviews_nodeclaim_doorbell,
+            Outcome::Doorbell(crate::doorbell::Doorbell::Deleted { kind: Deleted::NodeClaim, .. }) => {
+                &self.reviews_nodeclaim_doorbell
+            }
+            Outcome::Doorbell(crate::doorbell::Doorbell::Deleted { kind: Deleted::NodePool, .. }) => {
+                &self.reviews_nodepool_doorbell
+            }
             Outcome::Ignored => &self.reviews_ignored,
             Outcome::DryRun => &self.reviews_dry_run,
             Outcome::Malformed(_) => &self.reviews_malformed,
@@ -52,7 +59,7 @@ impl Metrics {
     }
 
     /// Every counter with its Prometheus name, label and help text.
-    fn counters(&self) -> [(&'static str, Option<&'static str>, &'static str, &AtomicU64); 13] {
+    fn counters(&self) -> [(&'static str, Option<&'static str>, &'static str, &AtomicU64); 14] {
         const REVIEWS: &str = "AdmissionReview requests answered, by what they meant.";
         const DOORBELLS: &str = "Doorbells not sent, by why.";
         [
@@ -68,6 +75,12 @@ impl Metrics {
                 Some("outcome=\"nodeclaim_doorbell\""),
                 REVIEWS,
                 &self.reviews_nodeclaim_doorbell,
+            ),
+            (
+                "dovetail_forwarder_reviews_total",
+                Some("outcome=\"nodepool_doorbell\""),
+                REVIEWS,
+                &self.reviews_nodepool_doorbell,
             ),
             ("dovetail_forwarder_reviews_total", Some("outcome=\"ignored\""), REVIEWS, &self.reviews_ignored),
             ("dovetail_forwarder_reviews_total", Some("outcome=\"dry_run\""), REVIEWS, &self.reviews_dry_run),

@@ -16,7 +16,8 @@
 //! - **nodes CREATE** → `registered`; **nodes/status UPDATE** where `Ready` turns `True` →
 //!   `ready`; **nodes DELETE** → `gone`.
 //! - **nodeclaims.dovetail.dev DELETE** → a `nodeclaim` doorbell: `kubectl delete nodeclaim`
-//!   asks Dovetail to drain and terminate that node.
+//!   asks Dovetail to drain and terminate that node; **nodepools.dovetail.dev DELETE** → a
+//!   `nodepool` doorbell: the pool's nodes are drained under its budgets, then it goes.
 //!
 //! Dry-run requests never ring (nothing is stored). Everything else — other resources and
 //! operations, heartbeats that change nothing — is allowed without a doorbell.
@@ -27,7 +28,7 @@
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-use crate::doorbell::{Doorbell, NodeEvent};
+use crate::doorbell::{Deleted, Doorbell, NodeEvent};
 
 /// The decoded request: the response to send, and what it meant.
 #[derive(Debug)]
@@ -56,7 +57,8 @@ impl Outcome {
         match self {
             Outcome::Doorbell(Doorbell::Pod { .. }) => "pod_doorbell",
             Outcome::Doorbell(Doorbell::Node { .. }) => "node_doorbell",
-            Outcome::Doorbell(Doorbell::ClaimDeleted { .. }) => "nodeclaim_doorbell",
+            Outcome::Doorbell(Doorbell::Deleted { kind: Deleted::NodeClaim, .. }) => "nodeclaim_doorbell",
+            Outcome::Doorbell(Doorbell::Deleted { kind: Deleted::NodePool, .. }) => "nodepool_doorbell",
             Outcome::Ignored => "ignored",
             Outcome::DryRun => "dry_run",
             Outcome::Malformed(_) => "malformed",
@@ -93,7 +95,10 @@ fn decide(request: &RequestIn, now: Timestamp) -> Outcome {
     let sub = request.sub_resource.as_deref().unwrap_or("");
     let doorbell = match (group, request.resource.resource.as_str(), sub, request.operation.as_str()) {
         (DOVETAIL_GROUP, "nodeclaims", "", "DELETE") => {
-            object_name(request).map(|name| Doorbell::ClaimDeleted { name, at: now })
+            object_name(request).map(|name| Doorbell::Deleted { kind: Deleted::NodeClaim, name, at: now })
+        }
+        (DOVETAIL_GROUP, "nodepools", "", "DELETE") => {
+            object_name(request).map(|name| Doorbell::Deleted { kind: Deleted::NodePool, name, at: now })
         }
         (DOVETAIL_GROUP, ..) => None,
         (_, resource, sub, operation) => core_doorbell(request, resource, sub, operation, now),
@@ -387,7 +392,7 @@ mod tests {
     }
 
     #[test]
-    fn a_nodeclaim_deletion_rings() {
+    fn a_nodeclaim_or_nodepool_deletion_rings() {
         let claim = edited("node-delete", |r| {
             r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "nodeclaims"});
             r["request"]["kind"] = json!({"group": "dovetail.dev", "version": "v1", "kind": "NodeClaim"});
@@ -395,7 +400,16 @@ mod tests {
         });
         assert_eq!(
             outcome(&claim),
-            Outcome::Doorbell(Doorbell::ClaimDeleted { name: "default-x7k2p".into(), at: now() })
+            Outcome::Doorbell(Doorbell::Deleted { kind: Deleted::NodeClaim, name: "default-x7k2p".into(), at: now() })
+        );
+        let pool = edited("node-delete", |r| {
+            r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "nodepools"});
+            r["request"]["kind"] = json!({"group": "dovetail.dev", "version": "v1", "kind": "NodePool"});
+            r["request"]["name"] = json!("web");
+        });
+        assert_eq!(
+            outcome(&pool),
+            Outcome::Doorbell(Doorbell::Deleted { kind: Deleted::NodePool, name: "web".into(), at: now() })
         );
         let created = edited("node-create", |r| {
             r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "nodeclaims"})
@@ -430,11 +444,11 @@ mod tests {
         assert_eq!(outcome(&service), Outcome::Ignored);
         let other_group = edited("node-create", |r| r["request"]["resource"]["group"] = json!("example.com"));
         assert_eq!(outcome(&other_group), Outcome::Ignored);
-        // Of Dovetail's own group only a NodeClaim's deletion rings.
-        let pool = edited("node-delete", |r| {
-            r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "nodepools"})
+        // Of Dovetail's own group only deletions of NodeClaims and NodePools ring.
+        let class = edited("node-delete", |r| {
+            r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "ec2nodeclasses"})
         });
-        assert_eq!(outcome(&pool), Outcome::Ignored);
+        assert_eq!(outcome(&class), Outcome::Ignored);
         let node_update = edited("node-status-ready", |r| r["request"]["subResource"] = Value::Null);
         assert_eq!(outcome(&node_update), Outcome::Ignored);
     }

@@ -114,6 +114,18 @@ impl Cluster {
         }
     }
 
+    /// The pools that may launch: all but those being deleted (a deleting pool's nodes are being
+    /// taken away, so nothing new goes to it — not even a replacement).
+    pub fn launchable_pools(&self) -> impl Iterator<Item = &NodePool> {
+        self.nodepools.iter().filter(|p| !p.deleting)
+    }
+
+    /// Records that `object` (`NodePool/x` or `EC2NodeClass/x`) now carries Dovetail's
+    /// termination finalizer, or no longer does (and is gone, if it was being deleted).
+    pub fn hold(&mut self, object: &str, held: bool) {
+        crate::model::hold(&mut self.nodepools, &mut self.nodeclasses, object, held);
+    }
+
     /// Whether `instances` tells the state of `claim`'s instance, as [`instance_of`] finds it:
     /// `false` when the read did not ask for it (or the claim's launch was recorded after the
     /// read) — its absence from the list then says nothing, and nothing may be judged on it.

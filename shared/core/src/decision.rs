@@ -36,6 +36,16 @@ pub enum Action {
         claim: String,
         labels: BTreeMap<String, String>,
     },
+    /// Hold a NodePool or EC2NodeClass (`NodePool/x`, `EC2NodeClass/x`) with Dovetail's
+    /// termination finalizer, so that deleting it waits for what depends on it. Safe to repeat.
+    AddFinalizer {
+        object: String,
+    },
+    /// Let a NodePool or EC2NodeClass whose deletion was waiting go: remove Dovetail's finalizer.
+    /// An object already gone, or without the finalizer, is success.
+    RemoveFinalizer {
+        object: String,
+    },
     /// Remove every taint with this key (e.g. `dovetail.dev/unregistered` once the Node is matched
     /// to its claim). Removing an absent taint is a no-op, so the action is safe to repeat.
     RemoveTaint {
@@ -87,6 +97,8 @@ impl Action {
             Action::TaintNode { .. } => "TaintNode",
             Action::RemoveTaint { .. } => "RemoveTaint",
             Action::AdoptNode { .. } => "AdoptNode",
+            Action::AddFinalizer { .. } => "AddFinalizer",
+            Action::RemoveFinalizer { .. } => "RemoveFinalizer",
             Action::Evict { .. } => "Evict",
             Action::DeletePod { .. } => "DeletePod",
             Action::DeleteNode { .. } => "DeleteNode",

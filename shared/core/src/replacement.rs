@@ -9,7 +9,7 @@ use crate::catalog::{Catalog, OfferingKey};
 use crate::cluster::{unbound, vacate_leaving, Cluster};
 use crate::decision::{launch_once, Decision};
 use crate::labels;
-use crate::model::{Node, Pod};
+use crate::model::{Node, NodePool, Pod};
 use crate::nodeclaim::NodeClaim;
 use crate::provisioning::claim_limit_share;
 use crate::scheduler::{schedule_cached, Plan, PlannedClaim, SolveCache};
@@ -60,7 +60,7 @@ pub(crate) fn plan_replacement(
     // The node being replaced stops counting against its pool's limits (its capacity and its one
     // node, as `pool_usage` counted them): the swap must not be refused because what it gives
     // back is still on the books.
-    let mut nodepools = cluster.nodepools.clone();
+    let mut nodepools: Vec<NodePool> = cluster.launchable_pools().cloned().collect();
     if let Some(pool) = nodepools.iter_mut().find(|p| p.name == claim.nodepool) {
         pool.usage.sub(&claim_limit_share(claim, cluster, catalog));
     }

@@ -793,12 +793,7 @@ fn build(spec: &ClusterSpec, catalog: &Catalog) -> Snapshot {
         nodes,
         daemonsets,
         nodepools: pools,
-        nodeclasses: vec![NodeClass {
-            name: "default".into(),
-            kubelet: Default::default(),
-            tags: BTreeMap::new(),
-            spec: Default::default(),
-        }],
+        nodeclasses: vec![NodeClass { name: "default".into(), ..NodeClass::default() }],
         unavailable,
         namespaces,
     }

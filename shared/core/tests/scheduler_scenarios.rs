@@ -54,7 +54,7 @@ fn reqs(list: Vec<Requirement>) -> Requirements {
 }
 
 fn class() -> NodeClass {
-    NodeClass { name: "default".into(), kubelet: Default::default(), tags: BTreeMap::new(), spec: Default::default() }
+    NodeClass { name: "default".into(), ..NodeClass::default() }
 }
 
 /// A pool that allows both capacity types and any type.

@@ -10,7 +10,7 @@
 //!   termination finalizer and the NodeClaim as owner, one strategic merge patch), evictions
 //!   (policy/v1 Eviction; a PDB's 429 is `Refused`), pod and node deletion (a node's finalizer
 //!   removed once deleted), NodeClaim objects (server-side apply of object and status; deleted
-//!   finalizer first), Events (repeats folded into one), NodePool status (server-side apply on
+//!   finalizer first), the termination finalizer of NodePools and EC2NodeClasses, Events (repeats folded into one), NodePool status (server-side apply on
 //!   the status subresource, skipped when unchanged). Every write is idempotent: a node, pod,
 //!   claim or pool that is already gone is success where that was the goal.
 //! - [`eks_client`]: the client for an EKS endpoint, CA and bearer token.
@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use dovetail_api::crd::{self, NodePool, API_VERSION};
-use dovetail_core::model::Taint;
+use dovetail_core::model::{Held, Taint};
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, FINALIZER};
 use dovetail_core::reconcile::ports::{ClassStatus, Kube, KubeState, PoolStatus, PortError, PortResult};
@@ -151,6 +151,17 @@ impl KubeAdapter {
         Api::all_with(self.client.clone(), &ApiResource::erase::<NodePool>(&()))
     }
 
+    /// The API of a NodePool or EC2NodeClass named as the core names them (`NodePool/x`), and
+    /// the name.
+    fn held<'a>(&self, object: &'a str) -> PortResult<(Api<DynamicObject>, &'a str)> {
+        let resource = match Held::parse(object) {
+            Some(Held::NodePool(name)) => (ApiResource::erase::<NodePool>(&()), name),
+            Some(Held::NodeClass(name)) => (ApiResource::erase::<crd::EC2NodeClass>(&()), name),
+            None => return Err(PortError::Rejected(format!("{object:?} is not NodePool/name or EC2NodeClass/name"))),
+        };
+        Ok((Api::all_with(self.client.clone(), &resource.0), resource.1))
+    }
+
     /// Reads the node, computes its new taint list with `change`, and swaps it in if the list is
     /// still what was read; a lost race reads again. `Ok(false)`: the node does not exist.
     async fn change_taints(&self, node: &str, change: impl Fn(&[Value]) -> Option<Vec<Value>>) -> PortResult<bool> {
@@ -226,9 +237,41 @@ impl KubeAdapter {
     }
 }
 
-/// Removes Dovetail's finalizer from an object (a Node or a NodeClaim object), if it has it: a
-/// test-and-remove at the finalizer's index, read again when the list moved meanwhile. Gone is
-/// success.
+/// Adds Dovetail's finalizer to an object (a NodePool or an EC2NodeClass) that lacks it: the
+/// whole list written back as read plus ours, on the condition that the object is still the
+/// version read (a merge patch carrying `resourceVersion`), read again when it moved meanwhile. A
+/// patch never creates, so an object deleted meanwhile stays gone; gone is success.
+async fn hold(api: &Api<DynamicObject>, name: &str) -> PortResult<()> {
+    for _ in 0..PATCH_ATTEMPTS {
+        let current = match api.get_opt(name).await {
+            Ok(Some(o)) => o,
+            Ok(None) => return Ok(()),
+            Err(e) => return Err(port_error(&format!("get {name}"), e)),
+        };
+        let mut finalizers = current.metadata.finalizers.unwrap_or_default();
+        // A deleted object accepts no new finalizer (and needs none: it is going).
+        if finalizers.iter().any(|f| f == FINALIZER) || current.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        finalizers.push(FINALIZER.to_string());
+        let patch =
+            json!({ "metadata": { "finalizers": finalizers, "resourceVersion": current.metadata.resource_version } });
+        match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                info!(name, "added finalizer {FINALIZER}");
+                return Ok(());
+            }
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) if is_conflict(&e) => debug!(name, error = %e, "changed since read"),
+            Err(e) => return Err(port_error(&format!("add finalizer to {name}"), e)),
+        }
+    }
+    Err(PortError::Conflict(format!("{name} kept changing over {PATCH_ATTEMPTS} attempts")))
+}
+
+/// Removes Dovetail's finalizer from an object (a Node, a NodeClaim object, a NodePool or an
+/// EC2NodeClass), if it has it: a test-and-remove at the finalizer's index, read again when the
+/// list moved meanwhile. Gone is success.
 async fn release(api: &Api<DynamicObject>, name: &str) -> PortResult<()> {
     for _ in 0..PATCH_ATTEMPTS {
         let current = match api.get_opt(name).await {
@@ -322,6 +365,16 @@ impl Kube for KubeAdapter {
             Err(e) if is_not_found(&e) => Ok(()),
             Err(e) => Err(port_error(&format!("adopt node {node}"), e)),
         }
+    }
+
+    async fn add_finalizer(&self, object: &str) -> PortResult<()> {
+        let (api, name) = self.held(object)?;
+        hold(&api, name).await
+    }
+
+    async fn remove_finalizer(&self, object: &str) -> PortResult<()> {
+        let (api, name) = self.held(object)?;
+        release(&api, name).await
     }
 
     async fn evict(&self, namespace: &str, name: &str) -> PortResult<EvictionResult> {

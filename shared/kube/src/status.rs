@@ -5,7 +5,8 @@
 //!   `NodeClassReady`, `NodeRegistrationHealthy`, and `Ready` (valid and its class ready).
 //! - EC2NodeClass: the subnets (with zones), security groups, images (with the architecture each
 //!   suits) and instance profile it resolves to; `SubnetsReady`, `SecurityGroupsReady`,
-//!   `AMIsReady`, `InstanceProfileReady`, and `Ready` (all four).
+//!   `AMIsReady`, `InstanceProfileReady`, and `Ready` (all four); `DeletionBlocked` while a
+//!   deletion waits for the pools and claims that use it.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,8 @@ pub const READY: &str = "Ready";
 pub const NODE_CLASS_READY: &str = "NodeClassReady";
 pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
+/// An EC2NodeClass that was deleted while NodePools or NodeClaims use it is kept, and says by whom.
+pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 /// Karpenter's reason for `ValidationSucceeded=False`.
 const VALIDATION_FAILED: &str = "NodePoolValidationFailed";
 
@@ -100,6 +103,10 @@ pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Tim
     let refs: Vec<&Condition> = ours.iter().collect();
     let ready = root(&refs);
     ours.push(ready);
+    // Only while a deletion waits: once nothing uses the class it goes, condition and all.
+    if let Some(users) = &s.deletion_blocked {
+        ours.push(condition(DELETION_BLOCKED, "True", "InUse", users));
+    }
     let (subnets, security_groups, amis) = match &s.resolved {
         Ok(r) => (
             r.subnets
@@ -324,7 +331,7 @@ mod tests {
     fn a_resolved_class_lists_what_it_resolves_to_and_is_ready() {
         let observed = ObservedClass { instance_profile: Some("DovetailNodeRole-demo".into()), ..Default::default() };
         let s = desired_class(
-            &ClassStatus { name: "default".into(), resolved: Ok(resolved()) },
+            &ClassStatus { name: "default".into(), resolved: Ok(resolved()), deletion_blocked: None },
             &observed,
             &t("2025-06-01T12:00:00Z"),
         );
@@ -354,7 +361,11 @@ mod tests {
         let observed = ObservedClass { instance_profile: Some("p".into()), ..Default::default() };
         let now = t("2025-06-01T12:00:00Z");
         let empty = ResolvedClass { subnets: vec![], zones: vec![], ..resolved() };
-        let s = desired_class(&ClassStatus { name: "default".into(), resolved: Ok(empty) }, &observed, &now);
+        let s = desired_class(
+            &ClassStatus { name: "default".into(), resolved: Ok(empty), deletion_blocked: None },
+            &observed,
+            &now,
+        );
         let subnets = s.conditions.iter().find(|c| c.type_ == SUBNETS_READY).unwrap();
         assert_eq!(
             (subnets.status.as_str(), subnets.reason.as_str(), subnets.message.as_str()),
@@ -364,13 +375,23 @@ mod tests {
         assert_eq!(ready.status, "False");
         assert!(ready.message.starts_with("SubnetsReady=False"), "{}", ready.message);
 
-        let failed = ClassStatus { name: "default".into(), resolved: Err("DescribeSubnets: throttled".into()) };
+        let failed = ClassStatus {
+            name: "default".into(),
+            resolved: Err("DescribeSubnets: throttled".into()),
+            deletion_blocked: Some(
+                "still used by NodePool web; delete them or point them at another class first".into(),
+            ),
+        };
         let s = desired_class(&failed, &observed, &now);
         assert!(s.subnets.is_empty() && s.amis.is_empty());
         assert!(s
             .conditions
             .iter()
-            .filter(|c| c.type_ != READY && c.type_ != INSTANCE_PROFILE_READY)
+            .filter(|c| ![READY, INSTANCE_PROFILE_READY, DELETION_BLOCKED].contains(&c.type_.as_str()))
             .all(|c| c.reason == "ResolutionFailed"));
+        // A deleted class still in use says by whom; its Ready is about resolving, not this.
+        let blocked = s.conditions.iter().find(|c| c.type_ == DELETION_BLOCKED).unwrap();
+        assert_eq!((blocked.status.as_str(), blocked.reason.as_str()), ("True", "InUse"));
+        assert!(blocked.message.starts_with("still used by NodePool web"), "{}", blocked.message);
     }
 }

@@ -5,7 +5,9 @@
 //! node` / `kubectl delete nodeclaim` carried out as a drain: the Node or the NodeClaim stays,
 //! held by Dovetail's finalizer, until its pods have moved (the PodDisruptionBudget kept) and its
 //! instance is terminated. The EC2NodeClass's and NodePool's status and READY columns;
-//! node repair; `limits.nodes`; consolidateAfter counted from the last pod event.
+//! node repair; `limits.nodes`; consolidateAfter counted from the last pod event; deleting the
+//! EC2NodeClass refused while the NodePool uses it, and deleting the NodePool draining its nodes
+//! under its budget, then releasing pool and class.
 
 use std::collections::BTreeMap;
 
@@ -275,5 +277,59 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     assert_eq!(disruption.reason, dovetail_core::nodeclaim::Reason::Empty, "{}", disruption.message);
     let waited = disruption.since.since(emptied_at);
     assert!(waited >= std::time::Duration::from_secs(30), "consolidated {waited:?} after its pod left, not 30 s");
+
+    // 3. Deletions that cascade. Pool and class are held by Dovetail's finalizer; deleting the
+    // class while the pool uses it is refused (kept, with a condition saying by whom).
+    let class_api = Api::<DynamicObject>::all_with(e2e.admin.clone(), &class_api);
+    for held in
+        [finalizers(&pools.get("default").await?.metadata), finalizers(&class_api.get("default").await?.metadata)]
+    {
+        assert!(held.contains(&FINALIZER.to_string()), "{held:?}");
+    }
+    class_api.delete("default", &DeleteParams::default()).await?;
+    let blocked = e2e
+        .until("the deleted class kept, DeletionBlocked naming the pool", STEP, || async {
+            let class = class_api.get("default").await?;
+            Ok(condition(&class, "DeletionBlocked").filter(|c| c["status"] == "True").cloned())
+        })
+        .await?;
+    assert!(blocked["message"].as_str().is_some_and(|m| m.contains("NodePool default")), "{blocked}");
+
+    // Deleting the pool drains its nodes one at a time (its budget: one node), their pods moving
+    // to a second pool (of its own class), then releases it, and with it the class.
+    let spare = super::disruption::pool("on-demand", "", "{consolidationPolicy: WhenEmpty, consolidateAfter: Never}");
+    e2e.apply(&spare.replace("name: default}", "name: spare}")).await?;
+    let one = json!({"spec": {"disruption": {"budgets": [{"nodes": "1"}]}}});
+    pools.patch("default", &PatchParams::default(), &Patch::Merge(&one)).await?;
+    let leaving: Vec<String> = e2e.live_claims().await?.into_iter().map(|c| c.name).collect();
+    assert_eq!(leaving.len(), 2);
+    pools.delete("default", &DeleteParams::default()).await?;
+    let most_draining = std::cell::Cell::new(0);
+    e2e.until("the deleted pool's nodes gone, then the pool and the class", STEP * 4, || async {
+        let claims = e2e.store().claims().await?;
+        let draining = claims
+            .iter()
+            .filter(|c| leaving.contains(&c.name) && c.disruption.is_some() && c.phase < Phase::Terminating)
+            .count();
+        most_draining.set(most_draining.get().max(draining));
+        let pool_gone = pools.get_opt("default").await?.is_none();
+        let class_gone = class_api.get_opt("default").await?.is_none();
+        Ok((pool_gone && class_gone).then_some(()))
+    })
+    .await?;
+    assert_eq!(most_draining.get(), 1, "the pool's budget of one node at a time");
+    for name in &leaving {
+        let claim = e2e.store().claim(name).await?.context("a claim of the deleted pool")?;
+        let disruption = claim.disruption.context("disrupted by the pool's deletion")?;
+        assert_eq!(disruption.reason, dovetail_core::nodeclaim::Reason::NodePoolDeleted, "{}", disruption.message);
+        assert_eq!(claim.phase, Phase::Terminated, "{name}");
+    }
+    let pods = e2e.running("shop", "app=api", 2).await?;
+    for pod in &pods {
+        let node = e2e.node(&node_of(pod)).await?;
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let pool = labels.get(dovetail_core::labels::NODEPOOL).map(String::as_str);
+        assert_eq!(pool, Some("spare"), "{:?}", node.metadata.name);
+    }
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! The adapter's writes against the real API server, as the functions' RBAC allows them: taints
 //! (idempotent, other taints kept), node adoption (labels, finalizer, owner), NodeClaim objects,
 //! evictions through the Eviction API (a PDB's refusal, then
-//! success once the budget allows), pod and node deletion, Events, and NodePool status.
+//! success once the budget allows), pod and node deletion, Events, NodePool status, and the
+//! termination finalizer of NodePools and EC2NodeClasses.
 
 use std::time::Instant;
 
@@ -386,7 +387,7 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
         security_groups: vec!["sg-1".into()],
         zones: vec!["us-east-1a".into()],
     };
-    adapter.class_status(&ClassStatus { name: class.clone(), resolved: Ok(resolved) }).await?;
+    adapter.class_status(&ClassStatus { name: class.clone(), resolved: Ok(resolved), deletion_blocked: None }).await?;
     let classes =
         Api::<DynamicObject>::all_with(admin.clone(), &ApiResource::erase::<dovetail_api::crd::EC2NodeClass>(&()));
     let status = classes.get(&class).await?.data["status"].clone();
@@ -397,10 +398,61 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
         assert_eq!(condition(&status, t)["status"], "True", "{t}");
     }
     adapter
-        .class_status(&ClassStatus { name: class.clone(), resolved: Err("DescribeSubnets: throttled".into()) })
+        .class_status(&ClassStatus {
+            name: class.clone(),
+            resolved: Err("DescribeSubnets: throttled".into()),
+            deletion_blocked: None,
+        })
         .await?;
     let status = classes.get(&class).await?.data["status"].clone();
     assert_eq!(condition(&status, "Ready")["status"], "False");
     assert_eq!(condition(&status, "SubnetsReady")["message"], "DescribeSubnets: throttled");
+    Ok(())
+}
+
+#[tokio::test]
+async fn pools_and_classes_are_held_and_released_keeping_other_finalizers() -> Result<()> {
+    let Fixture { admin, ns, adapter, .. } = fixture("kube-held").await?;
+    let (pool, class) = (format!("{ns}-pool"), format!("{ns}-class"));
+    create_nodepool(&admin, &pool, "EC2NodeClass").await?;
+    create_nodeclass(&admin, &class).await?;
+    let pools = nodepools(&admin);
+    let classes =
+        Api::<DynamicObject>::all_with(admin.clone(), &ApiResource::erase::<dovetail_api::crd::EC2NodeClass>(&()));
+    let theirs = json!({"metadata": {"finalizers": ["example.com/theirs"]}});
+    pools.patch(&pool, &PatchParams::default(), &Patch::Merge(&theirs)).await?;
+
+    // Held, twice over: one finalizer of ours, theirs kept.
+    for _ in 0..2 {
+        adapter.add_finalizer(&format!("NodePool/{pool}")).await?;
+        adapter.add_finalizer(&format!("EC2NodeClass/{class}")).await?;
+    }
+    let held = pools.get(&pool).await?.metadata.finalizers.unwrap_or_default();
+    assert_eq!(held, ["example.com/theirs", FINALIZER]);
+    assert_eq!(classes.get(&class).await?.metadata.finalizers.unwrap_or_default(), [FINALIZER]);
+    // The core reads both back as held.
+    let state = adapter.read().await?;
+    assert!(state.nodepools.iter().any(|p| p.name == pool && p.termination_finalizer && !p.deleting));
+    assert!(state.nodeclasses.iter().any(|c| c.name == class && c.termination_finalizer));
+
+    // Deleted, the class stays until released; released, it goes.
+    classes.delete(&class, &DeleteParams::default()).await?;
+    let state = adapter.read().await?;
+    assert!(state.nodeclasses.iter().any(|c| c.name == class && c.deleting));
+    adapter.remove_finalizer(&format!("EC2NodeClass/{class}")).await?;
+    assert!(classes.get_opt(&class).await?.is_none(), "released, the class is gone");
+    // Gone objects, and objects without our finalizer, are no error either way.
+    adapter.remove_finalizer(&format!("EC2NodeClass/{class}")).await?;
+    adapter.add_finalizer(&format!("EC2NodeClass/{class}")).await?;
+    adapter.remove_finalizer(&format!("NodePool/{pool}")).await?;
+    adapter.remove_finalizer(&format!("NodePool/{pool}")).await?;
+    assert_eq!(pools.get(&pool).await?.metadata.finalizers.unwrap_or_default(), ["example.com/theirs"]);
+    assert!(matches!(adapter.add_finalizer("Node/x").await, Err(PortError::Rejected(_))));
+
+    // A pool being deleted takes no new finalizer (the API server would refuse it anyway).
+    pools.delete(&pool, &DeleteParams::default()).await?;
+    adapter.add_finalizer(&format!("NodePool/{pool}")).await?;
+    assert_eq!(pools.get(&pool).await?.metadata.finalizers.unwrap_or_default(), ["example.com/theirs"]);
+    pools.patch(&pool, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"finalizers": null}}))).await?;
     Ok(())
 }

@@ -7,8 +7,10 @@
 use std::collections::BTreeMap;
 
 use dovetail_core::model as core;
+use dovetail_core::nodeclaim::object::FINALIZER;
 use dovetail_core::requirements::{Operator as CoreOperator, Requirement, Requirements};
 use dovetail_core::resources::{parse_cpu_millis, parse_units, Resources, CPU};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
     Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError, NodePool, Taint, TaintEffect,
@@ -80,6 +82,7 @@ impl NodePool {
             .enumerate()
             .map(|(i, b)| budget(b).map_err(|m| err(format!("spec.disruption.budgets[{i}]"), m)))
             .collect::<Result<Vec<_>, _>>()?;
+        let (deleting, termination_finalizer) = deletion(&self.metadata);
         Ok(core::NodePool {
             name: name.clone(),
             weight: self.spec.weight.unwrap_or(0),
@@ -123,8 +126,16 @@ impl NodePool {
                 consolidate_after,
                 budgets,
             },
+            deleting,
+            termination_finalizer,
         })
     }
+}
+
+/// Whether an object is being deleted, and whether Dovetail's termination finalizer holds it.
+fn deletion(metadata: &ObjectMeta) -> (bool, bool) {
+    let held = metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
+    (metadata.deletion_timestamp.is_some(), held)
 }
 
 fn budget(b: &Budget) -> Result<core::Budget, String> {
@@ -177,7 +188,8 @@ impl EC2NodeClass {
             dovetail_core::overhead::validate(&kubelet).map_err(|e| err("spec.kubelet".into(), e.to_string()))?;
         }
         let spec = serde_json::to_value(&self.spec).unwrap_or_default();
-        Ok(core::NodeClass { name, kubelet, tags: self.spec.tags.clone(), spec })
+        let (deleting, termination_finalizer) = deletion(&self.metadata);
+        Ok(core::NodeClass { name, kubelet, tags: self.spec.tags.clone(), spec, deleting, termination_finalizer })
     }
 }
 

@@ -4,7 +4,6 @@
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 
 use crate::catalog::{CapacityType, Catalog, InstanceResources, InstanceType, Offering, Zone};
 use crate::labels;
@@ -156,15 +155,7 @@ pub fn default_pool() -> (NodePool, NodeClass) {
             .expect("valid"),
     );
     pool.requirements.add(Requirement::single(labels::OS, "linux"));
-    (
-        pool,
-        NodeClass {
-            name: "default".into(),
-            kubelet: Default::default(),
-            tags: BTreeMap::new(),
-            spec: Default::default(),
-        },
-    )
+    (pool, NodeClass { name: "default".into(), ..NodeClass::default() })
 }
 
 /// The DaemonSets every EKS node runs with the default add-ons (VPC CNI, kube-proxy, EBS CSI

@@ -12,22 +12,31 @@
 //! A finalizer must never hold an object for ever: a marked Node that no live claim owns (its
 //! claim ended, its instance is gone) is released at once. Objects with no live claim are the
 //! sweeper's object repair's (`reconcile::objects`).
+//!
+//! NodePools and EC2NodeClasses carry the same finalizer ([`pools`]): a deleted pool's nodes
+//! leave under its budgets before the pool goes, and a class stays while anything uses it.
+
+mod pools;
+
+pub use pools::{class_users, ClassUsers};
 
 use crate::cluster::Cluster;
 use crate::decision::{Action, Decision};
 use crate::nodeclaim::object::FINALIZER;
-use crate::nodeclaim::{Disruption, Phase, Reason};
+use crate::nodeclaim::{Disruption, NodeClaim, Phase, Reason};
 
 /// Decisions for every deletion in `cluster`: a `Deleted` disruption for each live claim whose
 /// Node or object is marked for deletion (with an Event saying so), and the release of each
 /// marked Node no live claim owns. Also the finalizer for the Node of an Initialized claim that
-/// lacks it (registered by a version that did not hold deletions).
+/// lacks it (registered by a version that did not hold deletions). Then the NodePools' and
+/// EC2NodeClasses' ([`pools::deletions`]).
 pub fn deletions(cluster: &Cluster) -> Vec<Decision> {
     let mut out = Vec::new();
-    for claim in &cluster.claims {
-        if !matches!(claim.phase, Phase::Launched | Phase::Registered | Phase::Initialized)
-            || claim.disruption.is_some()
-        {
+    for claim in cluster.claims.iter().filter(|c| disruptable(c)) {
+        // A deleted pool takes its nodes under its budgets, whatever else is marked: the garbage
+        // collector deletes the claims' objects (and their Nodes) at once when the pool goes in
+        // the foreground.
+        if cluster.nodepools.iter().any(|p| p.name == claim.nodepool && p.deleting) {
             continue;
         }
         let node = claim.node_name.as_deref().and_then(|n| cluster.nodes.iter().find(|x| x.name == n));
@@ -48,20 +57,7 @@ pub fn deletions(cluster: &Cluster) -> Vec<Decision> {
             continue;
         };
         let message = format!("{what}: draining it, then terminating instance {}", instance(claim));
-        let mut next = claim.next_version();
-        next.disruption = Some(Disruption {
-            reason: Reason::Deleted,
-            since: cluster.now,
-            replacements: vec![],
-            message: message.clone(),
-            reclaim_at: None,
-        });
-        out.push(Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone()));
-        let object = match node {
-            Some(n) => format!("Node/{}", n.name),
-            None => format!("NodeClaim/{}", claim.name),
-        };
-        out.push(Decision::event(Some(&claim.name), object, "DisruptionTerminating", message));
+        out.extend(disrupt(claim, Reason::Deleted, message, cluster));
     }
     for node in cluster.nodes.iter().filter(|n| n.deleting && n.termination_finalizer) {
         let owned = cluster
@@ -79,40 +75,67 @@ pub fn deletions(cluster: &Cluster) -> Vec<Decision> {
             ));
         }
     }
+    out.extend(pools::deletions(cluster));
     out
 }
 
-fn instance(claim: &crate::nodeclaim::NodeClaim) -> String {
+/// A claim a deletion can take: its instance launched, not ending already (a consolidation that
+/// got there first, a second deletion: that one termination carries on).
+fn disruptable(claim: &NodeClaim) -> bool {
+    matches!(claim.phase, Phase::Launched | Phase::Registered | Phase::Initialized) && claim.disruption.is_none()
+}
+
+/// The claim disrupted for `reason` (written with the disruption), and the Event saying so on its
+/// Node, or on its NodeClaim while it has none.
+fn disrupt(claim: &NodeClaim, reason: Reason, message: String, cluster: &Cluster) -> [Decision; 2] {
+    let mut next = claim.next_version();
+    next.disruption = Some(Disruption {
+        reason,
+        since: cluster.now,
+        replacements: vec![],
+        message: message.clone(),
+        reclaim_at: None,
+    });
+    let object = match claim.node_name.as_deref().filter(|n| cluster.nodes.iter().any(|x| x.name == *n)) {
+        Some(n) => format!("Node/{n}"),
+        None => format!("NodeClaim/{}", claim.name),
+    };
+    [
+        Decision::act(Some(&claim.name), Action::WriteClaim(Box::new(next)), message.clone()),
+        Decision::event(Some(&claim.name), object, "DisruptionTerminating", message),
+    ]
+}
+
+fn instance(claim: &NodeClaim) -> String {
     claim.launch.as_ref().map_or_else(|| "(none recorded)".to_string(), |l| l.instance_id.clone())
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
     use crate::model::Node;
     use crate::nodeclaim::object::tests::launched;
     use crate::nodeclaim::object::Observed;
-    use crate::nodeclaim::NodeClaim;
     use crate::resources::Resources;
     use crate::time::Time;
 
-    fn claim(name: &str, node: Option<&str>) -> NodeClaim {
+    pub(crate) fn claim(name: &str, node: Option<&str>) -> NodeClaim {
         let mut c = launched(name, 3);
         c.phase = if node.is_some() { Phase::Initialized } else { Phase::Launched };
         c.node_name = node.map(str::to_string);
         c
     }
 
-    fn node(name: &str, deleting: bool) -> Node {
+    pub(crate) fn node(name: &str, deleting: bool) -> Node {
         let mut n = Node::new(name, BTreeMap::new(), Resources::new(2000, 8 << 30));
         n.deleting = deleting;
         n.termination_finalizer = true;
         n
     }
 
-    fn kinds(decisions: &[Decision]) -> Vec<(Option<String>, &'static str)> {
+    pub(crate) fn kinds(decisions: &[Decision]) -> Vec<(Option<String>, &'static str)> {
         decisions.iter().filter_map(|d| d.action.as_ref().map(|a| (d.claim.clone(), a.kind()))).collect()
     }
 

@@ -46,14 +46,14 @@ const WINDOW_END_SEARCH: Duration = Duration::from_secs(7 * 24 * 3600);
 const MINUTE_MS: i64 = 60_000;
 
 /// The budget-relevant reason of a claim-level [`Reason`]: `None` for forceful reasons (not
-/// subject to budgets). A rebalance replacement is voluntary but is none of Karpenter's three
-/// budget reasons, so only budgets without `reasons` limit it.
+/// subject to budgets). A rebalance replacement, and a node leaving with its deleted NodePool, are
+/// none of Karpenter's three budget reasons, so only budgets without `reasons` limit them.
 pub fn budget_reason(reason: Reason) -> Option<Option<DisruptionReason>> {
     match reason {
         Reason::Empty => Some(Some(DisruptionReason::Empty)),
         Reason::Underutilized => Some(Some(DisruptionReason::Underutilized)),
         Reason::Drifted => Some(Some(DisruptionReason::Drifted)),
-        Reason::Rebalance => Some(None),
+        Reason::Rebalance | Reason::NodePoolDeleted => Some(None),
         _ => None,
     }
 }

@@ -1,6 +1,7 @@
 //! The cluster as the decision core sees it: pods, nodes, NodePools, EC2NodeClasses.
 //! Plain data, built by adapters (Kubernetes objects, manifests, the simulator).
 
+mod held;
 mod node;
 mod nodeclass;
 mod nodepool;
@@ -9,6 +10,7 @@ mod pod;
 mod selector;
 mod taint;
 
+pub use held::{hold, Held};
 pub use node::{DaemonSet, Node, NodeCondition, NodeKind};
 pub use nodeclass::{KubeletConfig, NodeClass};
 pub use nodepool::{

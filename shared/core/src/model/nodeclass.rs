@@ -28,4 +28,11 @@ pub struct NodeClass {
     /// and security groups and render user data; the decision core does not read it.
     #[serde(default)]
     pub spec: serde_json::Value,
+    /// The EC2NodeClass has a `deletionTimestamp`; while pools or claims still use it, its
+    /// finalizer holds it ([`crate::deletion`]) and it keeps serving them.
+    #[serde(default)]
+    pub deleting: bool,
+    /// It carries Dovetail's termination finalizer.
+    #[serde(default)]
+    pub termination_finalizer: bool,
 }

@@ -114,6 +114,13 @@ pub struct NodePool {
     /// cluster ([`crate::cluster::Cluster::node_repair`]). Off by default, as in Karpenter.
     #[serde(default)]
     pub node_repair: bool,
+    /// The NodePool has a `deletionTimestamp`: it launches nothing more, and its nodes are drained
+    /// and terminated under its budgets before it is released ([`crate::deletion`]).
+    #[serde(default)]
+    pub deleting: bool,
+    /// It carries Dovetail's termination finalizer, so its deletion waits for that cascade.
+    #[serde(default)]
+    pub termination_finalizer: bool,
 }
 
 impl NodePool {
@@ -135,6 +142,8 @@ impl NodePool {
             disruption: DisruptionSpec::default(),
             rebalance: RebalancePolicy::Ignore,
             node_repair: false,
+            deleting: false,
+            termination_finalizer: false,
         }
     }
 }

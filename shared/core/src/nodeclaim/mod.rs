@@ -96,6 +96,10 @@ pub enum Reason {
     /// other disruption (PDBs and do-not-disrupt hold pods until the terminationGracePeriod),
     /// but not subject to budgets — the deletion was asked for.
     Deleted,
+    /// Its NodePool was deleted: the pool's nodes are drained like [`Reason::Deleted`] ones, but
+    /// a few at a time, as the pool's disruption budgets allow (those that name no reason), so
+    /// deleting a pool does not take all its capacity at once (`crate::deletion`).
+    NodePoolDeleted,
     /// Node repair: a condition the repair policies watch stayed unhealthy past its toleration
     /// ([`crate::disruption::repair`]). Forceful, as Karpenter's repair is: not subject to
     /// budgets, and the drain does not wait for the node's pods ([`Reason::skips_drain`]).

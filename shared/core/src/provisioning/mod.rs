@@ -156,8 +156,7 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
     }
     let usage = pool_usage(cluster, catalog);
     let nodepools = cluster
-        .nodepools
-        .iter()
+        .launchable_pools()
         .map(|p| {
             let mut pool = NodePool { usage: usage.get(&p.name).cloned().unwrap_or_default(), ..p.clone() };
             // A pool launches only where its class has subnets (Karpenter narrows offerings the

@@ -118,6 +118,16 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 }
                 Ok(())
             }
+            Action::AddFinalizer { object } => {
+                p.kube.add_finalizer(object).await?;
+                view.cluster.hold(object, true);
+                Ok(())
+            }
+            Action::RemoveFinalizer { object } => {
+                p.kube.remove_finalizer(object).await?;
+                view.cluster.hold(object, false);
+                Ok(())
+            }
             Action::RemoveTaint { node, key } => {
                 p.kube.remove_taint(node, key).await?;
                 if let Some(n) = view.cluster.nodes.iter_mut().find(|n| &n.name == node) {
@@ -161,6 +171,8 @@ fn describe(action: &Action) -> String {
         Action::TaintNode { node, taint } => format!("taint node {node} with {taint}"),
         Action::RemoveTaint { node, key } => format!("remove taint {key} from node {node}"),
         Action::AdoptNode { node, .. } => format!("adopt node {node}"),
+        Action::AddFinalizer { object } => format!("add finalizer to {object}"),
+        Action::RemoveFinalizer { object } => format!("remove finalizer from {object}"),
         Action::Evict { namespace, name } => format!("evict pod {namespace}/{name}"),
         Action::DeletePod { namespace, name, .. } => format!("delete pod {namespace}/{name}"),
         Action::DeleteNode { node } => format!("delete node {node}"),

@@ -90,6 +90,12 @@ pub trait Kube: Send + Sync {
         claim: &str,
         labels: &BTreeMap<String, String>,
     ) -> impl Future<Output = PortResult<()>> + Send;
+    /// Adds Dovetail's termination finalizer to `object` (`NodePool/x` or `EC2NodeClass/x`),
+    /// keeping any others. An object that is gone is not an error.
+    fn add_finalizer(&self, object: &str) -> impl Future<Output = PortResult<()>> + Send;
+    /// Removes Dovetail's termination finalizer from `object`; absent (object or finalizer) is
+    /// success.
+    fn remove_finalizer(&self, object: &str) -> impl Future<Output = PortResult<()>> + Send;
     /// Through the Eviction subresource; a PDB refusal (HTTP 429) is `Ok(Refused)`, not an error.
     fn evict(&self, namespace: &str, name: &str) -> impl Future<Output = PortResult<EvictionResult>> + Send;
     fn delete_pod(
@@ -121,6 +127,9 @@ pub trait Kube: Send + Sync {
 pub struct ClassStatus {
     pub name: String,
     pub resolved: Result<ResolvedClass, String>,
+    /// The class was deleted but pools or claims still use it (`DeletionBlocked`): who.
+    #[serde(default)]
+    pub deletion_blocked: Option<String>,
 }
 
 /// What a NodePool's `status` shows: its nodes, the resources they provide (counted against

@@ -4,6 +4,7 @@
 
 use super::ports::{ClassStatus, PoolStatus};
 use super::View;
+use crate::deletion;
 use crate::nodeclaim::Phase;
 use crate::provisioning;
 
@@ -58,7 +59,11 @@ pub(super) fn classes(view: &View) -> Vec<ClassStatus> {
         .cluster
         .nodeclasses
         .iter()
-        .map(|c| ClassStatus { name: c.name.clone(), resolved: resolution(view, &c.name) })
+        .map(|c| ClassStatus {
+            name: c.name.clone(),
+            resolved: resolution(view, &c.name),
+            deletion_blocked: c.deleting.then(|| deletion::class_users(&view.cluster, &c.name).sentence()).flatten(),
+        })
         .collect();
     for inv in view.invalid.iter().filter(|i| i.object.starts_with("EC2NodeClass/")) {
         let name = inv.object.trim_start_matches("EC2NodeClass/");
@@ -66,6 +71,7 @@ pub(super) fn classes(view: &View) -> Vec<ClassStatus> {
             out.push(ClassStatus {
                 name: name.to_string(),
                 resolved: Err(format!("invalid: {}: {}", inv.field, inv.message)),
+                deletion_blocked: None,
             });
         }
     }

@@ -165,6 +165,9 @@ fn same_spec(a: &NodePool, b: &NodePool) -> bool {
         disruption: _,
         rebalance: _,
         node_repair: _,
+        // Deleting pools are left out of the pass before it prepares anything.
+        deleting: _,
+        termination_finalizer: _,
     } = a;
     *name == b.name
         && *weight == b.weight

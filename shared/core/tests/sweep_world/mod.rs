@@ -328,6 +328,8 @@ impl World {
                 Action::MarkUnavailable { offering, .. } => {
                     self.cluster.unavailable.insert(offering.clone());
                 }
+                Action::AddFinalizer { object } => self.cluster.hold(object, true),
+                Action::RemoveFinalizer { object } => self.cluster.hold(object, false),
                 Action::Event { .. } | Action::RequeueAfter { .. } => {}
             }
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use dovetail_core::labels::{NODECLAIM, TAINT_UNREGISTERED};
 use dovetail_core::model::{
-    tolerates_all, DaemonSet, LabelSelector, Node, NodeClass, NodeCondition, NodeKind, NodePool, Pdb, Pod, Taint,
+    hold, tolerates_all, DaemonSet, LabelSelector, Node, NodeClass, NodeCondition, NodeKind, NodePool, Pdb, Pod, Taint,
 };
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, Observed};
@@ -547,6 +547,20 @@ impl Kube for SimKube {
             n.node.labels.extend(labels.clone());
             n.node.termination_finalizer = true;
         }
+        ready(Ok(()))
+    }
+
+    fn add_finalizer(&self, object: &str) -> impl Future<Output = PortResult<()>> + Send {
+        let mut s = self.0.lock();
+        let kube = &mut s.kube;
+        hold(&mut kube.nodepools, &mut kube.nodeclasses, object, true);
+        ready(Ok(()))
+    }
+
+    fn remove_finalizer(&self, object: &str) -> impl Future<Output = PortResult<()>> + Send {
+        let mut s = self.0.lock();
+        let kube = &mut s.kube;
+        hold(&mut kube.nodepools, &mut kube.nodeclasses, object, false);
         ready(Ok(()))
     }
 
