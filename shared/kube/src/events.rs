@@ -32,6 +32,8 @@ const WARNINGS: &[&str] = &[
     "CapacityReservationInterrupted",
     // Pods evicted despite do-not-disrupt, or deleted despite their PDB, as an interrupted node went.
     dovetail_core::termination::PROTECTION_OVERRIDDEN,
+    // A drain held too long, naming what holds it.
+    dovetail_core::events::FAILED_DRAINING,
     // Node repair: a node replaced for a failed condition, or a pool too unhealthy to repair.
     dovetail_core::disruption::repair::UNHEALTHY,
     dovetail_core::disruption::repair::NODE_REPAIR_BLOCKED,
@@ -210,5 +212,10 @@ mod tests {
         assert!(n.message.unwrap().ends_with("..."));
         assert_eq!(event_type("ProtectionOverridden"), "Warning");
         assert_eq!((event_type("Unhealthy"), event_type("NodeRepairBlocked")), ("Warning", "Warning"));
+        assert_eq!(event_type("FailedDraining"), "Warning");
+        // Karpenter's disruption Events are Normal: they explain, nothing failed.
+        for normal in ["DisruptionBlocked", "Unconsolidatable", "DisruptionLaunching", "DisruptionTerminating"] {
+            assert_eq!(event_type(normal), "Normal", "{normal}");
+        }
     }
 }

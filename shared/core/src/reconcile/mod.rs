@@ -178,8 +178,8 @@ pub struct Reconciler<K, C, S, Q, T> {
     /// [`SolveCache`]). Boxed: it would be most of the reconciler's size.
     solves: Box<Mutex<SolveCache<'static>>>,
     /// Events written lately, so a repeat within its window is not written again (kept by a warm
-    /// function; see [`crate::events`]).
-    events: Recent,
+    /// function; see [`crate::events`]). Boxed, as `solves` is: reconcilers are held by value.
+    events: Box<Recent>,
 }
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
@@ -189,7 +189,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             settings,
             quiet: Quiet::new(),
             solves: Box::new(Mutex::new(SolveCache::new())),
-            events: Recent::new(),
+            events: Box::new(Recent::new()),
         }
     }
 
