@@ -34,6 +34,10 @@ use crate::decision::{Action, Decision};
 use crate::nodeclaim::NodeClaim;
 use crate::time::Time;
 
+/// On a pod capacity is launched for, naming the NodeClaim.
+pub const NOMINATED: &str = "Nominated";
+/// On a pod no NodePool can serve, with each pool's reason (a Warning).
+pub const FAILED_SCHEDULING: &str = "FailedScheduling";
 /// On a Node and its NodeClaim that a disruption would take but cannot (do-not-disrupt, a PDB, the
 /// budget), and on a NodePool whose budget allows no disruption for a reason.
 pub const DISRUPTION_BLOCKED: &str = "DisruptionBlocked";
@@ -52,11 +56,14 @@ pub const DEFAULT_WINDOW: Duration = Duration::from_secs(2 * 60);
 pub const UNCONSOLIDATABLE_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// A pool's budget can change every minute with its schedule (Karpenter: 1 min).
 pub const POOL_BLOCKED_WINDOW: Duration = Duration::from_secs(60);
+/// Every provisioning pass (each doorbell, each sweep) says again why a pod waits (Karpenter: 5 min).
+pub const FAILED_SCHEDULING_WINDOW: Duration = Duration::from_secs(5 * 60);
 
 /// The window within which an identical Event on `object` is dropped.
 pub fn window(object: &str, reason: &str) -> Duration {
     match reason {
         UNCONSOLIDATABLE => UNCONSOLIDATABLE_WINDOW,
+        FAILED_SCHEDULING => FAILED_SCHEDULING_WINDOW,
         DISRUPTION_BLOCKED if object.starts_with("NodePool/") => POOL_BLOCKED_WINDOW,
         _ => DEFAULT_WINDOW,
     }
@@ -80,12 +87,13 @@ pub fn complete(decisions: Vec<Decision>, cluster: &Cluster) -> Vec<Decision> {
     // Claims as the batch leaves them so far: a second write of the same claim starts nothing.
     let mut disrupted: BTreeSet<String> =
         cluster.claims.iter().filter(|c| c.disruption.is_some()).map(|c| c.name.clone()).collect();
-    let node_of = |claim: &str| cluster.claims.iter().find(|c| c.name == claim).and_then(|c| c.node_name.clone());
+    let nodes: HashMap<&str, &str> =
+        cluster.claims.iter().filter_map(|c| Some((c.name.as_str(), c.node_name.as_deref()?))).collect();
     let mut out = Vec::with_capacity(decisions.len());
     for d in decisions {
         let implied = match (&d.action, d.claim.as_deref()) {
             (Some(Action::Event { object, reason, message }), Some(claim))
-                if object.strip_prefix("Node/").is_some_and(|n| node_of(claim).as_deref() == Some(n)) =>
+                if object.strip_prefix("Node/").is_some_and(|n| nodes.get(claim) == Some(&n)) =>
             {
                 vec![Decision::event(Some(claim), format!("NodeClaim/{claim}"), reason.as_str(), message.clone())]
             }
@@ -300,6 +308,8 @@ mod tests {
         assert!(recent.admit("Node/n", UNCONSOLIDATABLE, "no cheaper", t0.plus(UNCONSOLIDATABLE_WINDOW)));
         assert!(recent.admit("NodePool/p", DISRUPTION_BLOCKED, "budget", t0));
         assert!(recent.admit("NodePool/p", DISRUPTION_BLOCKED, "budget", t0.plus(POOL_BLOCKED_WINDOW)));
+        assert_eq!(window("Pod/shop/web-1", "FailedScheduling"), FAILED_SCHEDULING_WINDOW);
+        assert_eq!(window("Node/n", DISRUPTION_BLOCKED), DEFAULT_WINDOW);
 
         // A write that failed is forgotten: the next try goes through.
         assert!(recent.admit("Node/m", FAILED_DRAINING, "held", t0));

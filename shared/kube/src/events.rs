@@ -20,7 +20,7 @@ const MESSAGE_LIMIT: usize = 1024;
 /// Reasons that say something went wrong or is about to (`kubectl get events --field-selector
 /// type=Warning` shows them); everything else is Normal.
 const WARNINGS: &[&str] = &[
-    "FailedScheduling",
+    dovetail_core::events::FAILED_SCHEDULING,
     "ValidationFailed",
     "LaunchTimeout",
     "RegistrationTimeout",
