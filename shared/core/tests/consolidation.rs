@@ -308,6 +308,27 @@ fn protections_block_and_explain() {
     }
 }
 
+/// Under WhenEmpty, a node with pods is no candidate, so its do-not-disrupt blocks nothing and
+/// goes unsaid; an empty protected node says why it stays.
+#[test]
+fn when_empty_says_only_what_blocks_empty_nodes() {
+    let mut c = cluster();
+    c.nodepools[0].disruption.consolidation_policy = ConsolidationPolicy::WhenEmpty;
+    add_node(&mut c, "busy", "m5.2xlarge", CapacityType::OnDemand);
+    add_node(&mut c, "idle", "m5.large", CapacityType::OnDemand);
+    put(&mut c, "busy", pod("web-1", 500, 512));
+    for n in c.nodes.iter_mut() {
+        n.annotations.insert("karpenter.sh/do-not-disrupt".into(), "true".into());
+    }
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert!(disrupted(&ds).is_empty(), "{ds:?}");
+    let blocked = events(&ds, DISRUPTION_BLOCKED);
+    assert_eq!(
+        blocked,
+        vec![("Node/idle".to_string(), "not consolidated: node idle has karpenter.sh/do-not-disrupt=true".to_string())]
+    );
+}
+
 #[test]
 fn candidates_in_disruption_cost_order_within_budget() {
     let mut c = cluster();

@@ -54,14 +54,15 @@ impl<'a> Work<'a> {
             if idle < after {
                 continue;
             }
+            let movable: Vec<&Pod> =
+                node.pods.iter().map(Arc::as_ref).filter(|p| !p.is_daemon() && !p.is_mirror()).collect();
+            // Not a candidate whatever protects it: nothing to say about it.
+            if !movable.is_empty() && pool.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty {
+                continue;
+            }
             let note = |why: String| blocked(&claim.name, &node.name, why);
             if let Some(why) = do_not_disrupt(&node.annotations, claim.initialized_at.or(claim.registered_at), now) {
                 notes.push(note(format!("node {} has {why}", node.name)));
-                continue;
-            }
-            let movable: Vec<&Pod> =
-                node.pods.iter().map(Arc::as_ref).filter(|p| !p.is_daemon() && !p.is_mirror()).collect();
-            if !movable.is_empty() && pool.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty {
                 continue;
             }
             if let Some(why) = movable.iter().find_map(|p| self.pod_blocked(p)) {
