@@ -2,8 +2,9 @@
 //!
 //! Repeats are folded into one Event: its name is a hash of the object, reason and message, so
 //! the second "FailedScheduling" for the same pod and reason finds the first (409) and bumps its
-//! `count` and `lastTimestamp`, as client-go's event correlator does in-process. Lambdas keep no
-//! state between invocations, so the correlation lives in the name.
+//! `count` and `lastTimestamp`, as client-go's event correlator does in-process. A warm function
+//! does not even send a repeat within its window (the core's `events::Recent`); a cold start keeps
+//! nothing, so across invocations the correlation lives in the name.
 
 use dovetail_core::reconcile::ports::{PortError, PortResult};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
