@@ -32,6 +32,8 @@ pub mod benchmark;
 pub mod scheduler;
 // What decisions produce: actions with their reasons, a claim's next step.
 pub mod decision;
+// and the Events they imply, written without repeats.
+pub mod events;
 // The concepts, each on those before it: draining a node,
 pub mod termination;
 

@@ -7,6 +7,7 @@ use dovetail_core::catalog::{embedded, CapacityType};
 use dovetail_core::cluster::Cluster;
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::disruption::consolidation::{after, consolidate, consolidate_with, Options};
+use dovetail_core::events::{DISRUPTION_BLOCKED, UNCONSOLIDATABLE};
 use dovetail_core::labels;
 use dovetail_core::model::{ConsolidationPolicy, LabelSelector, Node, OwnerKind, Pdb, Pod};
 use dovetail_core::nodeclaim::{Launch, NodeClaim, Phase, Reason};
@@ -104,6 +105,18 @@ fn launches(ds: &[Decision]) -> usize {
 
 fn notes(ds: &[Decision]) -> Vec<String> {
     ds.iter().filter(|d| d.action.is_none()).map(|d| d.why.clone()).collect()
+}
+
+/// The Events of this reason: (object, message).
+fn events(ds: &[Decision], reason: &str) -> Vec<(String, String)> {
+    ds.iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::Event { object, reason: r, message }) if r == reason => {
+                Some((object.clone(), message.clone()))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 /// The next provisioning pass over the post-consolidation cluster launches nothing.
@@ -214,7 +227,11 @@ fn spot_to_spot_needs_enough_cheaper_types() {
     let strict = Options { min_spot_alternatives: 10_000, ..Options::default() };
     let ds = consolidate_with(&c, embedded(), &unlimited, &strict);
     assert!(disrupted(&ds).is_empty());
-    assert!(notes(&ds).iter().any(|n| n.contains("cheaper spot types")), "{ds:?}");
+    let unconsolidatable = events(&ds, UNCONSOLIDATABLE);
+    assert!(
+        unconsolidatable.iter().any(|(o, m)| o == "Node/s" && m.contains("cheaper spot types")),
+        "{unconsolidatable:?}"
+    );
     let ds = consolidate(&c, embedded(), &unlimited);
     assert_eq!(launches(&ds), 1, "an m5.2xlarge spot holding half a cpu has many cheaper spot types: {ds:?}");
     let Some(Action::Launch(r)) = &ds.iter().find(|d| matches!(d.action, Some(Action::Launch(_)))).unwrap().action
@@ -283,8 +300,33 @@ fn protections_block_and_explain() {
         protect(&mut c);
         let ds = consolidate(&c, embedded(), &unlimited);
         assert!(!disrupted(&ds).iter().any(|(n, _)| n == "b"), "{expected}: {ds:?}");
-        assert!(notes(&ds).iter().any(|n| n.starts_with("not consolidated: ") && n.contains(expected)), "{ds:?}");
+        let blocked = events(&ds, DISRUPTION_BLOCKED);
+        assert!(
+            blocked.iter().any(|(o, m)| o == "Node/b" && m.starts_with("not consolidated: ") && m.contains(expected)),
+            "{blocked:?}"
+        );
     }
+}
+
+/// Under WhenEmpty, a node with pods is no candidate, so its do-not-disrupt blocks nothing and
+/// goes unsaid; an empty protected node says why it stays.
+#[test]
+fn when_empty_says_only_what_blocks_empty_nodes() {
+    let mut c = cluster();
+    c.nodepools[0].disruption.consolidation_policy = ConsolidationPolicy::WhenEmpty;
+    add_node(&mut c, "busy", "m5.2xlarge", CapacityType::OnDemand);
+    add_node(&mut c, "idle", "m5.large", CapacityType::OnDemand);
+    put(&mut c, "busy", pod("web-1", 500, 512));
+    for n in c.nodes.iter_mut() {
+        n.annotations.insert("karpenter.sh/do-not-disrupt".into(), "true".into());
+    }
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert!(disrupted(&ds).is_empty(), "{ds:?}");
+    let blocked = events(&ds, DISRUPTION_BLOCKED);
+    assert_eq!(
+        blocked,
+        vec![("Node/idle".to_string(), "not consolidated: node idle has karpenter.sh/do-not-disrupt=true".to_string())]
+    );
 }
 
 #[test]
@@ -316,7 +358,12 @@ fn budgets_limit_empty_deletions() {
     let two = |_: &str, r: Reason| if r == Reason::Empty { 2 } else { 0 };
     let ds = consolidate(&c, embedded(), &two);
     assert_eq!(disrupted(&ds).len(), 2);
-    assert_eq!(notes(&ds).iter().filter(|n| n.contains("budget")).count(), 3);
+    let blocked = events(&ds, DISRUPTION_BLOCKED);
+    let (pools, nodes): (Vec<_>, Vec<_>) = blocked.iter().partition(|(o, _)| o.starts_with("NodePool/"));
+    assert_eq!(nodes.iter().filter(|(o, m)| o.starts_with("Node/e") && m.contains("budget")).count(), 3, "{nodes:?}");
+    // The pool says it once, naming the reason its budget blocks.
+    assert_eq!(pools.len(), 1, "{pools:?}");
+    assert!(pools[0].1.contains("for reason Empty"), "{pools:?}");
 }
 
 #[test]

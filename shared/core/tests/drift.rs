@@ -8,6 +8,7 @@ use dovetail_core::catalog::CapacityType;
 use dovetail_core::cluster::{Cluster, ResolvedClass};
 use dovetail_core::decision::Action;
 use dovetail_core::disruption::drift::{causes, detect, mark_drifted, plan, DriftCause};
+use dovetail_core::events::DISRUPTION_BLOCKED;
 use dovetail_core::hash::{json_hash, nodeclass_hash, nodepool_hash};
 use dovetail_core::labels;
 use dovetail_core::model::{Budget, BudgetNodes, Node, NodePool, Pod, Taint, TaintEffect};
@@ -243,7 +244,15 @@ fn budgets_pace_replacements_and_say_so() {
         "drifted: AMI ami-0old is no longer selected (now ami-0new); replacement waits: budget 1 of 10 nodes \
          allows 1; 0 already disrupting, so 1 more may start for Drifted, taken by this pass for default-0"
     );
-    assert!(p.notes.iter().all(|n| n.action.is_none()));
+    // Each is a DisruptionBlocked Event on the waiting node (the budget allowed one: the pool is
+    // not blocked, so it says nothing).
+    for (n, node) in p.notes.iter().zip(["node-1", "node-2"]) {
+        assert!(
+            matches!(&n.action, Some(Action::Event { object, reason, message })
+                if *object == format!("Node/{node}") && reason == DISRUPTION_BLOCKED && *message == n.why),
+            "{n:?}"
+        );
+    }
 
     // Inside a zero-budget window for drift, nothing is replaced and the window's end is named.
     c.nodepools[0].disruption.budgets = vec![Budget {
@@ -254,8 +263,12 @@ fn budgets_pace_replacements_and_say_so() {
     }];
     let p = plan(&c);
     assert!(p.replace.is_empty());
-    assert_eq!(p.notes.len(), 3);
-    assert!(p.notes[0].why.contains("window (opened 2024-01-03T09:00:00Z, 8h) ends at 2024-01-03T17:00:00Z"));
+    // The pool says once that its budget blocks drift, then each node.
+    assert_eq!(p.notes.len(), 4);
+    let Some(Action::Event { object, reason, message }) = &p.notes[0].action else { panic!("{:?}", p.notes[0]) };
+    assert_eq!((object.as_str(), reason.as_str()), ("NodePool/default", DISRUPTION_BLOCKED));
+    assert!(message.starts_with("drifted nodes wait: budget 0"), "{message}");
+    assert!(p.notes[1].why.contains("window (opened 2024-01-03T09:00:00Z, 8h) ends at 2024-01-03T17:00:00Z"));
 }
 
 #[test]

@@ -97,10 +97,7 @@ fn expiry_is_forceful_and_counts_against_the_budget_drift_waits_for() {
     assert!(w.iter().any(|x| x.0 == "exp" && x.1 == Some(Reason::Expired)), "{w:?}");
     assert!(!w.iter().any(|x| x.0 == "dft"), "drift must wait: {w:?}");
     assert!(w::launches(&decisions).is_empty());
-    let note = decisions
-        .iter()
-        .find(|d| d.claim.as_deref() == Some("dft") && d.action.is_none())
-        .expect("a note on the drifted claim");
+    let note = w::note_on(&decisions, "dft").expect("a note on the drifted claim");
     assert!(note.why.contains("budget 10% of 2 nodes allows 1; 1 already disrupting"), "{}", note.why);
 }
 
@@ -191,7 +188,7 @@ fn an_interrupted_node_uses_the_budget_and_is_not_replaced_twice() {
         "{ds:#?}"
     );
     for drifted in ["b", "c"] {
-        let note = ds.iter().find(|d| d.claim.as_deref() == Some(drifted) && d.action.is_none()).expect("a note");
+        let note = w::note_on(&ds, drifted).expect("a note");
         assert!(
             note.why.contains("replacement waits: budget 1 of 4 nodes allows 1; 1 already disrupting"),
             "{}",
@@ -325,7 +322,7 @@ fn expiry_drift_and_consolidation_share_a_tight_budget_in_one_pass() {
     let ds = sweep(&mixed(2), catalog::embedded());
     assert_eq!(w::disrupted(&ds), vec![("exp".to_string(), Reason::Expired), ("d1".to_string(), Reason::Drifted)]);
     assert_eq!(w::launches(&ds), vec!["d1-r1".to_string()]);
-    let d2 = ds.iter().find(|d| d.claim.as_deref() == Some("d2") && d.action.is_none()).expect("a note on d2");
+    let d2 = w::note_on(&ds, "d2").expect("a note on d2");
     assert!(
         d2.why.ends_with("1 already disrupting, so 1 more may start for Drifted, taken by this pass for d1"),
         "{}",

@@ -15,12 +15,14 @@ use rand::{Rng, SeedableRng};
 use dovetail_core::cluster::Cluster;
 use dovetail_core::decision::Action;
 use dovetail_core::decision::Step;
+use dovetail_core::events::FAILED_DRAINING;
 use dovetail_core::lifecycle::advance;
 use dovetail_core::model::Pod;
 use dovetail_core::nodeclaim::drain::{backoff, EvictionResult};
+use dovetail_core::nodeclaim::object::{conditions, DISRUPTING};
 use dovetail_core::nodeclaim::{NodeClaim, Phase, Reason};
 use dovetail_core::protection::pod_protected;
-use dovetail_core::termination::{disrupted_taint, ignored_by_drain, step, Tier};
+use dovetail_core::termination::{disrupted_taint, ignored_by_drain, step, Tier, STUCK_DRAIN};
 use dovetail_core::time::Time;
 use lifecycle_support::*;
 
@@ -220,11 +222,12 @@ fn do_not_disrupt_blocks_voluntary_drains_from_starting() {
     let claim = disrupted("a", Reason::Underutilized, T0);
     let c = drain_cluster(&claim, vec![pod("shop", "web-1"), do_not_disrupt(pod("shop", "cart-7"))]);
     let s = step(&claim, &c);
-    assert!(s.is_quiet());
+    assert!(only_blocked(&s), "{s:?}");
     assert_eq!(
         sentences(&s),
         vec!["not draining a for Underutilized: pod shop/cart-7 has karpenter.sh/do-not-disrupt=true"]
     );
+    assert!(matches!(&actions(&s)[..], [Action::Event { object, .. }] if object == "Node/node-a"), "{s:?}");
     // On the node, with a duration counted from registration (T0 + 60 s).
     let mut c = drain_cluster(&claim, vec![pod("shop", "web-1")]);
     c.nodes[0].annotations.insert("dovetail.dev/do-not-disrupt".into(), "1h".into());
@@ -423,13 +426,16 @@ fn pods_are_deleted_exactly_at_deadline_minus_their_grace() {
     c.now = T0.plus(secs(570));
     let s = step(&claim, &c);
     assert_eq!(
-        actions(&s),
+        actions_but_events(&s),
         vec![Action::DeletePod { namespace: "shop".into(), name: "web-1".into(), grace_period_seconds: 30 }]
     );
     // Deleted once only.
     let claim = s.claim.unwrap();
     c.now = T0.plus(secs(575));
-    assert!(step(&claim, &c).is_quiet());
+    let again = step(&claim, &c);
+    assert!(again.claim.is_none() && actions_but_events(&again).is_empty(), "{again:?}");
+    // All it says is that the deleted pod holds the drain.
+    assert!(failed_draining(&again)[0].1.contains("pod shop/web-1 (deleted, not gone yet)"), "{again:?}");
     // Still there at the deadline (a stuck finalizer): terminate anyway.
     c.now = T0.plus(secs(600));
     let s = step(&claim, &c);
@@ -438,6 +444,103 @@ fn pods_are_deleted_exactly_at_deadline_minus_their_grace() {
     assert_eq!(
         sentences(&s)[0],
         "terminationGracePeriod of a ended at 2027-01-15T08:10:00Z; terminating with 1 pod(s) still on node node-a"
+    );
+}
+
+/// The FailedDraining Events of a step: (object, message).
+fn failed_draining(s: &Step) -> Vec<(String, String)> {
+    s.actions()
+        .filter_map(|a| match a {
+            Action::Event { object, reason, message } if reason == FAILED_DRAINING => {
+                Some((object.clone(), message.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// A drain held past STUCK_DRAIN says on what: a Warning on the node naming each pod and what
+/// holds it, and the claim's Disrupting condition; once it moves again, the condition stops saying so.
+#[test]
+fn a_drain_held_too_long_says_on_what() {
+    let claim = disrupted("a", Reason::Expired, T0);
+    let pods = vec![
+        pod("shop", "web-1").with_labels(&[("app", "web")]),
+        do_not_disrupt(pod("shop", "cart-7")),
+        pod("shop", "api-2"),
+    ];
+    let mut c = drain_cluster(&claim, pods);
+    c.pdbs = vec![pdb("shop", "web", "web", 0)];
+    c.nodes[0].taints.push(disrupted_taint());
+    let mut claim = step(&claim, &c).claim.expect("the drain starts");
+    // api-2's eviction is accepted; the pod takes its time to go.
+    claim.drain.as_mut().unwrap().record("shop/api-2", EvictionResult::Accepted, T0);
+
+    // Within STUCK_DRAIN: a drain under a PDB may just be slow, nothing is said.
+    c.now = T0.plus(STUCK_DRAIN - secs(1));
+    let s = step(&claim, &c);
+    assert!(failed_draining(&s).is_empty(), "{s:?}");
+    let claim = s.claim.unwrap_or(claim);
+    assert_eq!(claim.drain.as_ref().unwrap().waiting_on, None);
+
+    c.now = T0.plus(STUCK_DRAIN);
+    let s = step(&claim, &c);
+    let held = "pod shop/web-1 (PodDisruptionBudget shop/web); pod shop/cart-7 (karpenter.sh/do-not-disrupt=true); \
+                pod shop/api-2 (evicted, not gone yet)";
+    assert_eq!(
+        failed_draining(&s),
+        vec![(
+            "Node/node-a".to_string(),
+            format!("draining node node-a for Expired has been held for over 2m: {held}")
+        )]
+    );
+    let claim = s.claim.expect("what holds the drain is recorded");
+    assert_eq!(claim.drain.as_ref().unwrap().waiting_on.as_deref(), Some(held));
+    let disrupting = conditions(&claim).into_iter().find(|c| c.type_ == DISRUPTING).expect("Disrupting");
+    assert!(disrupting.message.ends_with(&format!("; the drain is held by {held}")), "{}", disrupting.message);
+    // The same words at the next step, so repeats fold into one Event.
+    c.now = c.now.plus(secs(10));
+    let s = step(&claim, &c);
+    assert_eq!(failed_draining(&s)[0].1, format!("draining node node-a for Expired has been held for over 2m: {held}"));
+
+    // The holds go: the drain moves on and the condition no longer says it is held.
+    c.nodes[0].pods.clear();
+    let s = step(&claim, &c);
+    assert!(failed_draining(&s).is_empty());
+    let claim = s.claim.unwrap();
+    assert_eq!(claim.drain.as_ref().unwrap().waiting_on, None);
+    assert!(!conditions(&claim).iter().any(|c| c.message.contains("held by")));
+
+    // Volumes that do not detach hold the termination the same way.
+    c.volume_attachments.insert("node-a".into(), vec!["csi-123".into()]);
+    let s = step(&claim, &c);
+    assert_eq!(
+        failed_draining(&s),
+        vec![(
+            "Node/node-a".to_string(),
+            "draining node node-a for Expired has been held for over 2m: volume attachment(s) csi-123 not detached yet"
+                .to_string()
+        )]
+    );
+}
+
+/// A terminationGracePeriod is named as when what holds the drain is deleted.
+#[test]
+fn a_held_drain_names_its_grace_deadline() {
+    let mut claim = disrupted("a", Reason::Drifted, T0);
+    claim.termination_grace_period = Some(secs(600));
+    let mut c = drain_cluster(&claim, vec![pod("shop", "web-1").with_labels(&[("app", "web")])]);
+    c.pdbs = vec![pdb("shop", "web", "web", 0)];
+    c.nodes[0].taints.push(disrupted_taint());
+    let claim = step(&claim, &c).claim.unwrap();
+    c.now = T0.plus(secs(300));
+    let message = &failed_draining(&step(&claim, &c))[0].1;
+    assert!(
+        message.ends_with(
+            "pod shop/web-1 (PodDisruptionBudget shop/web); the terminationGracePeriod of a ends at \
+             2027-01-15T08:10:00Z, and what is left then goes"
+        ),
+        "{message}"
     );
 }
 
@@ -670,7 +773,7 @@ proptest! {
             let present: Vec<&Pod> = c.nodes.iter().flat_map(|n| n.pods.iter().map(Arc::as_ref)).collect();
             let started = claim.drain.is_some();
             if voluntary && !started && protected_at_start {
-                prop_assert!(s.is_quiet(), "a voluntary drain started through do-not-disrupt: {:?}", s);
+                prop_assert!(only_blocked(&s), "a voluntary drain started through do-not-disrupt: {:?}", s);
                 break;
             }
             let deadline = s.claim.as_ref().unwrap_or(&claim).drain.as_ref().and_then(|d| d.deadline);

@@ -2,8 +2,9 @@
 //!
 //! Repeats are folded into one Event: its name is a hash of the object, reason and message, so
 //! the second "FailedScheduling" for the same pod and reason finds the first (409) and bumps its
-//! `count` and `lastTimestamp`, as client-go's event correlator does in-process. Lambdas keep no
-//! state between invocations, so the correlation lives in the name.
+//! `count` and `lastTimestamp`, as client-go's event correlator does in-process. A warm function
+//! does not even send a repeat within its window (the core's `events::Recent`); a cold start keeps
+//! nothing, so across invocations the correlation lives in the name.
 
 use dovetail_core::reconcile::ports::{PortError, PortResult};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -20,7 +21,7 @@ const MESSAGE_LIMIT: usize = 1024;
 /// Reasons that say something went wrong or is about to (`kubectl get events --field-selector
 /// type=Warning` shows them); everything else is Normal.
 const WARNINGS: &[&str] = &[
-    "FailedScheduling",
+    dovetail_core::events::FAILED_SCHEDULING,
     "ValidationFailed",
     "LaunchTimeout",
     "RegistrationTimeout",
@@ -32,6 +33,8 @@ const WARNINGS: &[&str] = &[
     "CapacityReservationInterrupted",
     // Pods evicted despite do-not-disrupt, or deleted despite their PDB, as an interrupted node went.
     dovetail_core::termination::PROTECTION_OVERRIDDEN,
+    // A drain held too long, naming what holds it.
+    dovetail_core::events::FAILED_DRAINING,
     // Node repair: a node replaced for a failed condition, or a pool too unhealthy to repair.
     dovetail_core::disruption::repair::UNHEALTHY,
     dovetail_core::disruption::repair::NODE_REPAIR_BLOCKED,
@@ -210,5 +213,10 @@ mod tests {
         assert!(n.message.unwrap().ends_with("..."));
         assert_eq!(event_type("ProtectionOverridden"), "Warning");
         assert_eq!((event_type("Unhealthy"), event_type("NodeRepairBlocked")), ("Warning", "Warning"));
+        assert_eq!(event_type("FailedDraining"), "Warning");
+        // Karpenter's disruption Events are Normal: they explain, nothing failed.
+        for normal in ["DisruptionBlocked", "Unconsolidatable", "DisruptionLaunching", "DisruptionTerminating"] {
+            assert_eq!(event_type(normal), "Normal", "{normal}");
+        }
     }
 }

@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::budgets::{allowance, Allowance};
 use crate::cluster::{Cluster, ResolvedClass};
 use crate::decision::{Action, Decision};
+use crate::events;
 use crate::hash::nodepool_hash;
 use crate::labels;
 use crate::model::Node;
@@ -213,7 +214,8 @@ pub fn detect(cluster: &Cluster) -> Vec<Drifted> {
 pub struct DriftPlan {
     /// Replace these now (the budget allows them): plan capacity, launch, then [`mark_drifted`].
     pub replace: Vec<Drifted>,
-    /// Explanations for drifted claims that must wait (budget, do-not-disrupt).
+    /// Explanations for drifted claims that must wait (budget, do-not-disrupt): DisruptionBlocked
+    /// Events on their nodes, and on a pool whose budget holds them.
     pub notes: Vec<Decision>,
     /// The allowance each pool with drifted claims had.
     pub allowances: BTreeMap<String, Allowance>,
@@ -228,14 +230,24 @@ fn protected(cluster: &Cluster, claim: &NodeClaim, now: Time) -> Option<String> 
     node.pods.iter().find_map(|p| pod_protected(p, now))
 }
 
+/// A DisruptionBlocked Event on a drifted claim's node; a note when it has none.
+fn blocked(claim: &NodeClaim, why: String) -> Decision {
+    match &claim.node_name {
+        Some(node) => events::on_node(&claim.name, node, events::DISRUPTION_BLOCKED, why),
+        None => Decision::note(Some(&claim.name), why),
+    }
+}
+
 /// Drifted claims split into those the budgets let go now and those that wait, with sentences.
 pub fn plan(cluster: &Cluster) -> DriftPlan {
     let mut plan = DriftPlan { replace: vec![], notes: vec![], allowances: BTreeMap::new() };
     let mut left: BTreeMap<String, usize> = BTreeMap::new();
+    // Pools whose blocking budget this pass has said on the pool.
+    let mut told: BTreeSet<String> = BTreeSet::new();
     for d in detect(cluster) {
         let claim = cluster.claims.iter().find(|c| c.name == d.claim).expect("detected from the claims");
         if let Some(why) = protected(cluster, claim, cluster.now) {
-            plan.notes.push(Decision::note(Some(&d.claim), format!("{}; not replaced: {why}", d.why)));
+            plan.notes.push(blocked(claim, format!("{}; not replaced: {why}", d.why)));
             continue;
         }
         let Some(pool) = cluster.nodepools.iter().find(|p| p.name == d.nodepool) else {
@@ -263,10 +275,16 @@ pub fn plan(cluster: &Cluster) -> DriftPlan {
             } else {
                 format!(", taken by this pass for {}", started.join(", "))
             };
-            plan.notes.push(Decision::note(
-                Some(&d.claim),
-                format!("{}; replacement waits: {}{this_pass}", d.why, budget.why),
-            ));
+            if started.is_empty() && told.insert(pool.name.clone()) {
+                // Said once per pool, not per drifted node: the budget is the pool's.
+                plan.notes.push(Decision::event(
+                    None,
+                    format!("NodePool/{}", pool.name),
+                    events::DISRUPTION_BLOCKED,
+                    format!("drifted nodes wait: {}", budget.why),
+                ));
+            }
+            plan.notes.push(blocked(claim, format!("{}; replacement waits: {}{this_pass}", d.why, budget.why)));
             continue;
         }
         *remaining -= 1;

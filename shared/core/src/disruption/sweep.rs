@@ -95,15 +95,16 @@ pub fn sweep_with(cluster: &Cluster, catalog: &Catalog, quiet: &Quiet) -> Vec<De
         n
     };
     let fingerprint = consolidation::quiet::fingerprint(&state, &allowed);
-    if quiet.known(fingerprint) {
+    if let Some(events) = quiet.known(fingerprint) {
         out.push(Decision::note(
             None,
             "consolidation skipped: nothing it depends on changed since the last pass, which found nothing to do",
         ));
+        out.extend(events);
         return out;
     }
     let moves = consolidation::consolidate(&state, catalog, &allowed);
-    quiet.record(fingerprint, moves.iter().all(|d| d.action.is_none()));
+    quiet.record(fingerprint, &moves);
     out.extend(moves);
     out
 }

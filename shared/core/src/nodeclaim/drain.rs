@@ -67,6 +67,11 @@ pub struct DrainState {
     /// gone: the Event that ends the drain lists them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub overridden: BTreeMap<String, Vec<String>>,
+    /// What has held the drain for longer than the termination machine's `STUCK_DRAIN` ("pod
+    /// shop/db-0 (PodDisruptionBudget shop/db)"), for the claim's Disrupting condition; `None`
+    /// while the drain is moving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting_on: Option<String>,
 }
 
 impl DrainState {

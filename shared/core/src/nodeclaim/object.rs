@@ -154,7 +154,12 @@ pub fn conditions(claim: &NodeClaim) -> Vec<Condition> {
             }
             _ => {}
         }
-        out.push(cond(DISRUPTING, Status::True, &d.reason.to_string(), d.message.clone(), d.since));
+        // A drain held too long says on what, where `kubectl describe nodeclaim` shows it.
+        let message = match claim.drain.as_ref().and_then(|x| x.waiting_on.as_deref()) {
+            Some(what) => format!("{}; the drain is held by {what}", d.message),
+            None => d.message.clone(),
+        };
+        out.push(cond(DISRUPTING, Status::True, &d.reason.to_string(), message, d.since));
     }
     out
 }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::catalog::{CapacityType, Catalog, Offer, OfferingKey};
 use crate::cluster::{is_leaving, leaving, node_of, Cluster};
 use crate::decision::{Action, Decision};
+use crate::events;
 use crate::hash::{fnv1a64, nodepool_hash};
 use crate::labels;
 use crate::model::{limit_share, DaemonSet, Node, NodeKind, NodePool, Taint};
@@ -251,7 +252,7 @@ pub fn plan_cached<'c>(cluster: &Cluster, catalog: impl Into<CatalogRef<'c>>, ca
                 Decision::event(
                     Some(&p.name),
                     format!("Pod/{pod}"),
-                    "Nominated",
+                    events::NOMINATED,
                     format!(
                         "Pod should schedule on: nodeclaim/{} ({} {} in {})",
                         p.name, p.instance_type, p.capacity_type, p.zone
@@ -266,7 +267,7 @@ pub fn plan_cached<'c>(cluster: &Cluster, catalog: impl Into<CatalogRef<'c>>, ca
         out.push(Decision::event(
             None,
             format!("Pod/{}", u.pod),
-            "FailedScheduling",
+            events::FAILED_SCHEDULING,
             format!("Dovetail cannot launch capacity for it: {}", u.reason),
         ));
     }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::ports::{Clock, Cloud, Kube, PortResult, Queue, Store};
 use super::{retryable, Reconciler, Report, View};
 use crate::decision::{Action, Decision};
+use crate::events;
 use crate::nodeclaim::drain::EvictionResult;
 use crate::nodeclaim::NodeClaim;
 
@@ -15,6 +16,10 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// state that did not come about — while everything else goes on. Returns whether something
     /// failed that a retry could fix.
     pub(super) async fn apply(&self, decisions: Vec<Decision>, view: &mut View, report: &mut Report) -> bool {
+        let decisions = events::complete(decisions, &view.cluster);
+        // Events on NodeClaims wait for the pass's objects to be written: an Event needs its
+        // object's uid to show in `kubectl describe`, and a replacement's object is new.
+        let mut on_claims: Vec<(String, String, String)> = Vec::new();
         // Eviction answers, by claim, recorded into the claim's drain state when it is written
         // (a step's claim write comes after its evictions).
         let mut evictions: BTreeMap<String, Vec<(String, EvictionResult)>> = BTreeMap::new();
@@ -29,6 +34,18 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 report.decisions.push(d);
                 continue;
             };
+            if let Action::Event { object, reason, message } = &action {
+                if !self.events.admit(object, reason, message, self.ports.clock.now()) {
+                    // Written less than its window ago: the sentence stays in the report.
+                    report.decisions.push(Decision::note(d.claim.as_deref(), d.why));
+                    continue;
+                }
+                if object.starts_with("NodeClaim/") {
+                    on_claims.push((object.clone(), reason.clone(), message.clone()));
+                    report.decisions.push(d);
+                    continue;
+                }
+            }
             // A drain must not wait on a replacement that was never launched.
             if let Action::WriteClaim(c) = &action {
                 let missing: Vec<&String> = c
@@ -58,7 +75,30 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             }
         }
         self.write_objects(view, report).await;
+        for (object, reason, message) in on_claims {
+            if let Err(e) = self.write_event(&object, &reason, &message).await {
+                report.errors.push(format!("event {reason} on {object}: {e}"));
+                retry |= retryable(&e);
+            }
+        }
         retry
+    }
+
+    /// An Event, unless the same was written within its window (see [`crate::events::Recent`]).
+    pub(super) async fn event(&self, object: &str, reason: &str, message: &str) -> PortResult<()> {
+        if !self.events.admit(object, reason, message, self.ports.clock.now()) {
+            return Ok(());
+        }
+        self.write_event(object, reason, message).await
+    }
+
+    /// Writes an admitted Event; a failed write is forgotten, so the next identical one is tried.
+    async fn write_event(&self, object: &str, reason: &str, message: &str) -> PortResult<()> {
+        let result = self.ports.kube.event(object, reason, message).await;
+        if result.is_err() {
+            self.events.forget(object, reason, message);
+        }
+        result
     }
 
     async fn act(
@@ -156,7 +196,8 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 view.cluster.unavailable.insert(offering.clone());
                 Ok(())
             }
-            Action::Event { object, reason, message } => p.kube.event(object, reason, message).await,
+            // Admitted by `apply` already.
+            Action::Event { object, reason, message } => self.write_event(object, reason, message).await,
             Action::RequeueAfter { claim, after } => p.queue.requeue(claim, *after).await,
         }
     }

@@ -44,6 +44,7 @@ use crate::decision::{Action, Decision};
 use crate::deletion;
 use crate::disruption::consolidation::quiet::Quiet;
 use crate::disruption::sweep;
+use crate::events::Recent;
 use crate::interruption;
 use crate::lifecycle;
 use crate::nodeclaim::Phase;
@@ -176,11 +177,20 @@ pub struct Reconciler<K, C, S, Q, T> {
     /// kept by a warm function for the next solve, which checks it against its own inputs (see
     /// [`SolveCache`]). Boxed: it would be most of the reconciler's size.
     solves: Box<Mutex<SolveCache<'static>>>,
+    /// Events written lately, so a repeat within its window is not written again (kept by a warm
+    /// function; see [`crate::events`]). Boxed, as `solves` is: reconcilers are held by value.
+    events: Box<Recent>,
 }
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
     pub fn new(ports: Ports<K, C, S, Q, T>, settings: Settings) -> Self {
-        Reconciler { ports, settings, quiet: Quiet::new(), solves: Box::new(Mutex::new(SolveCache::new())) }
+        Reconciler {
+            ports,
+            settings,
+            quiet: Quiet::new(),
+            solves: Box::new(Mutex::new(SolveCache::new())),
+            events: Box::new(Recent::new()),
+        }
     }
 
     /// The provisioner's invocation (a batch of doorbells: their content does not matter, the
@@ -424,7 +434,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         // naming the field (repeats fold into one Event with a count).
         for inv in &view.invalid {
             let message = format!("skipped: {}: {}", inv.field, inv.message);
-            if let Err(e) = self.ports.kube.event(&inv.object, VALIDATION_FAILED, &message).await {
+            if let Err(e) = self.event(&inv.object, VALIDATION_FAILED, &message).await {
                 report.errors.push(format!("{} Event: {e}", inv.object));
             }
         }

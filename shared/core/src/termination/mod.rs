@@ -40,12 +40,13 @@ use std::time::Duration;
 
 use crate::cluster::{instance_of, node_of, Cluster};
 use crate::decision::{Action, Decision, Step};
+use crate::events;
 use crate::labels::TAINT_DISRUPTED;
 use crate::model::{Node, Pod, Taint, TaintEffect};
 use crate::nodeclaim::drain::{backoff, DrainState};
 use crate::nodeclaim::{NodeClaim, Phase};
 use crate::protection::{do_not_disrupt, is_critical, pod_protected};
-use crate::time::Time;
+use crate::time::{format_duration, Time};
 
 /// The longest wait a step ever asks for: short enough that a delayed SQS message (or an
 /// in-process sleep) carries it, so no invocation waits in a loop.
@@ -56,6 +57,13 @@ pub const POLL: Duration = Duration::from_secs(5);
 /// A TerminateInstance whose instance is still `running`/`pending` after this long is sent again
 /// (the first call may have been lost with a crashed invocation).
 pub const TERMINATE_RETRY: Duration = Duration::from_secs(30);
+
+/// A drain held this long says what holds it: a FailedDraining Event on the Node and NodeClaim, and
+/// the claim's Disrupting condition. Karpenter warns from the first step that leaves pods behind;
+/// a rolling drain under a PodDisruptionBudget legitimately takes a minute or so, so we wait two
+/// before calling it stuck. A terminationGracePeriod shorter than this ends the drain first, by
+/// deleting what is left; a longer one is named in the message as when that happens.
+pub const STUCK_DRAIN: Duration = Duration::from_secs(2 * 60);
 
 /// The Event reason on a Node whose drain overrode pods' protections (a Warning).
 pub const PROTECTION_OVERRIDDEN: &str = "ProtectionOverridden";
@@ -266,8 +274,9 @@ impl Stepper {
         let voluntary = claim.disruption.as_ref().is_some_and(|d| d.reason.is_voluntary());
         let node = node_of(claim, cluster);
         if voluntary {
-            if let Some(why) = node.and_then(|n| blocker(n, claim, self.now)) {
-                self.note(format!("not draining {} for {}: {why}", self.name, self.reason()));
+            if let Some((node, why)) = node.and_then(|n| blocker(n, claim, self.now).map(|why| (n, why))) {
+                let message = format!("not draining {} for {}: {why}", self.name, self.reason());
+                self.out.decisions.push(events::on_node(&self.name, &node.name, events::DISRUPTION_BLOCKED, message));
                 return false;
             }
         }
@@ -318,6 +327,7 @@ impl Stepper {
         self.state().pods.retain(|k, _| present.contains(k));
         if blocking.is_empty() {
             self.next.phase = Phase::Terminating;
+            self.held(&node.name, vec![]);
             self.note(format!("node {} is drained", node.name));
             return;
         }
@@ -360,10 +370,20 @@ impl Stepper {
         let mut budgets: BTreeMap<(String, String), i32> =
             cluster.pdbs.iter().map(|p| ((p.namespace.clone(), p.name.clone()), p.disruptions_allowed)).collect();
         let (mut waiting, mut held) = (0usize, 0usize);
+        // What keeps each pod of this tier on the node, worded the same at every step while it
+        // does (the FailedDraining message must not change with attempt counts).
+        let mut holds: Vec<String> = Vec::new();
+        let covered = |pod: &Pod| -> Option<String> {
+            let names: Vec<String> =
+                cluster.pdbs.iter().filter(|p| p.covers(pod)).map(|p| format!("{}/{}", p.namespace, p.name)).collect();
+            (!names.is_empty()).then(|| format!("PodDisruptionBudget {}", names.join(", ")))
+        };
         for pod in blocking.iter().filter(|p| Tier::of(p) == tier) {
             let key = pod.key();
             let entry = self.state().pods.get(&key).cloned().unwrap_or_default();
             if entry.deleted_at.is_some() || entry.accepted_at.is_some() {
+                let how = if entry.deleted_at.is_some() { "deleted" } else { "evicted" };
+                holds.push(format!("pod {key} ({how}, not gone yet)"));
                 waiting += 1;
                 continue;
             }
@@ -373,12 +393,16 @@ impl Stepper {
             if let Some(why) = &protected {
                 if !losing {
                     self.note(format!("not evicting pod {key}: pod {key} has {why}"));
+                    holds.push(format!("pod {key} ({why})"));
                     held += 1;
                     continue;
                 }
                 self.overrode(&key, why.clone());
             }
+            // Held by its PDB, or refused for another reason (a retry is one).
+            let hold = covered(pod).or_else(|| (entry.attempts > 0).then(|| "eviction refused".to_string()));
             if let Some(retry) = entry.next_retry.filter(|r| now < *r) {
+                holds.extend(hold.map(|h| format!("pod {key} ({h})")));
                 self.requeue(retry.since(now));
                 waiting += 1;
                 continue;
@@ -395,6 +419,7 @@ impl Stepper {
                 let wait = backoff(e.attempts + e.pdb_waits);
                 e.next_retry = Some(now.plus(wait));
                 self.requeue(wait);
+                holds.extend(hold.map(|h| format!("pod {key} ({h})")));
                 continue;
             }
             for p in &covering {
@@ -418,7 +443,15 @@ impl Stepper {
                 ),
             );
             self.requeue(wait);
+            if attempt > 1 {
+                holds.extend(hold.map(|h| format!("pod {key} ({h})")));
+            }
         }
+        let later = blocking.iter().filter(|p| Tier::of(p) > tier).count();
+        if later > 0 && !holds.is_empty() {
+            holds.push(format!("{later} pod(s) of later eviction tiers wait for these"));
+        }
+        self.held(&node.name, holds);
         // Terminating pods go in their own time, held ones when their protection ends or the
         // grace deadline deletes them: look again shortly, never wait here.
         if waiting > 0 {
@@ -440,6 +473,8 @@ impl Stepper {
         let past_deadline = self.deadline().is_some_and(|d| now >= d.at());
         if let Some(volumes) = node_name.as_ref().and_then(|n| cluster.volume_attachments.get(n)) {
             if !volumes.is_empty() && !past_deadline {
+                let node = node_name.as_deref().unwrap_or_default();
+                self.held(node, vec![format!("volume attachment(s) {} not detached yet", volumes.join(", "))]);
                 self.note(format!(
                     "waiting for {} volume attachment(s) on node {} to detach before terminating instance {}",
                     volumes.len(),
@@ -449,6 +484,9 @@ impl Stepper {
                 self.requeue(POLL);
                 return;
             }
+        }
+        if let Some(node) = &node_name {
+            self.held(node, vec![]);
         }
         let requested = self.state().terminate_requested_at;
         let going = matches!(instance.state.as_str(), "shutting-down" | "stopping" | "stopped");
@@ -503,6 +541,31 @@ impl Stepper {
                 Action::DeleteNode { node: name.clone() },
                 format!("deleting node {name}: the instance of {} is gone", self.name),
             );
+        }
+    }
+
+    /// Says what holds the drain once it has been held for [`STUCK_DRAIN`]: a FailedDraining Event
+    /// on `node` (its NodeClaim gets it too, see [`crate::events::complete`]), and the drain
+    /// state's `waiting_on`, which the claim's Disrupting condition shows. `holds` empty: nothing
+    /// holds it (any more), and `waiting_on` is cleared.
+    fn held(&mut self, node: &str, holds: Vec<String>) {
+        let Some(drain) = self.next.drain.as_ref() else { return };
+        let stuck = !holds.is_empty() && self.now.since(drain.started_at) >= STUCK_DRAIN;
+        let waiting_on = stuck.then(|| holds.join("; "));
+        if let Some(what) = &waiting_on {
+            let deadline = match self.deadline() {
+                Some(d) => format!("; {}, and what is left then goes", d.ends(&self.name)),
+                None => String::new(),
+            };
+            let reason = self.next.disruption.as_ref().map_or_else(|| "deletion".to_string(), |d| d.reason.to_string());
+            let message = format!(
+                "draining node {node} for {reason} has been held for over {}: {what}{deadline}",
+                format_duration(STUCK_DRAIN)
+            );
+            self.out.decisions.push(events::on_node(&self.name, node, events::FAILED_DRAINING, message));
+        }
+        if let Some(drain) = self.next.drain.as_mut() {
+            drain.waiting_on = waiting_on;
         }
     }
 

@@ -11,6 +11,7 @@ use dovetail_core::catalog::CapacityType;
 use dovetail_core::cluster::{Cluster, Instance};
 use dovetail_core::decision::Action;
 use dovetail_core::decision::Step;
+use dovetail_core::events::DISRUPTION_BLOCKED;
 use dovetail_core::labels::{NODECLAIM, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 use dovetail_core::model::{LabelSelector, Node, OwnerKind, Pdb, Pod, Taint, TaintEffect, Toleration, TolerationOp};
 use dovetail_core::nodeclaim::drain::EvictionResult;
@@ -149,6 +150,17 @@ pub fn cluster(now: Time, claim: &NodeClaim, instance_state: &str, node: Option<
 /// Every action of a step, for exact assertions.
 pub fn actions(step: &Step) -> Vec<Action> {
     step.actions().cloned().collect()
+}
+
+/// A step's actions other than Events.
+pub fn actions_but_events(step: &Step) -> Vec<Action> {
+    step.actions().filter(|a| !matches!(a, Action::Event { .. })).cloned().collect()
+}
+
+/// The step changes nothing: no claim write, and no action but a DisruptionBlocked Event saying why.
+pub fn only_blocked(step: &Step) -> bool {
+    step.claim.is_none()
+        && step.actions().all(|a| matches!(a, Action::Event { reason, .. } if reason == DISRUPTION_BLOCKED))
 }
 
 /// Every sentence of a step.

@@ -206,8 +206,19 @@ pub fn disrupted(ds: &[Decision]) -> Vec<(String, Reason)> {
         .collect()
 }
 
+/// The sentences that explain without changing anything: notes, and Events (DisruptionBlocked,
+/// Unconsolidatable, …), whose sentence is their message.
 pub fn notes(ds: &[Decision]) -> Vec<String> {
-    ds.iter().filter(|d| d.action.is_none()).map(|d| d.why.clone()).collect()
+    explanations(ds).map(|d| d.why.clone()).collect()
+}
+
+pub fn explanations(ds: &[Decision]) -> impl Iterator<Item = &Decision> {
+    ds.iter().filter(|d| matches!(d.action, None | Some(Action::Event { .. })))
+}
+
+/// The first explanation about `claim`.
+pub fn note_on<'a>(ds: &'a [Decision], claim: &str) -> Option<&'a Decision> {
+    explanations(ds).find(|d| d.claim.as_deref() == Some(claim))
 }
 
 pub fn action_count(ds: &[Decision]) -> usize {

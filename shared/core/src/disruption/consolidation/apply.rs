@@ -5,11 +5,11 @@ use rustc_hash::FxHashMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use super::candidates::Candidate;
+use super::candidates::{blocked, Candidate};
 use super::search::Outcome;
 use super::verify::planned_node;
 use super::work::Work;
-use super::{money, Allowed};
+use super::{money, pool_blocked, Allowed};
 use crate::decision::{launch_once, Action, Decision};
 use crate::model::Pod;
 use crate::nodeclaim::{Disruption, NodeClaim, Reason};
@@ -20,10 +20,13 @@ impl<'a> Work<'a> {
         let claim = &self.cluster.claims[c.claim];
         if self.left(&c.pool, Reason::Empty, allowed) == 0 {
             let why = format!(
-                "not consolidated: node {} is empty but NodePool {}'s disruption budget allows no more nodes now",
+                "node {} is empty but NodePool {}'s disruption budget allows no more nodes now",
                 c.node, c.pool
             );
-            self.decisions.push(Decision::note(Some(&claim.name), why));
+            self.decisions.push(blocked(&claim.name, &c.node, why));
+            if self.exhausted.insert((c.pool.clone(), Reason::Empty)) {
+                self.decisions.push(pool_blocked(&c.pool, Reason::Empty));
+            }
             return;
         }
         let since = claim.idle_since(self.node(&c.node));
@@ -34,7 +37,8 @@ impl<'a> Work<'a> {
         self.remove_nodes(std::slice::from_ref(&c.node));
     }
 
-    /// Records the claim write (and an Event) that starts the drain.
+    /// Records the claim write that starts the drain (its Events follow from it: see
+    /// [`crate::events::complete`]).
     fn disrupt(&mut self, c: &Candidate, reason: Reason, replacements: Vec<String>, why: String) {
         let mut claim: NodeClaim = self.cluster.claims[c.claim].next_version();
         claim.disruption =
@@ -42,13 +46,7 @@ impl<'a> Work<'a> {
         *self.used.entry(c.pool.clone()).or_default() += 1;
         self.touched.insert(c.node.clone());
         let name = claim.name.clone();
-        self.decisions.push(Decision::act(Some(&name), Action::WriteClaim(Box::new(claim)), why.clone()));
-        self.decisions.push(Decision::event(
-            Some(&name),
-            format!("Node/{}", c.node),
-            format!("Disruption{reason}"),
-            why,
-        ));
+        self.decisions.push(Decision::act(Some(&name), Action::WriteClaim(Box::new(claim)), why));
     }
 
     /// Applies a successful simulation: decisions out, working state updated.

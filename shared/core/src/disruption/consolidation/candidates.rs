@@ -5,8 +5,9 @@
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
-use super::work::Work;
+use super::work::{NotTaken, Work};
 use crate::decision::Decision;
+use crate::events;
 use crate::labels;
 use crate::model::{ConsolidationPolicy, NodePool, OwnerKind, Pod};
 use crate::nodeclaim::Phase;
@@ -27,8 +28,8 @@ pub(super) struct Candidate {
 }
 
 impl<'a> Work<'a> {
-    /// Claims whose nodes consolidation may take away, cheapest to disrupt first; a note for each
-    /// node a user would expect to go that is protected.
+    /// Claims whose nodes consolidation may take away, cheapest to disrupt first; a
+    /// DisruptionBlocked Event for each node a user would expect to go that is protected.
     pub(super) fn candidates(&mut self) -> Vec<Candidate> {
         let cluster = self.cluster;
         let now = cluster.now;
@@ -53,14 +54,15 @@ impl<'a> Work<'a> {
             if idle < after {
                 continue;
             }
-            let note = |why: String| Decision::note(Some(&claim.name), format!("not consolidated: {why}"));
-            if let Some(why) = do_not_disrupt(&node.annotations, claim.initialized_at.or(claim.registered_at), now) {
-                notes.push(note(format!("node {} has {why}", node.name)));
-                continue;
-            }
             let movable: Vec<&Pod> =
                 node.pods.iter().map(Arc::as_ref).filter(|p| !p.is_daemon() && !p.is_mirror()).collect();
+            // Not a candidate whatever protects it: nothing to say about it.
             if !movable.is_empty() && pool.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty {
+                continue;
+            }
+            let note = |why: String| blocked(&claim.name, &node.name, why);
+            if let Some(why) = do_not_disrupt(&node.annotations, claim.initialized_at.or(claim.registered_at), now) {
+                notes.push(note(format!("node {} has {why}", node.name)));
                 continue;
             }
             if let Some(why) = movable.iter().find_map(|p| self.pod_blocked(p)) {
@@ -101,6 +103,21 @@ impl<'a> Work<'a> {
         out
     }
 
+    /// What a candidate's owner is told when it is not consolidated: an Event on its node (and
+    /// NodeClaim) when something protects it or nothing cheaper was found, a note when this pass
+    /// only ran out of simulations.
+    pub(super) fn not_taken(&mut self, c: &Candidate, not: NotTaken) {
+        let claim = &self.cluster.claims[c.claim].name;
+        let decision = match not {
+            NotTaken::Blocked(why) => blocked(claim, &c.node, why),
+            NotTaken::Unconsolidatable(why) => {
+                events::on_node(claim, &c.node, events::UNCONSOLIDATABLE, format!("not consolidated: {why}"))
+            }
+            NotTaken::Later(why) => Decision::note(Some(claim), format!("not consolidated: {why}")),
+        };
+        self.decisions.push(decision);
+    }
+
     /// Why a pod keeps its node: do-not-disrupt, no controller to recreate it, or a PDB that
     /// allows no eviction now.
     pub(super) fn pod_blocked(&self, p: &Pod) -> Option<String> {
@@ -136,4 +153,9 @@ impl<'a> Work<'a> {
         }
         Ok(())
     }
+}
+
+/// A DisruptionBlocked Event on a candidate's node: `why` names what protects it.
+pub(super) fn blocked(claim: &str, node: &str, why: String) -> Decision {
+    events::on_node(claim, node, events::DISRUPTION_BLOCKED, format!("not consolidated: {why}"))
 }

@@ -56,8 +56,6 @@ mod work;
 pub use synthetic::synthetic_cluster;
 pub use verify::after;
 
-use rustc_hash::FxHashSet;
-
 use crate::catalog::Catalog;
 use crate::cluster::Cluster;
 use crate::decision::Decision;
@@ -138,7 +136,6 @@ pub fn consolidate_with(cluster: &Cluster, catalog: &Catalog, allowed: Allowed<'
         one_move_note(&mut w);
         return w.decisions;
     }
-    let mut exhausted: FxHashSet<String> = FxHashSet::default();
     for c in &rest {
         if w.moves > 0 {
             one_move_note(&mut w);
@@ -148,24 +145,27 @@ pub fn consolidate_with(cluster: &Cluster, catalog: &Catalog, allowed: Allowed<'
             continue;
         }
         if w.left(&c.pool, Reason::Underutilized, allowed) == 0 {
-            if exhausted.insert(c.pool.clone()) {
-                let why = format!(
-                    "not consolidated further: the disruption budget of NodePool {} allows no more nodes now",
-                    c.pool
-                );
-                w.decisions.push(Decision::note(None, why));
+            if w.exhausted.insert((c.pool.clone(), Reason::Underutilized)) {
+                w.decisions.push(pool_blocked(&c.pool, Reason::Underutilized));
             }
             continue;
         }
         let one = std::slice::from_ref(c);
         match w.simulate(one).and_then(|sim| w.verify(one, sim)) {
             Ok(outcome) => w.commit(one, outcome),
-            Err(why) => w
-                .decisions
-                .push(Decision::note(Some(&cluster.claims[c.claim].name), format!("not consolidated: {why}"))),
+            Err(not) => w.not_taken(c, not),
         }
     }
     w.decisions
+}
+
+/// The DisruptionBlocked Event on a NodePool whose budget allows no (more) nodes for `reason` now:
+/// the nodes it would take say nothing themselves, so the pool says it once.
+pub(super) fn pool_blocked(pool: &str, reason: Reason) -> Decision {
+    let why = format!(
+        "not consolidated further: the disruption budget of NodePool {pool} allows no more nodes for reason {reason} now"
+    );
+    Decision::event(None, format!("NodePool/{pool}"), crate::events::DISRUPTION_BLOCKED, why)
 }
 
 /// A price as the sentences print it.

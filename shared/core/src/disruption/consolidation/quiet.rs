@@ -18,32 +18,44 @@
 //! so it needs no storage and can never be stale across deployments.
 
 use std::hash::{Hash, Hasher};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use rustc_hash::{FxHashMap, FxHasher};
 
 use super::Allowed;
 use crate::cluster::Cluster;
+use crate::decision::{Action, Decision};
 use crate::nodeclaim::Reason;
 use crate::protection::{do_not_disrupt, pod_protected};
 
-/// The fingerprint of the last pass that decided nothing (0: none).
+/// The fingerprint of the last pass that decided nothing, with the Events it left (DisruptionBlocked,
+/// Unconsolidatable): a skipped pass says them again, so they are written again once their dedupe
+/// window has passed (see [`crate::events`]), as a pass that ran would.
 #[derive(Debug, Default)]
-pub struct Quiet(AtomicU64);
+pub struct Quiet(Mutex<Option<(u64, Vec<Decision>)>>);
 
 impl Quiet {
     pub const fn new() -> Quiet {
-        Quiet(AtomicU64::new(0))
+        Quiet(Mutex::new(None))
     }
 
-    /// Whether a pass over inputs with this fingerprint is already known to decide nothing.
-    pub fn known(&self, fingerprint: u64) -> bool {
-        self.0.load(Ordering::Relaxed) == fingerprint
+    /// The Events of the last pass, when a pass over inputs with this fingerprint is already known
+    /// to decide nothing else.
+    pub fn known(&self, fingerprint: u64) -> Option<Vec<Decision>> {
+        match &*self.0.lock().unwrap_or_else(PoisonError::into_inner) {
+            Some((f, events)) if *f == fingerprint => Some(events.clone()),
+            _ => None,
+        }
     }
 
-    /// Records the outcome of a pass: quiet (nothing decided) or not.
-    pub fn record(&self, fingerprint: u64, quiet: bool) {
-        self.0.store(if quiet { fingerprint } else { 0 }, Ordering::Relaxed);
+    /// Records the outcome of a pass: quiet when its only actions are Events, which are kept.
+    pub fn record(&self, fingerprint: u64, decisions: &[Decision]) {
+        let quiet = decisions.iter().all(|d| matches!(d.action, None | Some(Action::Event { .. })));
+        let kept = quiet.then(|| {
+            let events = decisions.iter().filter(|d| d.action.is_some()).cloned().collect();
+            (fingerprint, events)
+        });
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = kept;
     }
 }
 

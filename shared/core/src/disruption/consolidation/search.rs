@@ -8,7 +8,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use super::candidates::Candidate;
 use super::first_fit::FirstFit;
 use super::money;
-use super::work::Work;
+use super::work::{NotTaken, Work};
 use super::Allowed;
 use crate::catalog::CapacityType;
 use crate::labels;
@@ -95,56 +95,64 @@ impl<'a> Work<'a> {
     /// constraints are simulated on the next provisioning pass's own view of the cluster
     /// ([`Work::next_pass`]); the others on the few nodes a first fit proposes, an answer
     /// [`Work::verify`] must confirm on that view before it counts.
-    pub(super) fn simulate(&mut self, nodes: &[Candidate]) -> Result<Simulated, String> {
+    pub(super) fn simulate(&mut self, nodes: &[Candidate]) -> Result<Simulated, NotTaken> {
         let names: FxHashSet<&str> = nodes.iter().map(|c| c.node.as_str()).collect();
         let pods: Vec<Pod> = nodes.iter().flat_map(|c| self.movable(&c.node)).cloned().collect();
         if let Some(why) = pods.iter().find_map(|p| self.pod_blocked(p)) {
-            return Err(why);
+            return Err(NotTaken::Blocked(why));
         }
-        self.pdbs_allow(&pods)?;
+        self.pdbs_allow(&pods).map_err(NotTaken::Blocked)?;
         if self.sims >= self.opts.max_simulations {
-            return Err(format!("this pass's {} simulations are spent; next pass", self.opts.max_simulations));
+            return Err(NotTaken::Later(format!(
+                "this pass's {} simulations are spent; next pass",
+                self.opts.max_simulations
+            )));
         }
         self.sims += 1;
         let total: f64 = nodes.iter().filter_map(|c| c.price).sum();
         let full = self.wide_anti || pods.iter().any(|p| p.has_topology());
         let plan = if full {
-            self.spend_full_simulation("its pods have topology constraints and ")?;
+            self.spend_full_simulation("its pods have topology constraints and ").map_err(NotTaken::Later)?;
             scheduler::simulate(&self.next_pass(&names, None), self.catalog, &self.types)
         } else {
             let Some(sub) = self.subset(&names, &pods, total) else {
-                return Err("its pods fit neither the other nodes nor a cheaper node".into());
+                return Err(NotTaken::Unconsolidatable(
+                    "its pods fit neither the other nodes nor a cheaper node".into(),
+                ));
             };
             let nodes: Vec<Node> = sub.iter().map(|&i| self.snap.nodes[i].clone()).collect();
             let snap = Snapshot { pods, nodes, ..self.context() };
             scheduler::simulate(&snap, self.catalog, &self.types)
         };
         if let Some(u) = plan.unschedulable.first() {
-            return Err(format!("pod {} would not schedule elsewhere: {}", u.pod, u.reason));
+            let why = format!("pod {} would not schedule elsewhere: {}", u.pod, u.reason);
+            return Err(NotTaken::Unconsolidatable(why));
         }
         match plan.nodeclaims.len() {
             0 => Ok(Simulated { outcome: Outcome::Delete(plan), exact: full }),
             1 => {
                 let new = &plan.nodeclaims[0];
                 if nodes.iter().any(|c| c.price.is_none()) {
-                    return Err("its price is unknown, so a replacement cannot be shown to be cheaper".into());
+                    let why = "its price is unknown, so a replacement cannot be shown to be cheaper";
+                    return Err(NotTaken::Unconsolidatable(why.into()));
                 }
                 if new.price_per_hour >= total {
-                    return Err(format!(
+                    return Err(NotTaken::Unconsolidatable(format!(
                         "its pods need a new {} {} at {}, no cheaper than {}",
                         new.instance_type,
                         new.capacity_type.as_str(),
                         money(new.price_per_hour),
                         money(total)
-                    ));
+                    )));
                 }
                 let mut plan = plan;
-                self.keep_cheaper(&mut plan.nodeclaims[0], total, nodes.iter().all(|c| c.spot))?;
+                self.keep_cheaper(&mut plan.nodeclaims[0], total, nodes.iter().all(|c| c.spot))
+                    .map_err(NotTaken::Unconsolidatable)?;
                 // Even on the exact view the replacement is only a plan: the next pass sees it in
                 // flight (`verify`), and places the pods its own way.
                 Ok(Simulated { outcome: Outcome::Replace(plan), exact: false })
             }
-            n => Err(format!("its pods would need {n} new nodes")),
+            n => Err(NotTaken::Unconsolidatable(format!("its pods would need {n} new nodes"))),
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::candidates::Candidate;
 use super::search::{Outcome, Simulated};
-use super::work::Work;
+use super::work::{NotTaken, Work};
 use crate::cluster::{unbound, vacate_leaving, Cluster};
 use crate::decision::{Action, Decision};
 use crate::labels;
@@ -25,11 +25,12 @@ impl<'a> Work<'a> {
     /// the scheduler places pods first fit in node order, and packing is not monotone — nodes the
     /// subset left out can take a pod first and leave a later one no room anywhere. For a delete
     /// the plan returned is the next pass's own.
-    pub(super) fn verify(&mut self, nodes: &[Candidate], sim: Simulated) -> Result<Outcome, String> {
+    pub(super) fn verify(&mut self, nodes: &[Candidate], sim: Simulated) -> Result<Outcome, NotTaken> {
         if sim.exact {
             return Ok(sim.outcome);
         }
-        self.spend_full_simulation("checking the move against the next provisioning pass needs a run, but ")?;
+        self.spend_full_simulation("checking the move against the next provisioning pass needs a run, but ")
+            .map_err(NotTaken::Later)?;
         let names: FxHashSet<&str> = nodes.iter().map(|c| c.node.as_str()).collect();
         let (outcome, next) = match sim.outcome {
             Outcome::Delete(_) => {
@@ -59,10 +60,10 @@ impl<'a> Work<'a> {
             .next()
             .cloned()
             .unwrap_or_default();
-        Err(format!(
+        Err(NotTaken::Unconsolidatable(format!(
             "{outcome} the simulation's way; the next provisioning pass, placing them first fit over the \
              whole cluster, would need new capacity for pod {stray} (it would flap)"
-        ))
+        )))
     }
 
     /// What the provisioning pass after taking `names` away schedules — [`after`]'s snapshot
@@ -295,7 +296,9 @@ mod tests {
             names.iter().map(|n| candidates.iter().find(|c| c.node == *n).expect("candidate").clone()).collect()
         };
         let claimed = || Simulated { outcome: Outcome::Delete(Plan::default()), exact: false };
-        let err = w.verify(&pick(&["n1", "n4", "n0"]), claimed()).err().expect("refused");
+        let Some(NotTaken::Unconsolidatable(err)) = w.verify(&pick(&["n1", "n4", "n0"]), claimed()).err() else {
+            panic!("refused as unconsolidatable")
+        };
         assert!(err.contains("pod shop/web-0") && err.contains("flap"), "{err}");
         // The subset the simulation gets is in node order, so it packs the way that pass does.
         let names: FxHashSet<&str> = ["n1", "n4", "n0"].into_iter().collect();

@@ -17,6 +17,17 @@ use crate::resources::Resources;
 use crate::scheduler::{Plan, SolveCache};
 use crate::snapshot::Snapshot;
 
+/// Why nodes are not consolidated, sorted by what their owner is told (see [`Work::not_taken`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum NotTaken {
+    /// Something protects them (do-not-disrupt, a pod without a controller, a PDB): DisruptionBlocked.
+    Blocked(String),
+    /// No cheaper way to run their pods was found: Unconsolidatable.
+    Unconsolidatable(String),
+    /// This pass ran out of simulations before it could tell; the next pass looks again.
+    Later(String),
+}
+
 /// The cluster as this pass has changed it.
 pub(super) struct Work<'a> {
     pub(super) cluster: &'a Cluster,
@@ -46,6 +57,8 @@ pub(super) struct Work<'a> {
     /// Nodes removed or receiving pods this pass: not candidates any more.
     pub(super) touched: FxHashSet<String>,
     pub(super) used: FxHashMap<String, usize>,
+    /// Pools whose budget ran out for a reason this pass, already said once on the pool.
+    pub(super) exhausted: FxHashSet<(String, Reason)>,
     /// Cheapest available price per (cpu, memory, pods) allocatable: a lower bound for replacements.
     pub(super) price_floor: Vec<(f64, Resources)>,
     pub(super) type_index: FxHashMap<&'a str, usize>,
@@ -99,6 +112,7 @@ impl<'a> Work<'a> {
             sims: 0,
             pdb_left: cluster.pdbs.iter().map(|p| p.disruptions_allowed).collect(),
             touched: FxHashSet::default(),
+            exhausted: FxHashSet::default(),
             used: FxHashMap::default(),
             price_floor,
             type_index,
