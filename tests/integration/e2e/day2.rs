@@ -5,7 +5,8 @@
 //! node` / `kubectl delete nodeclaim` carried out as a drain: the Node or the NodeClaim stays,
 //! held by Dovetail's finalizer, until its pods have moved (the PodDisruptionBudget kept) and its
 //! instance is terminated. The EC2NodeClass's and NodePool's status and READY columns;
-//! node repair; `limits.nodes`; consolidateAfter counted from the last pod event; deleting the
+//! node repair; `limits.nodes`; consolidateAfter counted from the last pod event, and
+//! DisruptionBlocked on node, NodeClaim and pool while the budget holds it; deleting the
 //! EC2NodeClass refused while the NodePool uses it, and deleting the NodePool draining its nodes
 //! under its budget, then releasing pool and class.
 
@@ -15,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use dovetail_core::nodeclaim::object::FINALIZER;
 use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::reconcile::ports::{Clock, Store};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
@@ -260,12 +261,40 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     assert_eq!(e2e.live_claims().await?.len(), 3, "no fourth node past the limit");
 
     // 6. consolidateAfter counts from the last pod event: one replica fewer empties a node, which
-    // is taken away no sooner than 30 s after its pod left.
-    let patch = json!({"spec": {"limits": null, "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s"}}});
+    // is taken away no sooner than 30 s after its pod left. 5. While the pool's budget allows no
+    // disruption, the emptied node, its NodeClaim and the pool say so (DisruptionBlocked).
+    let patch = json!({"spec": {"limits": null, "disruption": {
+        "consolidationPolicy": "WhenEmpty", "consolidateAfter": "30s", "budgets": [{"nodes": "0"}],
+    }}});
     pools.patch("default", &PatchParams::default(), &Patch::Merge(&patch)).await?;
-    let before: Vec<String> = e2e.live_claims().await?.into_iter().map(|c| c.name).collect();
+    let before = e2e.live_claims().await?;
     let emptied_at = dovetail_runtime::clock::SystemClock.now();
     e2e.apply(&workload(2)).await?;
+    let blocked = |e: &Event| {
+        e.reason.as_deref() == Some("DisruptionBlocked")
+            && e.message.as_deref().is_some_and(|m| m.contains("allows no more nodes"))
+    };
+    let (emptied, message) = e2e
+        .until("DisruptionBlocked on the emptied node, its NodeClaim and the pool", STEP, || async {
+            if !e2e.events("default", "NodePool", "default").await?.iter().any(blocked) {
+                return Ok(None);
+            }
+            for claim in &before {
+                let node = claim.node_name.as_deref().unwrap_or_default();
+                let on_node = e2e.events("default", "Node", node).await?.into_iter().find(|e| blocked(e));
+                let on_claim = e2e.events("default", "NodeClaim", &claim.name).await?.into_iter().any(|e| blocked(&e));
+                if let (Some(e), true) = (on_node, on_claim) {
+                    return Ok(Some((claim.name.clone(), e.message.unwrap_or_default())));
+                }
+            }
+            Ok(None)
+        })
+        .await?;
+    assert!(message.contains("is empty"), "{message}");
+    assert_eq!(e2e.live_claims().await?.len(), 3, "the budget holds the empty node");
+    let open = json!({"spec": {"disruption": {"budgets": null}}});
+    pools.patch("default", &PatchParams::default(), &Patch::Merge(&open)).await?;
+    let before: Vec<String> = before.into_iter().map(|c| c.name).collect();
     let gone = e2e
         .until("the emptied node's claim consolidated away", STEP * 2, || async {
             let live: Vec<String> = e2e.live_claims().await?.into_iter().map(|c| c.name).collect();
@@ -277,6 +306,14 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     assert_eq!(disruption.reason, dovetail_core::nodeclaim::Reason::Empty, "{}", disruption.message);
     let waited = disruption.since.since(emptied_at);
     assert!(waited >= std::time::Duration::from_secs(30), "consolidated {waited:?} after its pod left, not 30 s");
+    assert_eq!(gone, emptied, "the node that said it was blocked");
+    // Its disruption is told on the NodeClaim as on the Node.
+    let events = e2e.events("default", "NodeClaim", &gone).await?;
+    assert!(
+        events.iter().any(|e| e.reason.as_deref() == Some("DisruptionTerminating")
+            && e.message.as_deref().is_some_and(|m| m.starts_with("disrupting for Empty"))),
+        "{events:?}"
+    );
 
     // 3. Deletions that cascade. Pool and class are held by Dovetail's finalizer; deleting the
     // class while the pool uses it is refused (kept, with a condition saying by whom).
@@ -319,6 +356,12 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     .await?;
     assert_eq!(most_draining.get(), 1, "the pool's budget of one node at a time");
     for name in &leaving {
+        let events = e2e.events("default", "NodeClaim", name).await?;
+        assert!(
+            events.iter().any(|e| e.reason.as_deref() == Some("DisruptionTerminating")
+                && e.message.as_deref().is_some_and(|m| m.starts_with("NodePool default was deleted"))),
+            "{name}: {events:?}"
+        );
         let claim = e2e.store().claim(name).await?.context("a claim of the deleted pool")?;
         let disruption = claim.disruption.context("disrupted by the pool's deletion")?;
         assert_eq!(disruption.reason, dovetail_core::nodeclaim::Reason::NodePoolDeleted, "{}", disruption.message);
