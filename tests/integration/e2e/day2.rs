@@ -4,7 +4,8 @@
 //! NodePool → NodeClaim → Node, a hand-made NodeClaim refused at admission, and `kubectl delete
 //! node` / `kubectl delete nodeclaim` carried out as a drain: the Node or the NodeClaim stays,
 //! held by Dovetail's finalizer, until its pods have moved (the PodDisruptionBudget kept) and its
-//! instance is terminated. The EC2NodeClass's and NodePool's status and READY columns;
+//! instance is terminated; a drain held by do-not-disrupt says on what (FailedDraining, the
+//! claim's Disrupting condition). The EC2NodeClass's and NodePool's status and READY columns;
 //! node repair; `limits.nodes`; consolidateAfter counted from the last pod event, and
 //! DisruptionBlocked on node, NodeClaim and pool while the budget holds it; deleting the
 //! EC2NodeClass refused while the NodePool uses it, and deleting the NodePool draining its nodes
@@ -16,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use dovetail_core::nodeclaim::object::FINALIZER;
 use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::reconcile::ports::{Clock, Store};
-use k8s_openapi::api::core::v1::{Event, Node};
+use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{json, Value};
 
@@ -161,13 +162,37 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     }
 
     // 2a. kubectl delete node: the Node stays while Dovetail drains it, then goes with its instance.
+    // Its pod has do-not-disrupt at first, which holds the drain: after two minutes the node and
+    // its NodeClaim say on what (a FailedDraining Event, the claim's Disrupting condition).
     let node_name = node_of(&pods[0]);
     let node = e2e.node(&node_name).await?;
     let victim = instance_of(&node);
     let deleted_claim = claims.iter().find(|c| c.node_name.as_deref() == Some(&node_name)).context("its claim")?;
+    let pod_api = Api::<Pod>::namespaced(e2e.admin.clone(), "shop");
+    let pod_name = pods[0].metadata.name.clone().unwrap_or_default();
+    let protect = |on: bool| {
+        let value = if on { json!("true") } else { Value::Null };
+        json!({"metadata": {"annotations": {"karpenter.sh/do-not-disrupt": value}}})
+    };
+    pod_api.patch(&pod_name, &PatchParams::default(), &Patch::Merge(&protect(true))).await?;
     Api::<Node>::all(e2e.admin.clone()).delete(&node_name, &DeleteParams::default()).await?;
     let held = e2e.node(&node_name).await?;
     assert!(held.metadata.deletion_timestamp.is_some(), "the finalizer holds the deleted node");
+    let failed = |e: &Event| e.reason.as_deref() == Some("FailedDraining");
+    let stuck = e2e
+        .until("FailedDraining on the held node and its NodeClaim", STEP * 3, || async {
+            let on_node = e2e.events("default", "Node", &node_name).await?.into_iter().find(|e| failed(e));
+            let on_claim = e2e.events("default", "NodeClaim", &deleted_claim.name).await?.iter().any(failed);
+            Ok(on_node.filter(|_| on_claim))
+        })
+        .await?;
+    let message = stuck.message.unwrap_or_default();
+    assert!(message.contains(&format!("shop/{pod_name}")) && message.contains("do-not-disrupt"), "{message}");
+    assert_eq!(stuck.type_.as_deref(), Some("Warning"));
+    let object = claim_objects(&e2e).get(&deleted_claim.name).await?;
+    let disrupting = condition(&object, "Disrupting").context("Disrupting")?;
+    assert!(disrupting["message"].as_str().is_some_and(|m| m.contains("the drain is held by")), "{disrupting}");
+    pod_api.patch(&pod_name, &PatchParams::default(), &Patch::Merge(&protect(false))).await?;
     replaced(&e2e, &victim, 3).await?;
     let events = e2e.events("default", "Node", &node_name).await?;
     assert!(
