@@ -90,12 +90,6 @@ pub(crate) fn event_type(reason: &str) -> &'static str {
     }
 }
 
-/// FNV-1a: a stable hash (the same in every function and version), which std's hasher is not
-/// promised to be.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
-}
-
 /// `<object name>.<hash>`: the same for the same object (uid included, so a recreated pod starts
 /// its own series), reason and message.
 pub(crate) fn event_name(target: &Target, uid: Option<&str>, reason: &str, message: &str) -> String {
@@ -106,7 +100,8 @@ pub(crate) fn event_name(target: &Target, uid: Option<&str>, reason: &str, messa
         target.name,
         uid.unwrap_or("")
     );
-    let suffix = format!(".{:016x}", fnv1a64(key.as_bytes()));
+    // The core's stable hash: the same in every function and version, as std's hasher is not.
+    let suffix = format!(".{:016x}", dovetail_core::hash::fnv1a64(key.as_bytes()));
     // A name is a DNS subdomain: at most 253 characters.
     let mut base: String = target.name.chars().take(253 - suffix.len()).collect();
     while base.ends_with(['.', '-']) {
