@@ -17,6 +17,17 @@ pub fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
+/// FNV-1a, 32 bits: the width Kubernetes' controllers use for generated names
+/// (`pod-template-hash`), which the manifest expander imitates.
+pub fn fnv1a32(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for b in bytes {
+        h ^= u32::from(*b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
 /// Canonical JSON: object keys sorted, arrays sorted by their canonical text (Karpenter hashes
 /// lists as sets, so reordering taints or tags is not a change). Independent of serde_json's
 /// map ordering features.
@@ -90,4 +101,20 @@ pub fn nodepool_hash(pool: &NodePool) -> String {
         "terminationGracePeriod": duration(pool.termination_grace_period),
     });
     json_hash(&value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fnv_matches_the_published_vectors() {
+        // From the FNV reference test suite (Fowler, Noll, Vo).
+        assert_eq!(fnv1a32(b""), 0x811c_9dc5);
+        assert_eq!(fnv1a32(b"a"), 0xe40c_292c);
+        assert_eq!(fnv1a32(b"foobar"), 0xbf9c_f968);
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
 }

@@ -35,22 +35,13 @@ pub(crate) struct Expansion<'a> {
 /// look-alikes such as 0/o, 1/l.
 const SAFE: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
-fn fnv1a32(data: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in data {
-        h ^= u32::from(*b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
-
 /// A `pod-template-hash`-looking digest of a serializable value: FNV-32a of its JSON, its
 /// decimal digits spelled in the safe alphabet, like the Deployment controller's encoding. Not
 /// the same value as the real controller's (that one hashes Go's in-memory dump of the object),
 /// but stable for the same template, which is what naming and `matchLabelKeys` need.
 pub(crate) fn hash_of<T: serde::Serialize>(value: &T) -> String {
     let bytes = serde_json::to_vec(value).unwrap_or_default();
-    fnv1a32(&bytes).to_string().bytes().map(|b| SAFE[b as usize % SAFE.len()] as char).collect()
+    dovetail_core::hash::fnv1a32(&bytes).to_string().bytes().map(|b| SAFE[b as usize % SAFE.len()] as char).collect()
 }
 
 fn name_and_namespace(meta: &ObjectMeta) -> Result<(String, String), ConvertError> {
