@@ -3,26 +3,17 @@
 //! NodeClaim once per dedupe window, however often the sweeper passes; once the annotation goes,
 //! their disruption says so on both.
 
-// Shared by the simulator's test binaries; this one needs only the clock.
+// Shared by the simulator's test binaries, each using a part of it.
 #[allow(dead_code)]
 mod common;
 
-use common::later;
+use common::{later, provisioned, reconciler};
 use dovetail_core::events::{DEFAULT_WINDOW, DISRUPTION_BLOCKED, DISRUPTION_TERMINATING};
-use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod};
+use dovetail_core::model::NodePool;
 use dovetail_core::nodeclaim::Phase;
-use dovetail_core::reconcile::{Ports, Reconciler, Settings};
-use dovetail_core::resources::Resources;
+use dovetail_core::reconcile::Settings;
 use dovetail_sim::block_on;
-use dovetail_sim::world::{ReplicaKind, SimClock, SimCloud, SimKube, SimQueue, SimStore, Workload, World, WorldConfig};
-
-type Plain = Reconciler<SimKube, SimCloud, SimStore, SimQueue, SimClock>;
-
-fn reconciler(w: &World) -> Plain {
-    let p = w.ports();
-    let ports = Ports { kube: p.kube, cloud: p.cloud, store: p.store, queue: p.queue, clock: p.clock };
-    Reconciler::new(ports, Settings::new("sim", "sweeper"))
-}
+use dovetail_sim::world::World;
 
 /// Events written with this reason on this object, in order.
 fn written(w: &World, object: &str, reason: &str) -> Vec<String> {
@@ -32,21 +23,8 @@ fn written(w: &World, object: &str, reason: &str) -> Vec<String> {
 
 #[test]
 fn blocked_nodes_say_so_once_per_window_and_their_disruption_says_so_on_node_and_claim() {
-    let w = World::new(WorldConfig { interruption_multiplier: 0.0, ..WorldConfig::default() });
-    {
-        let mut s = w.lock();
-        s.kube.nodepools.push(NodePool::new("default", "default"));
-        s.kube.nodeclasses.push(NodeClass { name: "default".into(), ..NodeClass::default() });
-        let mut web = Pod::new("shop", "web", Resources::new(1500, 2 << 30));
-        web.owner = OwnerKind::ReplicaSet;
-        s.add_workload("shop/web", Workload::replicas(ReplicaKind::Deployment, web, 6));
-        s.settle();
-    }
-    let r = reconciler(&w);
-    for _ in 0..8 {
-        later(&w, 30);
-        block_on(r.provision()).expect("a clean provisioning pass");
-    }
+    let w = provisioned(NodePool::new("default", "default"), 6);
+    let r = reconciler(&w, Settings::new("sim", "sweeper"));
     // Every node protected, then emptied: consolidation would delete them all.
     let (node, claim) = {
         let mut s = w.lock();

@@ -4,11 +4,13 @@
 //! second successful CreateFleet, and the pods' demand was covered once: as many claims as a run
 //! without faults launches.
 
+// Shared by the simulator's test binaries, each using a part of it.
+#[allow(dead_code)]
 mod common;
 
 use std::sync::Arc;
 
-use common::{later, spot_warning};
+use common::{later, reconciler, spot_warning, Plain};
 use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod};
 use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::reconcile::{Ports, QueueMessage, Reconciler, Settings};
@@ -20,7 +22,6 @@ use dovetail_sim::world::{SimClock, SimCloud, SimKube, SimQueue, SimStore, World
 const GIB: i64 = 1 << 30;
 
 type Faulty = Reconciler<SimKube, FaultyCloud<SimCloud>, FaultyStore<SimStore>, SimQueue, SimClock>;
-type Plain = Reconciler<SimKube, SimCloud, SimStore, SimQueue, SimClock>;
 
 fn faulty(w: &World, faults: &Arc<Faults>, holder: &str) -> Faulty {
     let p = w.ports();
@@ -35,9 +36,7 @@ fn faulty(w: &World, faults: &Arc<Faults>, holder: &str) -> Faulty {
 }
 
 fn plain(w: &World, holder: &str) -> Plain {
-    let p = w.ports();
-    let ports = Ports { kube: p.kube, cloud: p.cloud, store: p.store, queue: p.queue, clock: p.clock };
-    Reconciler::new(ports, Settings::new("sim", holder))
+    reconciler(w, Settings::new("sim", holder))
 }
 
 /// A quiet world (no spot interruptions) with one pool and `pods` pending pods of mixed sizes.

@@ -3,6 +3,8 @@
 //! function only those its messages name. And a claim whose instance a read did not ask for is
 //! never judged by it, however its instance fares.
 
+// Shared by the simulator's test binaries, each using a part of it.
+#[allow(dead_code)]
 mod common;
 
 use std::collections::BTreeSet;

@@ -3,52 +3,31 @@
 //! on for the whole cluster), and its pods run again on new capacity; a pool that did not opt in
 //! keeps the node.
 
-// Shared by the simulator's test binaries; this one needs only the clock.
+// Shared by the simulator's test binaries, each using a part of it.
 #[allow(dead_code)]
 mod common;
 
-use common::later;
+use common::{later, provisioned, reconciler, Plain};
 use dovetail_core::disruption::repair::UNHEALTHY;
-use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod, NODE_REPAIR_ANNOTATION};
+use dovetail_core::model::{NodePool, NODE_REPAIR_ANNOTATION};
 use dovetail_core::nodeclaim::{Phase, Reason};
-use dovetail_core::reconcile::{Ports, Reconciler, Settings};
-use dovetail_core::resources::Resources;
+use dovetail_core::reconcile::Settings;
 use dovetail_sim::block_on;
-use dovetail_sim::world::{ReplicaKind, SimClock, SimCloud, SimKube, SimQueue, SimStore, Workload, World, WorldConfig};
+use dovetail_sim::world::World;
 
-type Plain = Reconciler<SimKube, SimCloud, SimStore, SimQueue, SimClock>;
-
-fn reconciler(w: &World, everywhere: bool) -> Plain {
-    let p = w.ports();
-    let ports = Ports { kube: p.kube, cloud: p.cloud, store: p.store, queue: p.queue, clock: p.clock };
-    Reconciler::new(ports, Settings { node_repair: everywhere, ..Settings::new("sim", "sweeper") })
+fn repairing(w: &World, everywhere: bool) -> Plain {
+    reconciler(w, Settings { node_repair: everywhere, ..Settings::new("sim", "sweeper") })
 }
 
-/// A quiet world with one pool (annotated for repair when `opted_in`) and pods enough for a few
-/// nodes, provisioned and running.
+/// A world with one pool (annotated for repair when `opted_in`) and pods enough for a few nodes,
+/// provisioned and running.
 fn world(opted_in: bool) -> World {
-    let w = World::new(WorldConfig { interruption_multiplier: 0.0, ..WorldConfig::default() });
-    {
-        let mut s = w.lock();
-        let mut pool = NodePool::new("default", "default");
-        if opted_in {
-            pool.annotations.insert(NODE_REPAIR_ANNOTATION.into(), "true".into());
-            pool.node_repair = true;
-        }
-        s.kube.nodepools.push(pool);
-        s.kube.nodeclasses.push(NodeClass { name: "default".into(), ..NodeClass::default() });
-        let mut web = Pod::new("shop", "web", Resources::new(1500, 2 << 30));
-        web.owner = OwnerKind::ReplicaSet;
-        // A controller, so pods lost with a node come back as pending pods.
-        s.add_workload("shop/web", Workload::replicas(ReplicaKind::Deployment, web, 12));
-        s.settle();
+    let mut pool = NodePool::new("default", "default");
+    if opted_in {
+        pool.annotations.insert(NODE_REPAIR_ANNOTATION.into(), "true".into());
+        pool.node_repair = true;
     }
-    let r = reconciler(&w, false);
-    for _ in 0..8 {
-        later(&w, 30);
-        block_on(r.provision()).expect("a clean provisioning pass");
-    }
-    w
+    provisioned(pool, 12)
 }
 
 /// The node of the first Initialized claim, made `Ready=Unknown` now (its kubelet stopped
@@ -96,7 +75,7 @@ fn assert_replaced(w: &World, node: &str, claim: &str, before: usize) {
 #[test]
 fn an_unhealthy_node_of_a_pool_with_repair_is_replaced_after_its_toleration() {
     let w = world(true);
-    let r = reconciler(&w, false);
+    let r = repairing(&w, false);
     let before = live_claims(&w);
     assert!(before >= 3, "{before} claims");
     let (node, claim) = fail_a_node(&w);
@@ -109,7 +88,7 @@ fn an_unhealthy_node_of_a_pool_with_repair_is_replaced_after_its_toleration() {
 #[test]
 fn repair_on_for_the_cluster_covers_a_pool_without_the_annotation() {
     let w = world(false);
-    let r = reconciler(&w, true);
+    let r = repairing(&w, true);
     let before = live_claims(&w);
     let (node, claim) = fail_a_node(&w);
     sweep_for(&w, &r, 40);
@@ -119,7 +98,7 @@ fn repair_on_for_the_cluster_covers_a_pool_without_the_annotation() {
 #[test]
 fn an_unhealthy_node_of_a_pool_without_repair_stays() {
     let w = world(false);
-    let r = reconciler(&w, false);
+    let r = repairing(&w, false);
     let (node, claim) = fail_a_node(&w);
     sweep_for(&w, &r, 60);
     let s = w.lock();

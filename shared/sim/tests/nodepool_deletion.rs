@@ -3,25 +3,16 @@
 //! while the pool uses it (its status says so); the deleted pool's nodes leave one at a time (its
 //! budget), then pool and class are released.
 
-// Shared by the simulator's test binaries; this one needs only the clock.
+// Shared by the simulator's test binaries, each using a part of it.
 #[allow(dead_code)]
 mod common;
 
-use common::later;
-use dovetail_core::model::{Budget, BudgetNodes, NodeClass, NodePool, OwnerKind, Pod};
+use common::{later, provisioned, reconciler};
+use dovetail_core::model::{Budget, BudgetNodes, NodePool};
 use dovetail_core::nodeclaim::{Phase, Reason};
-use dovetail_core::reconcile::{Ports, Reconciler, Settings};
-use dovetail_core::resources::Resources;
+use dovetail_core::reconcile::Settings;
 use dovetail_sim::block_on;
-use dovetail_sim::world::{ReplicaKind, SimClock, SimCloud, SimKube, SimQueue, SimStore, Workload, World, WorldConfig};
-
-type Plain = Reconciler<SimKube, SimCloud, SimStore, SimQueue, SimClock>;
-
-fn reconciler(w: &World) -> Plain {
-    let p = w.ports();
-    let ports = Ports { kube: p.kube, cloud: p.cloud, store: p.store, queue: p.queue, clock: p.clock };
-    Reconciler::new(ports, Settings::new("sim", "sweeper"))
-}
+use dovetail_sim::world::World;
 
 /// Claims of the pool being drained now: disrupted, not yet past their drain.
 fn draining(w: &World) -> usize {
@@ -31,24 +22,11 @@ fn draining(w: &World) -> usize {
 
 #[test]
 fn a_deleted_pool_drains_within_its_budget_and_its_class_waits_for_it() {
-    let w = World::new(WorldConfig { interruption_multiplier: 0.0, ..WorldConfig::default() });
-    {
-        let mut s = w.lock();
-        let mut pool = NodePool::new("default", "default");
-        pool.disruption.budgets =
-            vec![Budget { nodes: BudgetNodes::Count(1), schedule: None, duration: None, reasons: vec![] }];
-        s.kube.nodepools.push(pool);
-        s.kube.nodeclasses.push(NodeClass { name: "default".into(), ..NodeClass::default() });
-        let mut web = Pod::new("shop", "web", Resources::new(1500, 2 << 30));
-        web.owner = OwnerKind::ReplicaSet;
-        s.add_workload("shop/web", Workload::replicas(ReplicaKind::Deployment, web, 12));
-        s.settle();
-    }
-    let r = reconciler(&w);
-    for _ in 0..8 {
-        later(&w, 30);
-        block_on(r.provision()).expect("a clean provisioning pass");
-    }
+    let mut pool = NodePool::new("default", "default");
+    pool.disruption.budgets =
+        vec![Budget { nodes: BudgetNodes::Count(1), schedule: None, duration: None, reasons: vec![] }];
+    let w = provisioned(pool, 12);
+    let r = reconciler(&w, Settings::new("sim", "sweeper"));
     later(&w, 60);
     block_on(r.sweep()).expect("a clean sweep");
     let nodes = {
