@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use aws_lambda_events::event::sqs::SqsEvent;
 use dovetail_core::benchmark::karpenter_pods;
 use dovetail_core::model::{NodeClass, NodePool};
-use dovetail_core::reconcile::{Ports, Reconciler, Settings};
+use dovetail_core::reconcile::{Deadline, Ports, Reconciler, Settings};
 use dovetail_runtime::handlers;
 use dovetail_sim::block_on;
 use dovetail_sim::world::{World, WorldConfig};
@@ -66,7 +66,7 @@ fn main() {
         let ports = Ports { kube: p.kube, cloud: p.cloud, store: p.store, queue: p.queue, clock: p.clock };
         let reconciler = Reconciler::new(ports, Settings::new("bench", "provisioner"));
         let started = Instant::now();
-        let handled = block_on(handlers::doorbells("provisioner", &reconciler, &event));
+        let handled = block_on(handlers::doorbells("provisioner", &reconciler, &event, Deadline::NONE));
         times.push(started.elapsed());
         assert!(handled.response.batch_item_failures.is_empty(), "{:?}", handled.report.errors);
         assert_eq!(handled.report.pending_pods, pods, "every pod pending at the read");

@@ -13,8 +13,8 @@ use std::time::SystemTime;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use dovetail_aws::{load_sdk_config, AwsError, Clients, Config, DynamoStore, Ec2Cloud, Eks, SqsQueue};
-use dovetail_core::reconcile::ports::PortError;
-use dovetail_core::reconcile::{Ports, Reconciler, Report};
+use dovetail_core::reconcile::ports::{Clock, PortError};
+use dovetail_core::reconcile::{Deadline, Ports, Reconciler, Report};
 use dovetail_kube::{adapter_settings, eks_client, ClientError, KubeAdapter};
 use lambda_runtime::{service_fn, LambdaEvent};
 use tokio::sync::{Mutex, MutexGuard};
@@ -130,21 +130,21 @@ impl Function {
     }
 
     /// The provisioner's handler. An error (no token could be minted) fails the whole batch.
-    pub async fn doorbells(&self, event: SqsEvent) -> Result<SqsBatchResponse, InitError> {
+    pub async fn doorbells(&self, event: SqsEvent, deadline: Deadline) -> Result<SqsBatchResponse, InitError> {
         let live = self.reconciler().await?;
-        Ok(handlers::doorbells(&self.name, &live.reconciler, &event).await.response)
+        Ok(handlers::doorbells(&self.name, &live.reconciler, &event, deadline).await.response)
     }
 
     /// The interruption function's handler.
-    pub async fn interruptions(&self, event: SqsEvent) -> Result<SqsBatchResponse, InitError> {
+    pub async fn interruptions(&self, event: SqsEvent, deadline: Deadline) -> Result<SqsBatchResponse, InitError> {
         let live = self.reconciler().await?;
-        Ok(handlers::interruptions(&self.name, &live.reconciler, &event).await.response)
+        Ok(handlers::interruptions(&self.name, &live.reconciler, &event, deadline).await.response)
     }
 
     /// The sweeper's handler: a summary of what it did (the decisions themselves are logged).
-    pub async fn sweep(&self) -> Result<Summary, InitError> {
+    pub async fn sweep(&self, deadline: Deadline) -> Result<Summary, InitError> {
         let live = self.reconciler().await?;
-        let report = handlers::sweep(&self.name, &live.reconciler).await?;
+        let report = handlers::sweep(&self.name, &live.reconciler, deadline).await?;
         Ok(Summary::of(&report))
     }
 }
@@ -177,23 +177,30 @@ pub async fn run(kind: Kind) -> Result<(), lambda_runtime::Error> {
     match kind {
         Kind::Provisioner => {
             lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-                boxed(function.doorbells(event.payload)).await.map_err(lambda_runtime::Error::from)
+                let deadline = deadline(&event.context);
+                boxed(function.doorbells(event.payload, deadline)).await.map_err(lambda_runtime::Error::from)
             }))
             .await
         }
         Kind::Interruption => {
             lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| async move {
-                boxed(function.interruptions(event.payload)).await.map_err(lambda_runtime::Error::from)
+                let deadline = deadline(&event.context);
+                boxed(function.interruptions(event.payload, deadline)).await.map_err(lambda_runtime::Error::from)
             }))
             .await
         }
         Kind::Sweeper => {
-            lambda_runtime::run(service_fn(move |_: LambdaEvent<serde_json::Value>| async move {
-                boxed(function.sweep()).await.map_err(lambda_runtime::Error::from)
+            lambda_runtime::run(service_fn(move |event: LambdaEvent<serde_json::Value>| async move {
+                boxed(function.sweep(deadline(&event.context))).await.map_err(lambda_runtime::Error::from)
             }))
             .await
         }
     }
+}
+
+/// When this invocation stops starting work (see [`crate::clock::lambda_deadline`]).
+fn deadline(context: &lambda_runtime::Context) -> Deadline {
+    crate::clock::lambda_deadline(context.deadline, SystemClock.now())
 }
 
 /// A handler's future behind a pointer. Inline, Lambda's event loop, the handler, a pass and its

@@ -1,12 +1,16 @@
 //! The three functions' handlers, over any ports: the Lambda mains call them with the AWS and
 //! Kubernetes adapters ([`crate::aws`]), the tests with moto and an in-memory cluster. Each runs
 //! one reconciler, logs its decisions, publishes its metrics and answers in Lambda's shape.
+//!
+//! Each is given its invocation's [`Deadline`] (Lambda's, less a reserve for finishing) and stops
+//! starting work when it passes, answering so that nothing is lost: see
+//! [`dovetail_core::reconcile::deadline`].
 
 use std::time::Instant;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use dovetail_core::reconcile::ports::{Clock, Cloud, Kube, PortError, Queue, Store};
-use dovetail_core::reconcile::{Reconciler, Report};
+use dovetail_core::reconcile::{Deadline, Reconciler, Report};
 
 use crate::{logging, metrics, sqs};
 
@@ -22,11 +26,13 @@ pub struct Handled<R> {
 /// "look again", and the reconcile re-reads the whole cluster — so the batch succeeds or fails as
 /// one: when the reconcile could not run (the store or the cluster unreachable), every message
 /// is reported failed and comes back after the visibility timeout. A doorbell that is not JSON
-/// is logged, naming the message, and consumed: the reconcile it rang has run.
+/// is logged, naming the message, and consumed: the reconcile it rang has run. Stopped at its
+/// deadline with work left, the batch fails too: the doorbells come back for it.
 pub async fn doorbells<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
     function: &str,
     reconciler: &Reconciler<K, C, S, Q, T>,
     event: &SqsEvent,
+    deadline: Deadline,
 ) -> Handled<SqsBatchResponse> {
     let started = Instant::now();
     for m in sqs::messages(event) {
@@ -34,7 +40,8 @@ pub async fn doorbells<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
             tracing::warn!(message = %m.id, error = %e, "doorbell is not JSON; consumed (the reconcile re-reads the cluster)");
         }
     }
-    let (report, response) = match reconciler.provision().await {
+    let (report, response) = match reconciler.provision_by(deadline).await {
+        Ok(report) if report.unfinished => (report, sqs::all_failed(event)),
         Ok(report) => (report, sqs::response(&[])),
         Err(e) => (could_not_run(e), sqs::all_failed(event)),
     };
@@ -48,9 +55,10 @@ pub async fn interruptions<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
     function: &str,
     reconciler: &Reconciler<K, C, S, Q, T>,
     event: &SqsEvent,
+    deadline: Deadline,
 ) -> Handled<SqsBatchResponse> {
     let started = Instant::now();
-    let batch = reconciler.interrupt(&sqs::messages(event)).await;
+    let batch = reconciler.interrupt_by(&sqs::messages(event), deadline).await;
     finish(function, &reconciler.settings.cluster, &batch.report, started);
     Handled { response: sqs::response(&batch.failed), report: batch.report }
 }
@@ -60,9 +68,10 @@ pub async fn interruptions<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
 pub async fn sweep<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
     function: &str,
     reconciler: &Reconciler<K, C, S, Q, T>,
+    deadline: Deadline,
 ) -> Result<Report, PortError> {
     let started = Instant::now();
-    let result = reconciler.sweep().await;
+    let result = reconciler.sweep_by(deadline).await;
     let report = match &result {
         Ok(report) => report.clone(),
         Err(e) => could_not_run(e.clone()),

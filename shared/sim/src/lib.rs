@@ -9,13 +9,19 @@
 //!   messages, the sweeper's schedule — calling the functions where the Lambdas would run.
 //! - [`baseline`]: a Cluster Autoscaler-like policy over the same world.
 //! - [`report`]: what a run cost and how long pods waited, as a table, JSON or an HTML page.
-//! - [`faults`]: crashes injected into any `Cloud` and `Store`, for the exactly-once tests.
+//! - [`faults`]: crashes and seeded faults injected into every port.
+//! - [`chaos`]: a world run through seeded faults, then checked against the invariants.
+//! - [`fixtures`]: worlds the tests start from.
+//! - [`invariants`]: what must hold after any run (one instance per claim, nothing pending).
 //!
 //! Everything is deterministic for a seed: seeded `SmallRng`, `BTreeMap` iteration, virtual time.
 
 pub mod baseline;
+pub mod chaos;
 pub mod driver;
 pub mod faults;
+pub mod fixtures;
+pub mod invariants;
 pub mod report;
 pub mod scenario;
 pub mod world;

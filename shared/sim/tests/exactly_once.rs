@@ -11,15 +11,12 @@ mod common;
 use std::sync::Arc;
 
 use common::{later, reconciler, spot_warning, Plain};
-use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod};
-use dovetail_core::nodeclaim::{NodeClaim, Phase};
+use dovetail_core::nodeclaim::Phase;
 use dovetail_core::reconcile::{Ports, QueueMessage, Reconciler, Settings};
-use dovetail_core::resources::Resources;
 use dovetail_sim::block_on;
 use dovetail_sim::faults::{Faults, FaultyCloud, FaultyStore};
-use dovetail_sim::world::{SimClock, SimCloud, SimKube, SimQueue, SimStore, World, WorldConfig};
-
-const GIB: i64 = 1 << 30;
+use dovetail_sim::world::{SimClock, SimCloud, SimKube, SimQueue, SimStore, World};
+use dovetail_sim::{fixtures, invariants};
 
 type Faulty = Reconciler<SimKube, FaultyCloud<SimCloud>, FaultyStore<SimStore>, SimQueue, SimClock>;
 
@@ -39,24 +36,6 @@ fn plain(w: &World, holder: &str) -> Plain {
     reconciler(w, Settings::new("sim", holder))
 }
 
-/// A quiet world (no spot interruptions) with one pool and `pods` pending pods of mixed sizes.
-fn world(pods: usize) -> World {
-    let w = World::new(WorldConfig { interruption_multiplier: 0.0, ..WorldConfig::default() });
-    {
-        let mut s = w.lock();
-        s.kube.nodepools.push(NodePool::new("default", "default"));
-        s.kube.nodeclasses.push(NodeClass { name: "default".into(), ..NodeClass::default() });
-        for i in 0..pods {
-            let cpu = [250, 500, 1000, 2000][i % 4];
-            let mut p = Pod::new("shop", &format!("web-{i}"), Resources::new(cpu, (1 + (i as i64 % 3)) * GIB));
-            p.owner = OwnerKind::ReplicaSet;
-            s.create_pod(p, None, None);
-        }
-        s.settle();
-    }
-    w
-}
-
 /// Boots, registers and binds: the world runs while the provisioner handles node doorbells.
 fn settle_cluster(w: &World) {
     let r = plain(w, "settle");
@@ -66,41 +45,18 @@ fn settle_cluster(w: &World) {
     }
 }
 
-/// Live instances and live claims pair up one to one; no claim had two successful launches.
-fn assert_exactly_once(w: &World, faults: &Faults, context: &str) {
-    for (claim, n) in faults.launches() {
-        assert_eq!(n, 1, "{context}: claim {claim} got {n} successful CreateFleet calls");
-    }
-    let s = w.lock();
-    let live: Vec<&NodeClaim> = s.store.claims.values().filter(|c| c.phase != Phase::Terminated).collect();
-    let running: Vec<_> =
-        s.cloud.instances.values().filter(|i| matches!(i.instance.state.as_str(), "pending" | "running")).collect();
-    for i in &running {
-        let owners: Vec<&&NodeClaim> =
-            live.iter().filter(|c| c.launch.as_ref().is_some_and(|l| l.instance_id == i.instance.id)).collect();
-        assert_eq!(owners.len(), 1, "{context}: instance {} is owned by {} claims", i.instance.id, owners.len());
-    }
-    for c in &live {
-        assert!(c.launch.is_some(), "{context}: claim {} never recorded its instance", c.name);
-        let id = &c.launch.as_ref().unwrap().instance_id;
-        assert!(running.iter().any(|i| &i.instance.id == id), "{context}: claim {} has no running instance", c.name);
-    }
-    let pending = s.kube.provisionable().count();
-    assert_eq!(pending, 0, "{context}: {pending} pods still pending");
-}
-
 fn live_claims(w: &World) -> usize {
     w.lock().store.claims.values().filter(|c| c.phase != Phase::Terminated).count()
 }
 
 /// The clean run every faulty one is compared with: how many claims, and how many port calls.
 fn clean_run(pods: usize) -> (usize, i64) {
-    let w = world(pods);
+    let w = fixtures::pending(pods);
     let faults = Faults::never();
     block_on(faulty(&w, &faults, "a").provision()).unwrap();
     let calls = faults.calls();
     settle_cluster(&w);
-    assert_exactly_once(&w, &faults, "clean run");
+    invariants::assert_hold(&w, &faults, "clean run");
     (live_claims(&w), calls)
 }
 
@@ -111,7 +67,7 @@ fn a_crash_at_any_port_call_never_launches_twice() {
     assert!(claims >= 2, "the scenario needs several claims, got {claims}");
     assert!(calls >= 10, "{calls}");
     for n in 0..calls {
-        let w = world(pods);
+        let w = fixtures::pending(pods);
         let faults = Faults::crash_after(n);
         let crashed = block_on(faulty(&w, &faults, "a").provision());
         assert!(crashed.is_err() || n >= calls - 1, "crash at call {n} surfaced: {crashed:?}");
@@ -120,7 +76,7 @@ fn a_crash_at_any_port_call_never_launches_twice() {
         later(&w, 130);
         block_on(faulty(&w, &faults, "b").provision()).expect("the redelivery runs clean");
         settle_cluster(&w);
-        assert_exactly_once(&w, &faults, &format!("crash at call {n}"));
+        invariants::assert_hold(&w, &faults, &format!("crash at call {n}"));
         assert_eq!(live_claims(&w), claims, "crash at call {n}: demand covered once");
     }
 }
@@ -129,7 +85,7 @@ fn a_crash_at_any_port_call_never_launches_twice() {
 fn every_doorbell_delivered_three_times_changes_nothing() {
     let pods = 12;
     let (claims, _) = clean_run(pods);
-    let w = world(pods);
+    let w = fixtures::pending(pods);
     let faults = Faults::never();
     for _ in 0..3 {
         block_on(faulty(&w, &faults, "a").provision()).unwrap();
@@ -139,7 +95,7 @@ fn every_doorbell_delivered_three_times_changes_nothing() {
         block_on(faulty(&w, &faults, "a").provision()).unwrap();
     }
     settle_cluster(&w);
-    assert_exactly_once(&w, &faults, "triple delivery");
+    invariants::assert_hold(&w, &faults, "triple delivery");
     assert_eq!(live_claims(&w), claims);
 }
 
@@ -148,7 +104,7 @@ fn concurrent_invocations_launch_once() {
     let pods = 24;
     let (claims, _) = clean_run(pods);
     for round in 0..5 {
-        let w = world(pods);
+        let w = fixtures::pending(pods);
         let faults = Faults::never();
         let (a, b, c) = (faulty(&w, &faults, "a"), faulty(&w, &faults, "b"), faulty(&w, &faults, "c"));
         std::thread::scope(|s| {
@@ -157,14 +113,14 @@ fn concurrent_invocations_launch_once() {
             s.spawn(|| block_on(c.sweep()).unwrap());
         });
         settle_cluster(&w);
-        assert_exactly_once(&w, &faults, &format!("concurrent round {round}"));
+        invariants::assert_hold(&w, &faults, &format!("concurrent round {round}"));
         assert_eq!(live_claims(&w), claims, "round {round}");
     }
 }
 
 #[test]
 fn a_spot_warning_delivered_three_times_gets_one_replacement() {
-    let w = world(8);
+    let w = fixtures::pending(8);
     block_on(plain(&w, "a").provision()).unwrap();
     settle_cluster(&w);
     let (victim, instance) = {
@@ -190,7 +146,7 @@ fn a_spot_warning_delivered_three_times_gets_one_replacement() {
 
 #[test]
 fn a_malformed_message_fails_alone() {
-    let w = world(2);
+    let w = fixtures::pending(2);
     block_on(plain(&w, "a").provision()).unwrap();
     let batch = vec![
         QueueMessage { id: "bad".into(), body: "{\"detail-type\": ".into() },

@@ -35,6 +35,7 @@ use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
 use aws_lambda_events::event::sqs::SqsEvent;
+use dovetail_core::reconcile::Deadline;
 use dovetail_runtime::aws::{ClusterAuth, Function, Kind};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -335,12 +336,12 @@ impl Rig {
         let failures = match invocation {
             Invocation::Sqs(event) => {
                 let response = match kind {
-                    Kind::Provisioner => function.doorbells(event).await,
-                    _ => function.interruptions(event).await,
+                    Kind::Provisioner => function.doorbells(event, Deadline::NONE).await,
+                    _ => function.interruptions(event, Deadline::NONE).await,
                 };
                 response.map_err(|e| anyhow!("{name}: {e}"))?.batch_item_failures.len()
             }
-            Invocation::Sweep => function.sweep().await.map_err(|e| anyhow!("{name}: {e}"))?.errors,
+            Invocation::Sweep => function.sweep(Deadline::NONE).await.map_err(|e| anyhow!("{name}: {e}"))?.errors,
         };
         let ended = Instant::now();
         let waited = world.proxy.busy().at(ended).since(&waited_before);

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use dovetail_core::reconcile::Deadline;
 use dovetail_runtime::aws::AwsReconciler;
 use dovetail_runtime::handlers;
 use futures_util::future::join_all;
@@ -86,7 +87,7 @@ impl Poller {
             note_rung(&event, &shared);
             self.deliver(&event, &shared, environments.len(), |i| {
                 let (reconciler, event) = (&environments[i], &event);
-                async move { handlers::doorbells(self.function, reconciler, event).await.response }
+                async move { handlers::doorbells(self.function, reconciler, event, Deadline::NONE).await.response }
             })
             .await;
         }
@@ -101,7 +102,7 @@ impl Poller {
             }
             self.deliver(&event, &shared, environments.len(), |i| {
                 let (reconciler, event) = (&environments[i], &event);
-                async move { handlers::interruptions(self.function, reconciler, event).await.response }
+                async move { handlers::interruptions(self.function, reconciler, event, Deadline::NONE).await.response }
             })
             .await;
         }
@@ -113,7 +114,8 @@ pub async fn sweeper(environments: Vec<Arc<AwsReconciler>>, every: Duration, sha
     loop {
         tokio::time::sleep(every).await;
         *shared.batches.lock().unwrap().entry("dovetail-sweeper").or_default() += 1;
-        let sweeps = join_all(environments.iter().map(|r| handlers::sweep("dovetail-sweeper", r))).await;
+        let sweeps =
+            join_all(environments.iter().map(|r| handlers::sweep("dovetail-sweeper", r, Deadline::NONE))).await;
         for s in sweeps {
             if let Err(e) = s {
                 // The next tick tries again, as the schedule would; a scenario that needs the

@@ -7,6 +7,7 @@
 use dovetail_aws::ec2::TAG_CLUSTER;
 use dovetail_aws::Ec2Cloud;
 use dovetail_core::model::{OwnerKind, Pod};
+use dovetail_core::reconcile::Deadline;
 use dovetail_core::resources::Resources;
 use dovetail_runtime::handlers;
 
@@ -56,7 +57,7 @@ async fn per_event_reads_describe_only_the_instances_they_step() {
     //    launch looks its claim's tag up once before CreateFleet (exactly-once), finding nothing.
     rig.send(&rig.doorbell_url, &[doorbell("ledger-0")]).await;
     let event = rig.receive(&rig.doorbell_url).await;
-    let handled = handlers::doorbells("provisioner", &counted("p1"), &event).await;
+    let handled = handlers::doorbells("provisioner", &counted("p1"), &event, Deadline::NONE).await;
     rig.delete_succeeded(&rig.doorbell_url, &event, &[]).await;
     assert!(handled.report.errors.is_empty(), "{:?}", handled.report.errors);
     let launches = handled.report.launches().count();
@@ -72,7 +73,7 @@ async fn per_event_reads_describe_only_the_instances_they_step() {
     assert_eq!(claims.len(), launches);
     rig.send(&rig.doorbell_url, &[doorbell("ledger-1")]).await;
     let event = rig.receive(&rig.doorbell_url).await;
-    let handled = handlers::doorbells("provisioner", &counted("p2"), &event).await;
+    let handled = handlers::doorbells("provisioner", &counted("p2"), &event, Deadline::NONE).await;
     rig.delete_succeeded(&rig.doorbell_url, &event, &[]).await;
     assert!(handled.report.errors.is_empty(), "{:?}", handled.report.errors);
     assert_eq!(handled.report.launches().count(), 0);
@@ -92,7 +93,7 @@ async fn per_event_reads_describe_only_the_instances_they_step() {
     }
     rig.send(&rig.doorbell_url, &[doorbell("batch-0")]).await;
     let event = rig.receive(&rig.doorbell_url).await;
-    let handled = handlers::doorbells("provisioner", &counted("p3"), &event).await;
+    let handled = handlers::doorbells("provisioner", &counted("p3"), &event, Deadline::NONE).await;
     rig.delete_succeeded(&rig.doorbell_url, &event, &[]).await;
     assert!(handled.report.errors.is_empty(), "{:?}", handled.report.errors);
     assert_eq!(handled.report.pending_pods, 1);
@@ -117,7 +118,7 @@ async fn per_event_reads_describe_only_the_instances_they_step() {
     rig.send(&rig.interruption_url, &bodies).await;
     let event = rig.receive(&rig.interruption_url).await;
     assert_eq!(event.records.len(), bodies.len());
-    let handled = handlers::interruptions("interruption", &counted("i"), &event).await;
+    let handled = handlers::interruptions("interruption", &counted("i"), &event, Deadline::NONE).await;
     assert!(handled.response.batch_item_failures.is_empty(), "{:?}", handled.report.errors);
     let calls = describes.take();
     println!("interruption, 4 messages: {calls:?}");
@@ -132,7 +133,7 @@ async fn per_event_reads_describe_only_the_instances_they_step() {
     assert!(said(&format!("for {}", id(victim))), "{:#?}", handled.report.decisions);
 
     // 5. The sweeper, for contrast: every instance of the cluster.
-    handlers::sweep("sweeper", &counted("s")).await.expect("the sweep ran");
+    handlers::sweep("sweeper", &counted("s"), Deadline::NONE).await.expect("the sweep ran");
     let calls = describes.take();
     let (full, all) = tally(&calls, Kind::All);
     println!("sweeper: {full} full DescribeInstances returning {all} instances ({} in all calls)", returned(&calls));

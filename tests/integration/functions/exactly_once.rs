@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dovetail_aws::{DynamoStore, Ec2Cloud, SqsQueue};
-use dovetail_core::reconcile::Reconciler;
+use dovetail_core::reconcile::{Deadline, Reconciler};
 use dovetail_runtime::handlers;
 use dovetail_sim::faults::{Faults, FaultyCloud, FaultyStore};
 use dovetail_sim::world::{SimClock, SimKube};
@@ -70,9 +70,9 @@ async fn every_doorbell_three_times_and_concurrent_invocations_launch_once() {
     let first = rig.receive(&rig.doorbell_url).await;
     let second = rig.receive(&rig.doorbell_url).await;
     let (x, y, z) = tokio::join!(
-        handlers::doorbells("provisioner", &a, &first),
-        handlers::doorbells("provisioner", &b, &second),
-        handlers::sweep("sweeper", &sweeper)
+        handlers::doorbells("provisioner", &a, &first, Deadline::NONE),
+        handlers::doorbells("provisioner", &b, &second, Deadline::NONE),
+        handlers::sweep("sweeper", &sweeper, Deadline::NONE)
     );
     assert!(x.response.batch_item_failures.is_empty() && y.response.batch_item_failures.is_empty());
     z.expect("the sweep ran");
@@ -84,7 +84,7 @@ async fn every_doorbell_three_times_and_concurrent_invocations_launch_once() {
         if batch.records.is_empty() {
             break;
         }
-        let handled = handlers::doorbells("provisioner", &a, &batch).await;
+        let handled = handlers::doorbells("provisioner", &a, &batch, Deadline::NONE).await;
         assert!(handled.response.batch_item_failures.is_empty(), "{:?}", handled.report.errors);
         rig.delete_succeeded(&rig.doorbell_url, &batch, &[]).await;
     }

@@ -17,6 +17,7 @@ use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dovetail_aws::Ec2Cloud;
 use dovetail_core::catalog::CapacityType;
 use dovetail_core::decision::Action;
+use dovetail_core::reconcile::Deadline;
 use dovetail_runtime::handlers;
 
 use super::{doorbell, Rig};
@@ -100,7 +101,8 @@ async fn spot_capacity_errors_mark_offerings_unavailable_and_fall_back_to_on_dem
 
     rig.send(&rig.doorbell_url, &[doorbell("ledger-0")]).await;
     let event = rig.receive(&rig.doorbell_url).await;
-    let handled = handlers::doorbells("provisioner", &rig.reconciler_with(cloud, rig.store(), "p"), &event).await;
+    let handled =
+        handlers::doorbells("provisioner", &rig.reconciler_with(cloud, rig.store(), "p"), &event, Deadline::NONE).await;
     assert!(handled.response.batch_item_failures.is_empty(), "{:?}", handled.report.errors);
     assert!(handled.report.errors.is_empty(), "{:?}", handled.report.errors);
 

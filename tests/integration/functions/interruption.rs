@@ -4,6 +4,7 @@
 
 use aws_sdk_eventbridge::types::{PutEventsRequestEntry, Target};
 use aws_sdk_sqs::types::QueueAttributeName;
+use dovetail_core::reconcile::Deadline;
 use dovetail_runtime::handlers;
 use serde_json::Value;
 
@@ -76,7 +77,7 @@ async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone
     let rig = Rig::new(&["spot"]).await;
     rig.send(&rig.doorbell_url, &[doorbell("ledger-0")]).await;
     let event = rig.receive(&rig.doorbell_url).await;
-    handlers::doorbells("provisioner", &rig.reconciler("p"), &event).await;
+    handlers::doorbells("provisioner", &rig.reconciler("p"), &event, Deadline::NONE).await;
     rig.join_nodes().await;
     let claims = rig.live_claims().await;
     let victim = claims.first().expect("a claim launched").clone();
@@ -121,7 +122,7 @@ async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone
         assert!(delivered.iter().any(|e| e["detail-type"] == detail_type), "{detail_type} delivered");
     }
 
-    let handled = handlers::interruptions("interruption", &rig.reconciler("i"), &batch).await;
+    let handled = handlers::interruptions("interruption", &rig.reconciler("i"), &batch, Deadline::NONE).await;
     let malformed = batch.records.iter().find(|r| r.body.as_deref() == Some("{\"detail-type\": ")).unwrap();
     let failed: Vec<String> = handled.response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect();
     assert_eq!(failed, vec![malformed.message_id.clone().unwrap()], "{:?}", handled.report.errors);

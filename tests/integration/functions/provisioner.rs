@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
+use dovetail_core::reconcile::Deadline;
 use dovetail_runtime::handlers;
 
 use super::{doorbell, Rig};
@@ -13,7 +14,7 @@ async fn ring(rig: &Rig) -> handlers::Handled<aws_lambda_events::event::sqs::Sqs
     rig.send(&rig.doorbell_url, &bodies).await;
     let event = rig.receive(&rig.doorbell_url).await;
     assert_eq!(event.records.len(), 3);
-    let handled = handlers::doorbells("provisioner", &rig.reconciler("provisioner-1"), &event).await;
+    let handled = handlers::doorbells("provisioner", &rig.reconciler("provisioner-1"), &event, Deadline::NONE).await;
     rig.delete_succeeded(&rig.doorbell_url, &event, &[]).await;
     handled
 }
@@ -72,14 +73,14 @@ async fn a_batch_fails_whole_when_the_table_is_missing_and_succeeds_once_it_exis
     rig.aws.clients.dynamodb.delete_table().table_name(crate::aws::TABLE).send().await.unwrap();
     rig.send(&rig.doorbell_url, &[doorbell("ledger-0"), "not json".to_string()]).await;
     let event = rig.receive(&rig.doorbell_url).await;
-    let handled = handlers::doorbells("provisioner", &rig.reconciler("provisioner-1"), &event).await;
+    let handled = handlers::doorbells("provisioner", &rig.reconciler("provisioner-1"), &event, Deadline::NONE).await;
     let failed: Vec<String> = handled.response.batch_item_failures.iter().map(|f| f.item_identifier.clone()).collect();
     assert_eq!(failed.len(), 2, "every message comes back: {failed:?}");
     assert!(handled.report.errors.iter().any(|e| e.contains("could not run")), "{:?}", handled.report.errors);
     assert!(rig.instances().await.is_empty(), "nothing launched without a place to record it");
 
     dovetail_aws::dynamo::create_table(&rig.aws.clients.dynamodb, crate::aws::TABLE).await.unwrap();
-    let handled = handlers::doorbells("provisioner", &rig.reconciler("provisioner-1"), &event).await;
+    let handled = handlers::doorbells("provisioner", &rig.reconciler("provisioner-1"), &event, Deadline::NONE).await;
     assert!(handled.response.batch_item_failures.is_empty(), "{:?}", handled.report.errors);
     assert!(handled.report.launches().count() >= 1);
     rig.assert_exactly_once("after the table came back").await;

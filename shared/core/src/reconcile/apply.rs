@@ -25,6 +25,8 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let mut evictions: BTreeMap<String, Vec<(String, EvictionResult)>> = BTreeMap::new();
         let mut blocked: BTreeSet<String> = BTreeSet::new();
         let mut retry = false;
+        // Actions not started because the invocation's deadline came first.
+        let mut left = 0;
         for d in decisions {
             if d.claim.as_ref().is_some_and(|c| blocked.contains(c)) {
                 report.note(d.claim.as_deref(), format!("skipped after an earlier failure: {}", d.why));
@@ -34,6 +36,10 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 report.decisions.push(d);
                 continue;
             };
+            if left > 0 || self.out_of_time(view.deadline, report) {
+                left += 1;
+                continue;
+            }
             if let Action::Event { object, reason, message } = &action {
                 if !self.events.admit(object, reason, message, self.ports.clock.now()) {
                     // Written less than its window ago: the sentence stays in the report.
@@ -73,6 +79,9 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                     blocked.extend(claim);
                 }
             }
+        }
+        if left > 0 {
+            report.note(None, format!("{left} action(s) left for the next invocation"));
         }
         self.write_objects(view, report).await;
         for (object, reason, message) in on_claims {

@@ -26,6 +26,7 @@
 //! the claim name besides.
 
 mod apply;
+pub mod deadline;
 mod launch;
 mod objects;
 pub mod ports;
@@ -51,6 +52,7 @@ use crate::nodeclaim::Phase;
 use crate::provisioning;
 use crate::scheduler::SolveCache;
 
+pub use deadline::Deadline;
 pub use launch::ATTEMPT_TIMEOUT;
 use ports::{Clock, Cloud, Invalid, Kube, Lease, PortError, PortResult, Queue, Store};
 pub use scope::Scope;
@@ -108,6 +110,9 @@ pub struct Report {
     /// From the last read: pods waiting for capacity, and what the live claims cost per hour.
     pub pending_pods: usize,
     pub fleet_cost_per_hour: f64,
+    /// Stopped at its [`Deadline`] with work left, which the next invocation picks up.
+    #[serde(default)]
+    pub unfinished: bool,
 }
 
 impl Report {
@@ -154,6 +159,8 @@ pub struct View {
     /// Claims written or deleted since their NodeClaim objects were last brought in step (see
     /// [`objects`]).
     pub written: BTreeSet<String>,
+    /// When the invocation this view serves stops starting work.
+    pub deadline: Deadline,
     /// EC2NodeClasses whose resolution failed, with why (their status says so).
     pub unresolved: std::collections::BTreeMap<String, String>,
 }
@@ -196,12 +203,18 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// The provisioner's invocation (a batch of doorbells: their content does not matter, the
     /// cluster is re-read). Of EC2 it describes only the instances of the claims it registers.
     pub async fn provision(&self) -> PortResult<Report> {
-        self.provision_keeping_view(Scope::Provisioning).await.map(|(report, _)| report)
+        self.provision_by(Deadline::NONE).await
     }
 
-    /// [`Reconciler::provision`] reading `scope`, also returning the view of its last pass (kept
-    /// in step with what it did), so the sweep that follows need not read everything again.
-    async fn provision_keeping_view(&self, scope: Scope<'_>) -> PortResult<(Report, Option<View>)> {
+    /// [`Reconciler::provision`], starting no action once `deadline` has passed (the report is
+    /// then `unfinished`, and the lease free for whoever comes next).
+    pub async fn provision_by(&self, deadline: Deadline) -> PortResult<Report> {
+        self.provision_keeping_view(Scope::Provisioning, deadline).await.map(|(report, _)| report)
+    }
+
+    /// [`Reconciler::provision_by`] reading `scope`, also returning the view of its last pass
+    /// (kept in step with what it did), so the sweep that follows need not read everything again.
+    async fn provision_keeping_view(&self, scope: Scope<'_>, deadline: Deadline) -> PortResult<(Report, Option<View>)> {
         let mut report = Report::default();
         let (holder, ttl) = (self.settings.holder.as_str(), self.settings.lease_ttl);
         if self.ports.store.lease(holder, self.ports.clock.now(), ttl).await? == Lease::Busy {
@@ -210,7 +223,10 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         }
         let mut last = None;
         for pass in 1..=MAX_PASSES {
-            let replan = match self.provision_pass(&mut report, scope).await {
+            if self.out_of_time(deadline, &mut report) {
+                break;
+            }
+            let replan = match self.provision_pass(&mut report, scope, deadline).await {
                 Ok(view) => {
                     let replan = view.replan;
                     last = Some(view);
@@ -222,6 +238,9 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                     return Err(e);
                 }
             };
+            if report.unfinished {
+                break;
+            }
             if replan && pass < MAX_PASSES {
                 continue;
             }
@@ -235,12 +254,39 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 );
             }
         }
+        if report.unfinished {
+            // Stopped at the deadline: the lease is let go at once, dirty or not — this
+            // invocation's doorbells come back (see [`deadline`]), and any one means "look again".
+            let now = self.ports.clock.now();
+            if self.ports.store.release(holder, now, ttl).await? {
+                self.ports.store.release(holder, now, ttl).await?;
+            }
+        }
         Ok((report, last))
     }
 
-    /// One pass; its view's `replan` says a launch was given up and its pods need planning again.
-    async fn provision_pass(&self, report: &mut Report, scope: Scope<'_>) -> PortResult<View> {
+    /// Whether the time to start work is over; the first time, the report says so.
+    fn out_of_time(&self, deadline: Deadline, report: &mut Report) -> bool {
+        if !deadline.passed(self.ports.clock.now()) {
+            return false;
+        }
+        if !report.unfinished {
+            report.unfinished = true;
+            report.note(None, "the invocation's deadline is near: what is left goes to the next invocation");
+        }
+        true
+    }
+
+    /// [`Reconciler::read`] for an invocation that stops at `deadline`.
+    async fn read_until(&self, report: &mut Report, scope: Scope<'_>, deadline: Deadline) -> PortResult<View> {
         let mut view = self.read(report, scope).await?;
+        view.deadline = deadline;
+        Ok(view)
+    }
+
+    /// One pass; its view's `replan` says a launch was given up and its pods need planning again.
+    async fn provision_pass(&self, report: &mut Report, scope: Scope<'_>, deadline: Deadline) -> PortResult<View> {
+        let mut view = self.read_until(report, scope, deadline).await?;
         self.register(&mut view, report).await;
         self.repair_launches(&mut view, report).await;
         self.apply(deletion::deletions(&view.cluster), &mut view, report).await;
@@ -273,6 +319,9 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let waiting: Vec<String> =
             view.cluster.claims.iter().filter(|c| scope::registering(c)).map(|c| c.name.clone()).collect();
         for name in waiting {
+            if self.out_of_time(view.deadline, report) {
+                return;
+            }
             self.step_claim(&name, false, view, report).await;
         }
     }
@@ -291,6 +340,9 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             .cloned()
             .collect();
         for claim in stale {
+            if self.out_of_time(view.deadline, report) {
+                return;
+            }
             report.note(Some(&claim.name), format!("resuming the launch of {}: no instance recorded yet", claim.name));
             if let Err(e) = self.complete_launch(claim.clone(), view, report).await {
                 report.errors.push(format!("launch of {}: {e}", claim.name));
@@ -302,6 +354,13 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// (and reaches the DLQ after its retries) without holding back the others. Of EC2 it
     /// describes the instances its events name and those of the claims it resumes.
     pub async fn interrupt(&self, messages: &[QueueMessage]) -> Batch {
+        self.interrupt_by(messages, Deadline::NONE).await
+    }
+
+    /// [`Reconciler::interrupt`], starting nothing once `deadline` has passed: events not reached
+    /// (or cut short) are reported failed, so they come back; drains are handed on to resume
+    /// messages sent at once.
+    pub async fn interrupt_by(&self, messages: &[QueueMessage], deadline: Deadline) -> Batch {
         let mut batch = Batch::default();
         let parsed: Vec<Parsed> = messages.iter().map(|m| Parsed::of(&m.body)).collect();
         let resumed: Vec<String> = parsed
@@ -321,7 +380,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             .map(str::to_string)
             .collect();
         let scope = Scope::Named { claims: &resumed, instances: &named };
-        let mut view = match self.read(&mut batch.report, scope).await {
+        let mut view = match self.read_until(&mut batch.report, scope, deadline).await {
             Ok(v) => v,
             Err(e) => {
                 batch.report.errors.push(format!("reading the cluster: {e}"));
@@ -332,6 +391,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         for (m, parsed) in messages.iter().zip(parsed) {
             let retry = match parsed {
                 Parsed::Resume(claim) => self.step_claim(&claim, true, &mut view, &mut batch.report).await,
+                Parsed::Event(_) if self.out_of_time(deadline, &mut batch.report) => true,
                 Parsed::Event(message) => {
                     let decisions = interruption::decide(&message, &view.cluster, &view.catalog);
                     // The drain starts here and now: a spot warning gives two minutes, and a resume
@@ -342,10 +402,15 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                     view.drains_to_start = Some(Vec::new());
                     let mut retry = self.apply(decisions, &mut view, &mut batch.report).await;
                     for claim in view.drains_to_start.take().unwrap_or_default() {
+                        if self.out_of_time(deadline, &mut batch.report) {
+                            retry |= self.hand_on(&claim, &mut batch.report).await;
+                            continue;
+                        }
                         retry |= self.step_claim(&claim, false, &mut view, &mut batch.report).await;
                         retry |= self.step_claim(&claim, true, &mut view, &mut batch.report).await;
                     }
-                    retry
+                    // Cut short: delivered again, it decides afresh from what was done.
+                    retry || batch.report.unfinished
                 }
                 Parsed::Malformed(e) => {
                     batch.report.errors.push(format!("message {}: {e}", m.id));
@@ -372,10 +437,19 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// NodePools' status. The one reader of every instance of the cluster (its orphan pass needs
     /// them all), its provisioning pass included, since the sweep reuses that pass's view.
     pub async fn sweep(&self) -> PortResult<Report> {
-        let (mut report, view) = match self.provision_keeping_view(Scope::All).await {
+        self.sweep_by(Deadline::NONE).await
+    }
+
+    /// [`Reconciler::sweep`], starting nothing once `deadline` has passed: what it did not reach
+    /// waits for the next tick.
+    pub async fn sweep_by(&self, deadline: Deadline) -> PortResult<Report> {
+        let (mut report, view) = match self.provision_keeping_view(Scope::All, deadline).await {
             Ok(r) => r,
             Err(e) => (Report { errors: vec![format!("provisioning pass: {e}")], ..Report::default() }, None),
         };
+        if self.out_of_time(deadline, &mut report) {
+            return Ok(report);
+        }
         // When the provisioning pass did nothing, its view (read moments ago) is the cluster as
         // it is: no second read. After any action, read again — a launch's instance, for one, is
         // not in that view's instance list.
@@ -383,13 +457,16 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let mut view = match view.filter(|_| quiet) {
             Some(v) => v,
             None => {
-                let mut v = self.read(&mut report, Scope::All).await?;
+                let mut v = self.read_until(&mut report, Scope::All, deadline).await?;
                 self.repair_launches(&mut v, &mut report).await;
                 v
             }
         };
         let decisions = sweep::sweep_with(&view.cluster, &view.catalog, &self.quiet);
         self.apply(decisions, &mut view, &mut report).await;
+        if self.out_of_time(deadline, &mut report) {
+            return Ok(report);
+        }
         self.repair_objects(&mut view, &mut report).await;
         self.publish_status(&view, &mut report).await;
         Ok(report)
@@ -398,6 +475,9 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     /// One lifecycle / termination step for a claim, carried out; with `requeue`, the step's
     /// "come back in N s" becomes a delayed message. Returns whether a retry is needed.
     async fn step_claim(&self, name: &str, requeue: bool, view: &mut View, report: &mut Report) -> bool {
+        if requeue && self.out_of_time(view.deadline, report) {
+            return self.hand_on(name, report).await;
+        }
         let Some(claim) = view.cluster.claims.iter().find(|c| c.name == name).cloned() else {
             report.note(Some(name), format!("claim {name} no longer exists; nothing to resume"));
             return false;
@@ -409,6 +489,10 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             decisions.push(Decision::act(Some(name), Action::WriteClaim(Box::new(next)), why));
         }
         let mut retry = self.apply(decisions, view, report).await;
+        if requeue && report.unfinished {
+            // Cut short by the deadline: the next step comes at once, in a fresh invocation.
+            return retry | self.hand_on(name, report).await;
+        }
         if let (true, Some(after)) = (requeue, step.requeue) {
             if let Err(e) = self.ports.queue.requeue(name, after).await {
                 report.errors.push(format!("requeue of {name}: {e}"));
@@ -416,6 +500,21 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             }
         }
         retry
+    }
+
+    /// Leaves a claim's drain to a resume message sent now (the invocation is out of time).
+    /// Returns whether that failed, so the message in hand must come back instead.
+    async fn hand_on(&self, claim: &str, report: &mut Report) -> bool {
+        match self.ports.queue.requeue(claim, Duration::ZERO).await {
+            Ok(()) => {
+                report.note(Some(claim), format!("{claim}'s drain goes on in the next invocation"));
+                false
+            }
+            Err(e) => {
+                report.errors.push(format!("requeue of {claim}: {e}"));
+                true
+            }
+        }
     }
 
     async fn publish_status(&self, view: &View, report: &mut Report) {

@@ -8,7 +8,7 @@ use futures_util::future::join4;
 
 use super::ports::{Clock, Cloud, Kube, KubeState, PortResult, Queue, Store};
 use super::scope::Scope;
-use super::{Reconciler, Report, View};
+use super::{Deadline, Reconciler, Report, View};
 use crate::cluster::{Cluster, Described};
 use crate::hash::nodepool_hash;
 use crate::nodeclaim::{object, Phase};
@@ -97,6 +97,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             replan: false,
             drains_to_start: None,
             written: BTreeSet::new(),
+            deadline: Deadline::NONE,
             unresolved,
         })
     }

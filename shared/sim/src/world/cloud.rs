@@ -278,7 +278,9 @@ impl State {
         }
     }
 
-    pub(super) fn spot_warning(&mut self, id: &str) {
+    /// EC2's two-minute warning for spot instance `id` (through EventBridge to the interruption
+    /// queue), and its reclaim when the two minutes are up.
+    pub fn spot_warning(&mut self, id: &str) {
         if !self.cloud.instances.get(id).is_some_and(SimInstance::is_live) {
             return;
         }
