@@ -5,6 +5,9 @@
 //! - `infra/cdk`: `cdk synth` (cdk-nag's AWS Solutions checks run inside and fail it), cfn-lint on
 //!   its output, its `node --test` assertions, and resource-by-resource agreement with the SAM
 //!   template;
+//! - both stacks, every way of deploying: queues and table encrypted at rest, the table
+//!   recoverable to a point in time, and no EC2 write granted without the cluster's tag
+//!   ([`iam`]);
 //! - `infra/k8s`: `kubectl apply --dry-run=server -k` against the local kube-apiserver, the
 //!   example NodePool and EC2NodeClass through the CRDs and through Dovetail's own validation.
 //!
@@ -25,6 +28,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde::Deserialize as _;
 use serde_json::{json, Map, Value};
+
+mod iam;
 
 /// The SAM CLI and cfn-lint versions `tests/run-all.sh` installs.
 const PYTHON_TOOLS: &str = "\"$HOME/.cache/dovetail/venv/bin/pip\" install 'aws-sam-cli==1.170.0' 'cfn-lint==1.58.0' \
@@ -474,6 +479,7 @@ fn comparable(resources: &BTreeMap<String, Value>, flavour: Flavour) -> Result<B
                         "LocalSecondaryIndexes",
                         "TimeToLiveSpecification",
                         "PointInTimeRecoverySpecification",
+                        "SSESpecification",
                     ],
                 );
                 let mut attributes = p["AttributeDefinitions"].as_array().cloned().unwrap_or_default();
@@ -832,6 +838,77 @@ fn single(value: &Value) -> Option<(&str, &Value)> {
     }
     let (key, arguments) = map.iter().next()?;
     (key == "Ref" || key == "Condition" || key.starts_with("Fn::")).then_some((key.as_str(), arguments))
+}
+
+// --- Both stacks: data at rest, EC2 grants ------------------------------------------------------
+
+/// Every way of deploying, as resources with intrinsic functions resolved: the SAM template and
+/// the CDK app's template for each of [`VARIANTS`], named `SAM (<variant>)` and `CDK (<variant>)`.
+fn every_stack() -> Result<Vec<(String, BTreeMap<String, Value>)>> {
+    let mut stacks = Vec::new();
+    for variant in &VARIANTS {
+        stacks.push((format!("SAM ({})", variant.name), sam_resources(variant.parameters)?));
+    }
+    for (name, template) in cdk_templates()? {
+        let json: Value = serde_json::from_str(&std::fs::read_to_string(template)?)?;
+        stacks.push((format!("CDK ({name})"), Normalizer::new(&json, BTreeMap::new(), true)?.resources()?));
+    }
+    Ok(stacks)
+}
+
+/// Every queue, dead-letter queues included, is encrypted at rest with SQS's own keys (SSE-SQS,
+/// no KMS key: EventBridge could not deliver to a queue under the aws/sqs key); the table with the
+/// account's AWS managed key and point-in-time recovery on. In every way of deploying.
+#[test]
+fn stacks_encrypt_queues_and_table_at_rest_and_keep_the_table_recoverable() -> Result<()> {
+    for (name, resources) in every_stack()? {
+        let of_type = |ty: &str| resources.iter().filter(|(_, r)| r["Type"] == ty).collect::<Vec<_>>();
+        let queues = of_type("AWS::SQS::Queue");
+        ensure!(queues.len() == 4, "{name}: {} queues, expected two and their dead-letter queues", queues.len());
+        for (id, queue) in queues {
+            let properties = &queue["Properties"];
+            ensure!(properties["SqsManagedSseEnabled"] == true, "{name}: {id} is not encrypted with SSE-SQS");
+            ensure!(properties.get("KmsMasterKeyId").is_none(), "{name}: {id} names a KMS key");
+        }
+        let tables = of_type("AWS::DynamoDB::Table");
+        ensure!(tables.len() == 1, "{name}: {} tables", tables.len());
+        let (id, table) = tables[0];
+        let properties = &table["Properties"];
+        assert_eq!(properties["SSESpecification"], json!({"SSEEnabled": true}), "{name}: {id} encryption");
+        assert_eq!(
+            properties["PointInTimeRecoverySpecification"],
+            json!({"PointInTimeRecoveryEnabled": true}),
+            "{name}: {id} point-in-time recovery"
+        );
+    }
+    Ok(())
+}
+
+/// No policy of the stack grants an EC2 write without this cluster's tag ([`iam`]), in every way
+/// of deploying. And the check reads the real role: the same stack with one unconditioned
+/// `TerminateInstances` added to the functions' role fails it.
+#[test]
+fn stacks_grant_ec2_writes_only_under_the_cluster_tag() -> Result<()> {
+    for (name, resources) in every_stack()? {
+        let found = iam::untagged_ec2_writes(&resources, CLUSTER);
+        ensure!(found.is_empty(), "{name}:\n{}", found.join("\n"));
+
+        let mut broken = resources.clone();
+        let statements = broken
+            .get_mut("FunctionsRole")
+            .and_then(|role| role.pointer_mut("/Properties/Policies/0/PolicyDocument/Statement"))
+            .and_then(Value::as_array_mut)
+            .with_context(|| format!("{name}: the functions' role has no inline policy statements"))?;
+        statements.push(
+            json!({"Sid": "Unconditioned", "Effect": "Allow", "Action": "ec2:TerminateInstances", "Resource": "*"}),
+        );
+        let found = iam::untagged_ec2_writes(&broken, CLUSTER);
+        ensure!(
+            found.len() == 1 && found[0].contains("Unconditioned: ec2:TerminateInstances on *"),
+            "{name}: an unconditioned TerminateInstances was not caught: {found:?}"
+        );
+    }
+    Ok(())
 }
 
 // --- Kubernetes --------------------------------------------------------------------------------

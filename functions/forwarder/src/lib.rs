@@ -6,7 +6,8 @@
 //! - [`review`]: AdmissionReview → doorbell and response (pure);
 //! - [`dispatch`]: bounded queue, coalescing, SendMessageBatch batches, retries;
 //! - [`sqs`]: the SQS sink and client; [`server`]: HTTPS; [`tls`]: the serving certificate;
-//!   [`webhook`]: the `caBundle` patch; [`config`]: environment variables.
+//!   [`webhook`]: the `caBundle` patch; [`rotation`]: a new certificate every week, trusted
+//!   before it is served; [`config`]: environment variables.
 //!
 //! It runs on Tokio's current-thread runtime: the work per request is a few microseconds of
 //! JSON, so one thread keeps up with thousands of requests a second, and every extra thread
@@ -17,6 +18,7 @@ pub mod dispatch;
 pub mod doorbell;
 pub mod metrics;
 pub mod review;
+pub mod rotation;
 pub mod server;
 pub mod sqs;
 pub mod tls;
@@ -24,7 +26,7 @@ pub mod webhook;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -54,7 +56,16 @@ pub enum Error {
     Runtime(#[source] std::io::Error),
 }
 
-/// How often the `caBundle` is checked again after start.
+impl From<rotation::RotationError> for Error {
+    fn from(error: rotation::RotationError) -> Error {
+        match error {
+            rotation::RotationError::Tls(e) => Error::Tls(e),
+            rotation::RotationError::Trust(e) => Error::Webhook(e),
+        }
+    }
+}
+
+/// How often the `caBundle` is checked again after start (and a due rotation made).
 const CA_BUNDLE_CHECK: Duration = Duration::from_secs(60);
 /// How long start-up keeps trying to patch the `caBundle` while the API server does not answer.
 const CA_BUNDLE_START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -109,7 +120,9 @@ async fn shutdown_signal() {
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let sans = config.sans();
     let cert = tls::generate(&sans)?;
-    let acceptor = tokio_rustls::TlsAcceptor::from(tls::server_config(&cert)?);
+    let serving = tls::ServingKey::new(&cert)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls::server_config(Arc::clone(&serving))?);
+    let mut rotation = rotation::Rotation::new(sans.clone(), cert, serving, Instant::now());
     let kube = kube::Client::try_default().await.map_err(Error::Kube)?;
     let sqs = sqs::client(&config.queue_url, config.endpoint_url.as_deref()).await?;
     let listener =
@@ -131,22 +144,24 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     tracing::info!(%address, path = server::ADMISSION_PATH, ?sans, queue = %config.queue_url, "serving");
 
     // Serving first, so that the API server can reach us the moment it trusts our CA.
-    let ca_bundle = webhook::CaBundle::new(kube, &config.webhook_configuration, &cert.ca_pem);
+    let ca_bundle = webhook::CaBundle::new(kube, &config.webhook_configuration);
     let started = tokio::time::Instant::now();
     loop {
-        match ca_bundle.ensure().await {
-            Ok(patched) => {
-                tracing::info!(configuration = %config.webhook_configuration, patched, "caBundle set");
+        match rotation.check(&ca_bundle, Instant::now()).await {
+            Ok(checked) => {
+                tracing::info!(configuration = %config.webhook_configuration, ?checked, "caBundle set");
                 break;
             }
-            Err(error) if error.is_transient() && started.elapsed() < CA_BUNDLE_START_TIMEOUT => {
+            Err(rotation::RotationError::Trust(error))
+                if error.is_transient() && started.elapsed() < CA_BUNDLE_START_TIMEOUT =>
+            {
                 tracing::warn!(%error, "caBundle not set yet; trying again");
                 tokio::time::sleep(Duration::from_secs(2)).await;
             }
             Err(error) => return Err(error.into()),
         }
     }
-    let upkeep = tokio::spawn(upkeep(ca_bundle, Arc::clone(&metrics)));
+    let upkeep = tokio::spawn(upkeep(rotation, ca_bundle, Arc::clone(&metrics)));
 
     shutdown.await;
     let _ = stop.send(true);
@@ -159,8 +174,9 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     Ok(())
 }
 
-/// Periodic work: the `caBundle` check and the counters' log line.
-async fn upkeep(ca_bundle: webhook::CaBundle, metrics: Arc<metrics::Metrics>) {
+/// Periodic work: the `caBundle` check with the certificate's rotation, and the counters' log
+/// line.
+async fn upkeep(mut rotation: rotation::Rotation, ca_bundle: webhook::CaBundle, metrics: Arc<metrics::Metrics>) {
     let mut ca_check = tokio::time::interval(CA_BUNDLE_CHECK);
     let mut counters = tokio::time::interval(COUNTERS_EVERY);
     // Both fire at once first; start was just checked and nothing has been counted.
@@ -169,9 +185,15 @@ async fn upkeep(ca_bundle: webhook::CaBundle, metrics: Arc<metrics::Metrics>) {
     let mut last = metrics.snapshot();
     loop {
         tokio::select! {
-            _ = ca_check.tick() => match ca_bundle.ensure().await {
-                Ok(true) => tracing::warn!("caBundle had changed; set it again"),
-                Ok(false) => {}
+            _ = ca_check.tick() => match rotation.check(&ca_bundle, Instant::now()).await {
+                Ok(rotation::Checked::Unchanged) => {}
+                Ok(rotation::Checked::BundleSet) => tracing::warn!("caBundle had changed; set it again"),
+                Ok(rotation::Checked::NextTrusted) => {
+                    tracing::info!("rotating the serving certificate: the caBundle trusts the next CA too")
+                }
+                Ok(rotation::Checked::Rotated) => {
+                    tracing::info!("serving certificate rotated; the caBundle trusts its CA alone")
+                }
                 Err(error) => tracing::warn!(%error, "checking the caBundle"),
             },
             _ = counters.tick() => {

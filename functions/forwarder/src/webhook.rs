@@ -1,6 +1,7 @@
-//! Keeps the forwarder's ValidatingWebhookConfiguration trusting this process's certificate:
-//! every webhook in it gets our CA as `caBundle`, at start and again whenever a periodic check
-//! finds it changed (the configuration re-created, another replica's CA).
+//! Keeps the forwarder's ValidatingWebhookConfiguration trusting this process's certificates:
+//! every webhook in it gets the bundle of our CAs as `caBundle` (one CA, two during a rotation:
+//! [`crate::rotation`]), at start and again whenever a periodic check finds it changed (the
+//! configuration re-created, another replica's CA).
 //!
 //! RBAC: `get` and `patch` on `validatingwebhookconfigurations`, restricted by `resourceNames` to
 //! this one configuration (`infra/k8s/forwarder/rbac.yaml`).
@@ -45,22 +46,21 @@ impl WebhookError {
     }
 }
 
-/// One ValidatingWebhookConfiguration and the CA it should trust.
+/// One ValidatingWebhookConfiguration, whose webhooks should trust our CAs.
 #[derive(Clone)]
 pub struct CaBundle {
     api: Api<ValidatingWebhookConfiguration>,
     name: String,
-    ca_pem: Vec<u8>,
 }
 
 impl CaBundle {
-    pub fn new(client: Client, name: &str, ca_pem: &str) -> CaBundle {
-        CaBundle { api: Api::all(client), name: name.to_string(), ca_pem: ca_pem.as_bytes().to_vec() }
+    pub fn new(client: Client, name: &str) -> CaBundle {
+        CaBundle { api: Api::all(client), name: name.to_string() }
     }
 
-    /// Sets our CA on every webhook of the configuration that does not have it yet; `true` when it
-    /// patched.
-    pub async fn ensure(&self) -> Result<bool, WebhookError> {
+    /// Sets `bundle` (PEM certificates) as `caBundle` of every webhook of the configuration that
+    /// does not have exactly it yet; `true` when it patched.
+    pub async fn ensure(&self, bundle: &str) -> Result<bool, WebhookError> {
         let name = &self.name;
         let configuration = self.api.get_opt(name).await.map_err(|e| self.error("get", e))?;
         let configuration = configuration.ok_or_else(|| WebhookError::NotFound(name.clone()))?;
@@ -70,7 +70,7 @@ impl CaBundle {
         }
         let stale: Vec<&str> = webhooks
             .iter()
-            .filter(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(self.ca_pem.as_slice()))
+            .filter(|w| w.client_config.ca_bundle.as_ref().map(|b| b.0.as_slice()) != Some(bundle.as_bytes()))
             .map(|w| w.name.as_str())
             .collect();
         if stale.is_empty() {
@@ -78,7 +78,7 @@ impl CaBundle {
         }
         // A strategic merge patch: `webhooks` merges by name, so only `caBundle` of the named
         // entries changes, whatever else someone edits at the same time.
-        let bundle = ByteString(self.ca_pem.clone());
+        let bundle = ByteString(bundle.as_bytes().to_vec());
         let patch = json!({
             "webhooks": stale.iter().map(|w| json!({"name": w, "clientConfig": {"caBundle": bundle}})).collect::<Vec<_>>(),
         });

@@ -163,7 +163,9 @@ export class DovetailStack extends Stack {
       billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
       timeToLiveAttribute: 'expires_at',
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      // Encrypted at rest with DynamoDB's own key (the default), as in the SAM template.
+      // The account's AWS managed key (aws/dynamodb): SSESpecification.SSEEnabled, as in the SAM
+      // template, which says why not a customer managed key.
+      encryption: dynamodb.TableEncryption.AWS_MANAGED,
       removalPolicy: RemovalPolicy.RETAIN,
     });
     this.table.addGlobalSecondaryIndex({

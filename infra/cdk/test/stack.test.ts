@@ -242,7 +242,7 @@ describe('events', () => {
 });
 
 describe('the table', () => {
-  it('has the documented keys, indexes, TTL and recovery, and survives the stack', () => {
+  it('has the documented keys, indexes, TTL, recovery and encryption, and survives the stack', () => {
     const t = synth();
     const [, table] = one(t, 'AWS::DynamoDB::Table', 'Table');
     assert.equal(table.DeletionPolicy, 'Retain');
@@ -254,6 +254,8 @@ describe('the table', () => {
     assert.equal(p.BillingMode, 'PAY_PER_REQUEST');
     assert.deepEqual(p.TimeToLiveSpecification, { AttributeName: 'expires_at', Enabled: true });
     assert.deepEqual(p.PointInTimeRecoverySpecification, { PointInTimeRecoveryEnabled: true });
+    // The AWS managed key (aws/dynamodb), not the AWS owned one and not a customer managed key.
+    assert.deepEqual(p.SSESpecification, { SSEEnabled: true });
     assert.deepEqual(p.GlobalSecondaryIndexes, [
       {
         IndexName: 'by-instance',
