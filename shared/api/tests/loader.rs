@@ -458,3 +458,64 @@ fn unreadable_file() {
     assert!(matches!(*e.kind, LoadErrorKind::Io(_)));
     assert!(e.to_string().starts_with("tests/fixtures/nope.yaml: cannot read: "), "{e}");
 }
+
+#[test]
+fn replicas_over_the_pods_ceiling_are_refused_before_any_pod_is_made() {
+    // A hundred million pods would take the loader's memory until the kernel killed it.
+    let e = err(
+        "big.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 100000000\n  selector: {}\n  template: {spec: {containers: [{name: a}]}}\n",
+    );
+    assert_eq!(
+        e,
+        "big.yaml: document 1 (Deployment shop/web): spec.replicas: 100000000 pods is more than the supported 1000000 pods per plan"
+    );
+    // The ceiling counts the whole input: two controllers of 600,000 pods each go over together,
+    // at the second, which says how many came before it.
+    let set = |name: &str| {
+        format!("apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: {name}}}\nspec:\n  replicas: 600000\n  selector: {{}}\n  template: {{spec: {{containers: [{{name: a}}]}}}}\n")
+    };
+    let e = err("two.yaml", &format!("{}---\n{}", set("a"), set("b")));
+    assert_eq!(
+        e,
+        "two.yaml: document 2 (StatefulSet default/b): spec.replicas: 1200000 pods is more than the supported 1000000 \
+         pods per plan (this object adds 600000 pods to 600000 pods before it)"
+    );
+    let e = err(
+        "etl.yaml",
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: etl}\nspec:\n  schedule: '@daily'\n  jobTemplate:\n    spec:\n      parallelism: 2000000\n      template: {spec: {containers: [{name: a}]}}\n",
+    );
+    assert!(
+        e.starts_with(
+            "etl.yaml: document 1 (CronJob default/etl): spec.jobTemplate.spec.parallelism: 2000000 pods is more than"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn objects_over_the_per_file_ceiling_are_refused() {
+    // 1,000,001 documents of one JSON stream: refused at the one past the ceiling.
+    let text = "{}".repeat(1_000_001);
+    let e = err("many.json", &text);
+    assert_eq!(e, "many.json: 1000001 objects is more than the supported 1000000 objects per manifest file");
+}
+
+#[test]
+fn files_over_the_byte_ceiling_are_refused_before_reading() {
+    use dovetail_api::manifest::read_file_within;
+    use dovetail_core::ceilings::{Ceiling, MANIFEST_BYTES};
+    use std::path::Path;
+
+    let small = Ceiling { max: 1024, unit: "bytes", per: "per test file" };
+    let e = read_file_within(Path::new(SHOP), small).unwrap_err();
+    assert!(matches!(*e.kind, LoadErrorKind::OverCeiling(_)));
+    assert_eq!(
+        e.to_string(),
+        "tests/fixtures/shop.yaml: 4959 bytes (4.8 KiB) is more than the supported 1 KiB per test file"
+    );
+    // A stream whose size is not known up front is read no further than the ceiling.
+    let e = read_file_within(Path::new("/dev/zero"), small).unwrap_err();
+    assert_eq!(e.to_string(), "/dev/zero: 1025 bytes (1.0 KiB) is more than the supported 1 KiB per test file");
+    assert!(read_file_within(Path::new(SHOP), MANIFEST_BYTES).is_ok());
+}

@@ -21,6 +21,7 @@ pub use provisionable::{displaced_by_node_deletion, is_provisionable, provisiona
 pub use selector::{label_selector, node_selector_term, MATCHES_NOTHING_KEY};
 pub use volumes::{StorageIndex, TemplateClaim};
 
+use dovetail_core::ceilings::OverCeiling;
 use dovetail_core::requirements::RequirementError;
 use dovetail_core::resources::QuantityError;
 use thiserror::Error;
@@ -49,6 +50,9 @@ pub enum ConvertErrorKind {
     /// Anything the API server's validation would reject.
     #[error("{0}")]
     Invalid(String),
+    /// More than Dovetail supports (`spec.replicas` over the pods ceiling).
+    #[error(transparent)]
+    OverCeiling(#[from] OverCeiling),
 }
 
 impl ConvertError {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use dovetail_core::ceilings::{MAX_RESOURCE_AMOUNT, MAX_RESOURCE_AMOUNT_TEXT};
 use dovetail_core::model::{
     HostPort, InclusionPolicy, LabelSelector, NamespaceScope, OwnerKind, Pod, PodAffinityTerm, SelectorExpr,
     SelectorOp, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted, WhenUnsatisfiable,
@@ -143,7 +144,8 @@ pub fn owner(meta: &ObjectMeta) -> (OwnerKind, String) {
 }
 
 /// Parses a `name → quantity` map; error paths are the resource name. Negative amounts are
-/// rejected like the API server does, because they would make a pod look smaller than nothing.
+/// rejected like the API server does, because they would make a pod look smaller than nothing,
+/// and so are amounts over [`MAX_RESOURCE_AMOUNT`], which could overflow the sums made of them.
 pub(crate) fn quantities(map: &BTreeMap<String, Quantity>) -> Result<Resources, ConvertError> {
     let mut out = Resources::default();
     for (name, q) in map {
@@ -151,6 +153,12 @@ pub(crate) fn quantities(map: &BTreeMap<String, Quantity>) -> Result<Resources, 
         let value = parsed.map_err(|e| ConvertError::new(name.clone(), e))?;
         if value < 0 {
             return Err(ConvertError::invalid(name.clone(), format!("{:?} must not be negative", q.0)));
+        }
+        if value > MAX_RESOURCE_AMOUNT {
+            return Err(ConvertError::invalid(
+                name.clone(),
+                format!("{:?} is more than the supported {MAX_RESOURCE_AMOUNT_TEXT} per resource amount", q.0),
+            ));
         }
         out.set(name, value);
     }

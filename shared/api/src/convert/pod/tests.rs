@@ -188,6 +188,34 @@ spec:
 }
 
 #[test]
+fn absurd_amounts_are_refused_before_they_are_added_up() {
+    // Two containers at 4Ei of memory each would overflow the pod's 64-bit sum.
+    let e = convert_err(
+        "metadata: {name: x}\nspec:\n  containers:\n  - {name: a, resources: {requests: {memory: 4Ei}}}\n  - {name: b, resources: {requests: {memory: 4Ei}}}\n",
+    );
+    assert_eq!(
+        e,
+        "spec.containers[0].resources.requests.memory: \"4Ei\" is more than the supported 1Pi (2^50 bytes, or 2^50 \
+         millicores of cpu) per resource amount"
+    );
+    let e =
+        convert_err("metadata: {name: x}\nspec:\n  containers: [{name: a, resources: {limits: {cpu: \"2e12\"}}}]\n");
+    assert!(e.starts_with("spec.containers[0].resources.limits.cpu: \"2e12\" is more than the supported"), "{e}");
+    // Malformed and out-of-range quantities come from the core's parser.
+    let e =
+        convert_err("metadata: {name: x}\nspec:\n  containers: [{name: a, resources: {requests: {cpu: \"1e99\"}}}]\n");
+    assert_eq!(
+        e,
+        "spec.containers[0].resources.requests.cpu: \"1e99\" is not a valid Kubernetes quantity: exponent out of range"
+    );
+    // The largest real amounts pass: 32 TiB of memory, 1,000 cores.
+    let big = convert(
+        "metadata: {name: x}\nspec:\n  containers: [{name: a, resources: {requests: {memory: 32Ti, cpu: 1k}}}]\n",
+    );
+    assert_eq!((big.requests.memory, big.requests.cpu), (32 << 40, 1_000_000));
+}
+
+#[test]
 fn node_selector_is_anded_into_every_affinity_term() {
     let p = convert(
         r#"
