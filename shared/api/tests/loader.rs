@@ -322,7 +322,7 @@ fn json_syntax_error_has_line_and_column() {
 
 #[test]
 fn missing_api_version_or_kind() {
-    let e = err("a.yaml", "kind: Pod\nmetadata: {name: web}\nspec: {containers: []}\n");
+    let e = err("a.yaml", "kind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: a}]}\n");
     assert_eq!(e, r#"a.yaml: document 1 (Pod web): missing "apiVersion""#);
     let e = err(
         "a.yaml",
@@ -340,7 +340,7 @@ fn missing_api_version_or_kind() {
 fn schema_errors_name_the_field() {
     let e = err(
         "examples/web.yaml",
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: three\n  selector: {}\n  template: {spec: {containers: []}}\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: three\n  selector: {}\n  template: {spec: {containers: [{name: a}]}}\n",
     );
     assert_eq!(
         e,
@@ -354,7 +354,7 @@ fn schema_errors_name_the_field() {
         e.starts_with("p.yaml: document 1 (Pod default/p): spec.containers[0].ports[0].containerPort: invalid type"),
         "{e}"
     );
-    let e = err("p.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {namespace: x}\nspec: {containers: []}\n");
+    let e = err("p.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {namespace: x}\nspec: {containers: [{name: a}]}\n");
     assert_eq!(e, "p.yaml: document 1 (Pod x/<unnamed>): metadata.name: missing");
 }
 
@@ -418,7 +418,7 @@ fn conversion_errors_of_other_kinds() {
     assert!(e.starts_with(r#"cron.yaml: document 1 (CronJob ops/c): spec.jobTemplate.spec.template.spec.containers[0].resources.requests.cpu: "fast""#), "{e}");
     let e = err(
         "ds.yaml",
-        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\nspec:\n  selector: {}\n  template: {spec: {tolerations: [{operator: Sometimes}], containers: []}}\n",
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\nspec:\n  selector: {}\n  template: {spec: {tolerations: [{operator: Sometimes}], containers: [{name: a}]}}\n",
     );
     assert!(
         e.starts_with(
@@ -437,7 +437,7 @@ fn template_errors_are_reported_even_without_replicas() {
     assert!(e.contains("spec.template.spec.containers[0].resources.requests.memory"), "{e}");
     let e = err(
         "web.yaml",
-        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: -1\n  selector: {}\n  template: {spec: {containers: []}}\n",
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: -1\n  selector: {}\n  template: {spec: {containers: [{name: a}]}}\n",
     );
     assert_eq!(
         e,
@@ -447,7 +447,7 @@ fn template_errors_are_reported_even_without_replicas() {
 
 #[test]
 fn duplicates_are_rejected() {
-    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: shop}\nspec: {containers: []}\n";
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: shop}\nspec: {containers: [{name: a}]}\n";
     let e = err("x.yaml", &format!("{pod}---\n{pod}"));
     assert_eq!(e, "x.yaml: document 2 (Pod shop/a): defined twice (first in x.yaml: document 1)");
 }
@@ -518,4 +518,28 @@ fn files_over_the_byte_ceiling_are_refused_before_reading() {
     let e = read_file_within(Path::new("/dev/zero"), small).unwrap_err();
     assert_eq!(e.to_string(), "/dev/zero: 1025 bytes (1.0 KiB) is more than the supported 1 KiB per test file");
     assert!(read_file_within(Path::new(SHOP), MANIFEST_BYTES).is_ok());
+}
+
+#[test]
+fn pods_without_containers_are_refused_wherever_they_come_from() {
+    let e =
+        err("p.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: empty, namespace: shop}\nspec: {containers: []}\n");
+    assert_eq!(e, "p.yaml: document 1 (Pod shop/empty): spec.containers: must have at least one container");
+    // A workload's template is held to the same rule, with its path.
+    let e = err(
+        "d.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 2\n  selector: {}\n  template: {spec: {containers: []}}\n",
+    );
+    assert_eq!(
+        e,
+        "d.yaml: document 1 (Deployment shop/web): spec.template.spec.containers: must have at least one container"
+    );
+    let e = err(
+        "ds.yaml",
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  selector: {}\n  template: {spec: {}}\n",
+    );
+    assert_eq!(
+        e,
+        "ds.yaml: document 1 (DaemonSet kube-system/agent): spec.template.spec.containers: must have at least one container"
+    );
 }

@@ -61,6 +61,11 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &k8s::PodSpec) -> Result<Pod, Conv
         Some(n) if !n.is_empty() => n,
         _ => meta.generate_name.as_deref().unwrap_or_default(),
     };
+    // The API server refuses such a pod, so none exists in a cluster; one in a manifest would be
+    // planned for as if it needed nothing but its pod slot.
+    if spec.containers.is_empty() {
+        return Err(ConvertError::invalid("spec.containers", "must have at least one container"));
+    }
     let mut pod = Pod::new(namespace, name, Resources::default());
     pod.labels = meta.labels.clone().unwrap_or_default();
     pod.annotations = meta.annotations.clone().unwrap_or_default();

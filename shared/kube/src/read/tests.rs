@@ -192,6 +192,26 @@ fn invalid_objects_are_listed_and_skipped() {
 }
 
 #[test]
+fn a_pod_without_containers_is_invalid_and_the_others_carry_on() {
+    let mut l = listed();
+    l.pods.push(parse(
+        "metadata: {name: hollow, namespace: shop, uid: p9}\nspec: {containers: []}\nstatus:\n  conditions: [{type: PodScheduled, status: \"False\", reason: Unschedulable}]\n",
+    ));
+    let (state, _) = assemble(&snapshot(l));
+    let hollow: Vec<&Invalid> = state.invalid.iter().filter(|i| i.object == "Pod/shop/hollow").collect();
+    assert_eq!(
+        hollow,
+        [&Invalid {
+            object: "Pod/shop/hollow".into(),
+            field: "spec.containers".into(),
+            message: "must have at least one container".into()
+        }]
+    );
+    let pending: Vec<&str> = state.pending.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(pending, ["db-0", "web-2"], "the other pending pods are still there");
+}
+
+#[test]
 fn volumes_of_pods_that_stay_do_not_hold_termination() {
     let mut l = listed();
     // db-0 tolerates the disrupted taint: it is not evicted, so its volume never detaches.
