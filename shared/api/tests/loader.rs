@@ -543,3 +543,53 @@ fn pods_without_containers_are_refused_wherever_they_come_from() {
         "ds.yaml: document 1 (DaemonSet kube-system/agent): spec.template.spec.containers: must have at least one container"
     );
 }
+
+#[test]
+fn kubernetes_validation_applies_to_every_object_read() {
+    // A 1 MB label value on a pod template was accepted and copied into every pod.
+    let huge = "v".repeat(1 << 20);
+    let e = err(
+        "web.yaml",
+        &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: shop}}\nspec:\n  replicas: 2\n  selector: {{}}\n  template:\n    metadata: {{labels: {{team: {huge}}}}}\n    spec: {{containers: [{{name: a}}]}}\n"),
+    );
+    assert_eq!(
+        e,
+        format!(
+            "web.yaml: document 1 (Deployment shop/web): spec.template.metadata.labels[\"team\"]: \"{}\"… (1048576 bytes) \
+             is not a valid label value: it is longer than 63 characters",
+            "v".repeat(64)
+        )
+    );
+    // The controller's own metadata, whether or not it is expanded.
+    let e = err("web.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: Web, namespace: shop}\nspec:\n  selector: {}\n  template: {spec: {containers: [{name: a}]}}\n");
+    assert!(e.starts_with("web.yaml: document 1 (Deployment shop/Web): metadata.name: \"Web\" is not a valid name: it must be a lowercase DNS subdomain"), "{e}");
+    // Namespaces are DNS labels: no dots.
+    let e = err("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop.prod}\n");
+    assert!(e.starts_with("ns.yaml: document 1 (Namespace shop.prod): metadata.name: \"shop.prod\" is not a valid name: it must be a lowercase DNS label"), "{e}");
+    let e = err(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {\"a b\": x}}\nspec: {containers: [{name: a}]}\n",
+    );
+    assert!(
+        e.starts_with(
+            "pod.yaml: document 1 (Pod default/p): metadata.annotations[\"a b\"]: \"a b\" is not a qualified name"
+        ),
+        "{e}"
+    );
+    let e = err("node.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nspec: {taints: [{key: dedicated, value: \"ml team\", effect: NoSchedule}]}\n");
+    assert!(
+        e.starts_with("node.yaml: document 1 (Node n1): spec.taints[0].value: \"ml team\" is not a valid label value"),
+        "{e}"
+    );
+    let e = err("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  tolerations: [{key: \"bad key\", operator: Exists}]\n  containers: [{name: a}]\n");
+    assert!(
+        e.starts_with(
+            "pod.yaml: document 1 (Pod default/p): spec.tolerations[0].key: \"bad key\" is not a qualified name"
+        ),
+        "{e}"
+    );
+    let pool = load_str("pool.yaml", "apiVersion: dovetail.dev/v1\nkind: NodePool\nmetadata: {name: gpu, labels: {team: \"a b\"}}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}\n      requirements: []\n");
+    // NodePools are kept raw by the loader and validated when the plan converts them.
+    let snapshot = pool.expect("read raw").snapshot().unwrap_err().to_string();
+    assert!(snapshot.contains("metadata.labels[\"team\"]: \"a b\" is not a valid label value"), "{snapshot}");
+}

@@ -16,6 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::selector::{is_empty_selector, is_empty_term, label_selector, matches_nothing, node_selector_term};
 use super::{ConvertError, Within};
+use crate::crd::labels::{check_label_value, check_qualified_name};
+use crate::crd::meta::NameRule;
 
 /// Namespace of an object that does not name one; what kubectl uses without `-n`.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -61,6 +63,7 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &k8s::PodSpec) -> Result<Pod, Conv
         Some(n) if !n.is_empty() => n,
         _ => meta.generate_name.as_deref().unwrap_or_default(),
     };
+    super::metadata(meta, NameRule::Subdomain)?;
     // The API server refuses such a pod, so none exists in a cluster; one in a manifest would be
     // planned for as if it needed nothing but its pod slot.
     if spec.containers.is_empty() {
@@ -317,6 +320,9 @@ fn preferred_node_affinity(
 
 fn toleration(t: &k8s::Toleration) -> Result<Toleration, ConvertError> {
     let key = t.key.clone().unwrap_or_default();
+    if !key.is_empty() {
+        check_qualified_name(&key).map_err(|why| ConvertError::invalid("key", why))?;
+    }
     let operator = match t.operator.as_deref().unwrap_or("Equal") {
         "Equal" | "" => TolerationOp::Equal,
         "Exists" => TolerationOp::Exists,
@@ -329,6 +335,7 @@ fn toleration(t: &k8s::Toleration) -> Result<Toleration, ConvertError> {
     if operator == TolerationOp::Exists && !value.is_empty() {
         return Err(ConvertError::invalid("value", "must be empty when operator is Exists"));
     }
+    check_label_value(&value).map_err(|why| ConvertError::invalid("value", why))?;
     let effect = match t.effect.as_deref().unwrap_or_default() {
         "" => None,
         e => Some(TaintEffect::parse(e).ok_or_else(|| {

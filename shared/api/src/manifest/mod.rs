@@ -41,8 +41,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::convert::{
-    daemonset_from_k8s, node_from_k8s, pod_from_k8s, pod_from_spec, provisionable, ConvertError, NotProvisionable,
-    StorageIndex,
+    daemonset_from_k8s, metadata, node_from_k8s, pod_from_k8s, pod_from_spec, provisionable, ConvertError,
+    NotProvisionable, StorageIndex,
 };
 use expand::Expansion;
 use objects::Object;
@@ -173,6 +173,9 @@ pub fn load_texts<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
             }
             let object =
                 objects::object(&header, &doc).map_err(|kind| LoadError::at(&doc.source, Some(&header.label), kind))?;
+            if let Some((meta, rule)) = object.unconverted_metadata() {
+                metadata(meta, rule).map_err(|e| LoadError::at(&doc.source, Some(&header.label), e))?;
+            }
             objects.push((doc, header, object));
         }
     }
