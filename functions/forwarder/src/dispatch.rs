@@ -1,11 +1,18 @@
 //! From doorbells to SendMessageBatch calls: a bounded queue, coalescing windows, batches of at
 //! most 10 messages and 256 KiB, sends in parallel up to a limit, and retries with backoff.
 //!
-//! Memory stays bounded: the queue holds at most `queue_capacity` doorbells — a webhook request
-//! that finds it full drops its doorbell and counts it, since a lost doorbell only delays (the
-//! sweeper is the safety net) while blocking would delay the API server — a window at most
-//! `max_window` doorbells, and at most `max_in_flight` batches are being sent or retried. When
-//! every batch slot is busy the window waits, the queue fills, and doorbells are dropped.
+//! Memory stays bounded: the queue holds at most `queue_capacity` doorbells, a window at most
+//! `max_window` (plus one, below), and at most `max_in_flight` batches are being sent or retried.
+//! When every batch slot is busy the window waits and the queue fills; a webhook request that then
+//! finds it full does not wait (that would delay the API server) and its doorbell does not enter
+//! the queue.
+//!
+//! Doorbells are level-triggered — any one means "look at the whole cluster again" — so a storm
+//! loses nothing by being coalesced, as long as a doorbell still goes out *after* its last event.
+//! That is what the overflow slot keeps: a doorbell that finds the queue full replaces the one
+//! held there (counted as dropped), and the next window to close takes it along. Whatever the
+//! storm, the doorbell of its last overflowing event is sent after every event before it, and
+//! the messages sent stay bounded by the windows, not by the events.
 //!
 //! The SQS call sits behind [`Sink`] so the batching and retry rules are tested against an
 //! in-memory sink.
@@ -15,7 +22,9 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc, Semaphore};
+use std::sync::Mutex;
+
+use tokio::sync::{mpsc, Notify, Semaphore};
 
 use crate::doorbell::{Doorbell, DoorbellKey};
 use crate::metrics::{LogLimiter, Metrics};
@@ -98,43 +107,87 @@ impl Settings {
 #[derive(Debug, Clone)]
 pub struct Doorbells {
     tx: mpsc::Sender<Doorbell>,
+    overflow: Arc<Overflow>,
     metrics: Arc<Metrics>,
+}
+
+/// The one doorbell kept for a full queue (the latest to find it full), and the dispatcher's
+/// wake-up for it.
+#[derive(Debug, Default)]
+struct Overflow {
+    latest: Mutex<Option<Doorbell>>,
+    /// Keeps a permit when nobody waits, so a dispatcher that drained the queue between a
+    /// `Full` and the doorbell's arrival here still wakes for it.
+    arrived: Notify,
+}
+
+impl Overflow {
+    fn hold(&self, doorbell: Doorbell) {
+        *self.latest.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(doorbell);
+        self.arrived.notify_one();
+    }
+
+    fn take(&self) -> Option<Doorbell> {
+        self.latest.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
+    }
 }
 
 static DROPS: LogLimiter = LogLimiter::new(Duration::from_secs(10));
 
 impl Doorbells {
-    /// Queues a doorbell without waiting: when the queue is full (or closing) it is dropped and
-    /// counted.
+    /// Queues a doorbell without waiting. When the queue is full it takes the overflow slot
+    /// instead (the doorbell held there before is dropped); when the queue is closing it is
+    /// dropped. Either way it is counted.
     pub fn ring(&self, doorbell: Doorbell) {
         if let Err(error) = self.tx.try_send(doorbell) {
             Metrics::add(&self.metrics.doorbells_dropped, 1);
+            let why = match error {
+                mpsc::error::TrySendError::Full(doorbell) => {
+                    self.overflow.hold(doorbell);
+                    "queue full (the latest is kept for the next window)"
+                }
+                mpsc::error::TrySendError::Closed(_) => "shutting down",
+            };
             if let Some(held) = DROPS.allow(Instant::now()) {
-                let why = match error {
-                    mpsc::error::TrySendError::Full(_) => "queue full",
-                    mpsc::error::TrySendError::Closed(_) => "shutting down",
-                };
                 tracing::warn!(why, dropped_since_last_line = held, "doorbell dropped");
             }
         }
     }
 }
 
+/// The dispatcher's end of the queue: the doorbells, and the overflow slot.
+#[derive(Debug)]
+pub struct Queue {
+    rx: mpsc::Receiver<Doorbell>,
+    overflow: Arc<Overflow>,
+}
+
+#[cfg(test)]
+impl Queue {
+    /// A queued or held doorbell, without waiting.
+    pub(crate) fn try_recv(&mut self) -> Option<Doorbell> {
+        self.rx.try_recv().ok().or_else(|| self.overflow.take())
+    }
+}
+
 /// A bounded queue of `capacity` doorbells: the webhook's end and the dispatcher's.
-pub fn queue(capacity: usize, metrics: Arc<Metrics>) -> (Doorbells, mpsc::Receiver<Doorbell>) {
+pub fn queue(capacity: usize, metrics: Arc<Metrics>) -> (Doorbells, Queue) {
     let (tx, rx) = mpsc::channel(capacity);
-    (Doorbells { tx, metrics }, rx)
+    let overflow = Arc::new(Overflow::default());
+    (Doorbells { tx, overflow: Arc::clone(&overflow), metrics }, Queue { rx, overflow })
 }
 
 /// Sends the queue's doorbells until `shutdown` completes; then stops taking new ones, sends
-/// what is queued and waits for the batches in flight (their retries included).
+/// what is queued (and the overflow slot's) and waits for the batches in flight (their retries
+/// included).
 pub async fn run<S: Sink>(
-    mut rx: mpsc::Receiver<Doorbell>,
+    queue: Queue,
     sink: Arc<S>,
     settings: Settings,
     metrics: Arc<Metrics>,
     shutdown: impl Future<Output = ()>,
 ) {
+    let Queue { mut rx, overflow } = queue;
     let slots = Arc::new(Semaphore::new(settings.max_in_flight));
     let mut shutdown = std::pin::pin!(shutdown);
     let mut closing = false;
@@ -151,15 +204,31 @@ pub async fn run<S: Sink>(
                     continue;
                 }
                 first = rx.recv() => first,
+                // A doorbell held while the queue was drained already: it opens a window.
+                () = overflow.arrived.notified() => match overflow.take() {
+                    Some(held) => Some(held),
+                    // Taken by the window that just closed; its wake-up was left over.
+                    None => continue,
+                },
             }
         };
-        let Some(first) = first else { break };
+        // Closed and drained: whatever overflowed last still goes.
+        let Some(first) = first.or_else(|| overflow.take()) else { break };
         let mut window = Window::new(first);
         let deadline = tokio::time::Instant::now() + settings.coalesce;
         while window.len() < settings.max_window {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(doorbell)) => window.push(doorbell),
+                Ok(Some(doorbell)) => {
+                    window.push(doorbell);
+                }
                 Ok(None) | Err(_) => break,
+            }
+        }
+        // The queue overflowed since the last window: its latest doorbell goes with this one,
+        // after every event that was queued before it.
+        if let Some(held) = overflow.take() {
+            if window.push(held) {
+                Metrics::add(&metrics.overflow_sent, 1);
             }
         }
         Metrics::add(&metrics.doorbells_coalesced, window.coalesced);
@@ -193,11 +262,14 @@ impl Window {
         self.doorbells.len()
     }
 
-    fn push(&mut self, doorbell: Doorbell) {
+    /// Adds a doorbell unless one with its key is in the window already; `true` when added.
+    fn push(&mut self, doorbell: Doorbell) -> bool {
         if self.keys.insert(doorbell.key()) {
             self.doorbells.push(doorbell);
+            true
         } else {
             self.coalesced += 1;
+            false
         }
     }
 }
@@ -456,21 +528,114 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_full_queue_drops_and_counts() {
+    async fn a_full_queue_keeps_its_latest_doorbell_and_counts() {
         let metrics = Arc::new(Metrics::default());
-        let (bells, mut rx) = queue(3, Arc::clone(&metrics));
+        let (bells, mut queue) = queue(3, Arc::clone(&metrics));
         for i in 0..5 {
             bells.ring(pod(i));
         }
         assert_eq!(load(&metrics.doorbells_dropped), 2);
-        rx.close();
+        queue.rx.close();
         bells.ring(pod(9));
         assert_eq!(load(&metrics.doorbells_dropped), 3, "a closing queue drops too");
         let mut kept = Vec::new();
-        while let Some(d) = rx.recv().await {
+        while let Some(d) = queue.rx.recv().await {
             kept.push(d);
         }
         assert_eq!(kept, (0..3).map(pod).collect::<Vec<_>>());
+        assert_eq!(queue.overflow.take(), Some(pod(4)), "the latest to find it full, not the one refused at closing");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_storm_into_a_small_queue_sends_a_bounded_number_of_messages_the_last_event_included() {
+        // 100,000 distinct pods at once into a queue of 16: the queue's 16, and the storm's last.
+        let sink = Arc::new(MemorySink::default());
+        let metrics = Arc::new(Metrics::default());
+        let (bells, queue) = queue(16, Arc::clone(&metrics));
+        for i in 0..100_000 {
+            bells.ring(pod(i));
+        }
+        run(queue, Arc::clone(&sink), Settings::default(), Arc::clone(&metrics), async {}).await;
+        let bodies = sink.bodies();
+        assert_eq!(bodies.len(), 17);
+        assert!(bodies.last().unwrap().contains("\"ns/p99999\""), "{bodies:?}");
+        assert_eq!(load(&metrics.doorbells_dropped), 100_000 - 16);
+        assert_eq!(load(&metrics.overflow_sent), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_storm_at_ten_thousand_a_second_is_coalesced_and_its_last_event_still_rings() {
+        // 10 s at 10,000 distinct doorbells a second (100 every 10 ms) against a sink that takes
+        // 20 ms a call, two calls at a time: at most 100 calls a second get through, so the queue
+        // fills and overflows for the whole storm.
+        #[derive(Default)]
+        struct SlowSink {
+            calls: Mutex<Vec<(tokio::time::Instant, Vec<Entry>)>>,
+        }
+        impl Sink for SlowSink {
+            async fn send_batch(&self, entries: &[Entry]) -> Result<Vec<EntryFailure>, SinkError> {
+                self.calls.lock().unwrap().push((tokio::time::Instant::now(), entries.to_vec()));
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok(Vec::new())
+            }
+        }
+        let sink = Arc::new(SlowSink::default());
+        let metrics = Arc::new(Metrics::default());
+        let (bells, queue) = queue(64, Arc::clone(&metrics));
+        let settings = Settings { max_in_flight: 2, ..Settings::default() };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let dispatcher = tokio::spawn(run(queue, Arc::clone(&sink), settings, Arc::clone(&metrics), async {
+            let _ = stopped.await;
+        }));
+        let start = tokio::time::Instant::now();
+        let mut n = 0;
+        for _ in 0..1000 {
+            for _ in 0..100 {
+                bells.ring(pod(n));
+                n += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let last_event = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let _ = stop.send(());
+        dispatcher.await.unwrap();
+
+        let calls = sink.calls.lock().unwrap().clone();
+        let messages: usize = calls.iter().map(|(_, e)| e.len()).sum();
+        // Two 20 ms calls at a time for the storm and the drain after it, ten messages each.
+        let bound = (last_event - start + Duration::from_secs(5)).as_millis() as usize / 20 * 2 * 10;
+        assert!(messages <= bound, "{messages} messages for 100,000 events, more than {bound}");
+        assert!(messages < 100_000 / 4, "{messages}: the storm was not coalesced");
+        assert!(load(&metrics.doorbells_dropped) > 0, "the storm overflowed the queue");
+        assert!(load(&metrics.overflow_sent) > 0);
+        // Level-triggered: the storm's last event is announced, by a call made after it.
+        let (at, _) =
+            calls.iter().find(|(_, e)| e.iter().any(|e| e.body.contains("\"ns/p99999\""))).expect("p99999 sent");
+        assert!(*at >= last_event - Duration::from_millis(10), "sent before the last burst");
+        assert_eq!(load(&metrics.messages_sent) as usize, messages);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_doorbell_held_while_the_dispatcher_waits_wakes_it() {
+        // The queue drained between a `Full` and the doorbell's arrival in the slot (possible when
+        // the webhook and the dispatcher run on different threads): it must not wait for the next
+        // doorbell to be sent.
+        let sink = Arc::new(MemorySink::default());
+        let metrics = Arc::new(Metrics::default());
+        let (bells, queue) = queue(4, Arc::clone(&metrics));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let dispatcher =
+            tokio::spawn(run(queue, Arc::clone(&sink), Settings::default(), Arc::clone(&metrics), async {
+                let _ = stopped.await;
+            }));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        bells.overflow.hold(pod(7));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(sink.bodies().len(), 1, "sent without another doorbell or a shutdown");
+        assert!(sink.bodies()[0].contains("\"ns/p7\""));
+        let _ = stop.send(());
+        dispatcher.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

@@ -19,10 +19,18 @@ pub struct Metrics {
     pub reviews_ignored: AtomicU64,
     pub reviews_dry_run: AtomicU64,
     pub reviews_malformed: AtomicU64,
-    /// Bodies refused before decoding (too large, unreadable).
+    /// AdmissionReviews for a resource or operation the forwarder does not handle (the webhook
+    /// configuration's rules send more than they should): allowed, no doorbell.
+    pub reviews_unhandled: AtomicU64,
+    /// Requests that are not AdmissionReviews at all: answered 400.
+    pub reviews_not_review: AtomicU64,
+    /// Bodies refused before decoding (too large, too slow, unreadable).
     pub reviews_unread: AtomicU64,
-    /// Doorbells dropped because the queue to the sender was full (or closing).
+    /// Doorbells that found the queue to the sender full (or closing). Of those that found it
+    /// full, the latest is kept and sent with the next window (`overflow_sent`).
     pub doorbells_dropped: AtomicU64,
+    /// Doorbells sent from the overflow slot, standing for the ones dropped before them.
+    pub overflow_sent: AtomicU64,
     /// Doorbells folded into an identical one in the same coalescing window.
     pub doorbells_coalesced: AtomicU64,
     pub messages_sent: AtomicU64,
@@ -50,6 +58,8 @@ impl Metrics {
             Outcome::Ignored => &self.reviews_ignored,
             Outcome::DryRun => &self.reviews_dry_run,
             Outcome::Malformed(_) => &self.reviews_malformed,
+            Outcome::Unhandled => &self.reviews_unhandled,
+            Outcome::NotReview(_) => &self.reviews_not_review,
         };
         bump(counter, 1);
     }
@@ -59,7 +69,7 @@ impl Metrics {
     }
 
     /// Every counter with its Prometheus name, label and help text.
-    fn counters(&self) -> [(&'static str, Option<&'static str>, &'static str, &AtomicU64); 14] {
+    fn counters(&self) -> [(&'static str, Option<&'static str>, &'static str, &AtomicU64); 17] {
         const REVIEWS: &str = "AdmissionReview requests answered, by what they meant.";
         const DOORBELLS: &str = "Doorbells not sent, by why.";
         [
@@ -85,6 +95,13 @@ impl Metrics {
             ("dovetail_forwarder_reviews_total", Some("outcome=\"ignored\""), REVIEWS, &self.reviews_ignored),
             ("dovetail_forwarder_reviews_total", Some("outcome=\"dry_run\""), REVIEWS, &self.reviews_dry_run),
             ("dovetail_forwarder_reviews_total", Some("outcome=\"malformed\""), REVIEWS, &self.reviews_malformed),
+            ("dovetail_forwarder_reviews_total", Some("outcome=\"unhandled\""), REVIEWS, &self.reviews_unhandled),
+            (
+                "dovetail_forwarder_reviews_total",
+                Some("outcome=\"not_admission_review\""),
+                REVIEWS,
+                &self.reviews_not_review,
+            ),
             ("dovetail_forwarder_reviews_total", Some("outcome=\"unread\""), REVIEWS, &self.reviews_unread),
             (
                 "dovetail_forwarder_doorbells_skipped_total",
@@ -97,6 +114,12 @@ impl Metrics {
                 Some("reason=\"coalesced\""),
                 DOORBELLS,
                 &self.doorbells_coalesced,
+            ),
+            (
+                "dovetail_forwarder_overflow_doorbells_total",
+                None,
+                "Doorbells sent from the overflow slot, standing for those a full queue dropped.",
+                &self.overflow_sent,
             ),
             ("dovetail_forwarder_messages_sent_total", None, "Doorbells SQS accepted.", &self.messages_sent),
             ("dovetail_forwarder_messages_failed_total", None, "Doorbells given up on.", &self.messages_failed),
@@ -138,8 +161,11 @@ impl Metrics {
             ignored = load(&self.reviews_ignored),
             dry_run = load(&self.reviews_dry_run),
             malformed = load(&self.reviews_malformed),
+            unhandled = load(&self.reviews_unhandled),
+            not_admission_review = load(&self.reviews_not_review),
             unread = load(&self.reviews_unread),
             dropped = load(&self.doorbells_dropped),
+            overflow_sent = load(&self.overflow_sent),
             coalesced = load(&self.doorbells_coalesced),
             sent = load(&self.messages_sent),
             failed = load(&self.messages_failed),
@@ -196,7 +222,7 @@ mod tests {
         assert!(text.contains("dovetail_forwarder_reviews_total{outcome=\"ignored\"} 2\n"), "{text}");
         assert!(text.contains("dovetail_forwarder_messages_sent_total 7\n"), "{text}");
         assert_eq!(text.matches("# TYPE dovetail_forwarder_reviews_total counter").count(), 1, "{text}");
-        assert_eq!(text.matches("# TYPE").count(), 6, "{text}");
+        assert_eq!(text.matches("# TYPE").count(), 7, "{text}");
     }
 
     #[test]

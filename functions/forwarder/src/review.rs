@@ -19,8 +19,13 @@
 //!   asks Dovetail to drain and terminate that node; **nodepools.dovetail.dev DELETE** → a
 //!   `nodepool` doorbell: the pool's nodes are drained under its budgets, then it goes.
 //!
-//! Dry-run requests never ring (nothing is stored). Everything else — other resources and
-//! operations, heartbeats that change nothing — is allowed without a doorbell.
+//! Dry-run requests never ring (nothing is stored). Requests for the resources and operations
+//! above that change nothing we ring for (heartbeats) are allowed without a doorbell. Requests
+//! for any other resource or operation are *unhandled*: the webhook configuration should not send
+//! them, so they are allowed (the forwarder never blocks the cluster) without a doorbell, and
+//! counted apart so a misconfigured rule shows. A body that is not an `admission.k8s.io/v1`
+//! AdmissionReview with a request uid at all is *not a review*: nothing the API server sends, so
+//! it is answered 400 rather than with an AdmissionReview.
 //!
 //! Only the few fields the rules read are decoded; the rest of each object (often kilobytes of
 //! pod spec) is skipped by the parser without being allocated.
@@ -41,14 +46,19 @@ pub struct Reviewed {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
     Doorbell(Doorbell),
-    /// A well-formed request that changes nothing we ring for.
+    /// A well-formed request for a resource we handle that changes nothing we ring for.
     Ignored,
+    /// A request for a resource or operation the forwarder does not handle: allowed, no
+    /// doorbell.
+    Unhandled,
     /// A dry run of something that would have rung.
     DryRun,
-    /// The body did not decode; allowed anyway (with the request's uid when it could be read, so
-    /// the API server accepts the answer; without one it counts a webhook error and, under
-    /// `failurePolicy: Ignore`, admits the request all the same).
+    /// The request's objects did not decode; allowed anyway, with the request's uid so the API
+    /// server accepts the answer.
     Malformed(String),
+    /// Not an AdmissionReview (not JSON, another kind or version, no request uid): the response
+    /// is empty and the server answers 400.
+    NotReview(String),
 }
 
 impl Outcome {
@@ -60,48 +70,85 @@ impl Outcome {
             Outcome::Doorbell(Doorbell::Deleted { kind: Deleted::NodeClaim, .. }) => "nodeclaim_doorbell",
             Outcome::Doorbell(Doorbell::Deleted { kind: Deleted::NodePool, .. }) => "nodepool_doorbell",
             Outcome::Ignored => "ignored",
+            Outcome::Unhandled => "unhandled",
             Outcome::DryRun => "dry_run",
             Outcome::Malformed(_) => "malformed",
+            Outcome::NotReview(_) => "not_admission_review",
         }
     }
 }
 
-/// Decodes an AdmissionReview request body seen at `now`.
+/// The envelope every request the API server sends has (`admissionReviewVersions: [v1]`).
+const API_VERSION: &str = "admission.k8s.io/v1";
+const KIND: &str = "AdmissionReview";
+
+/// Decodes an AdmissionReview request body seen at `now`. One pass over the body when it decodes;
+/// a second, for the envelope alone, when it does not.
 pub fn review(body: &[u8], now: Timestamp) -> Reviewed {
     match serde_json::from_slice::<ReviewIn>(body) {
-        Ok(ReviewIn { request: Some(request) }) => {
-            let outcome = decide(&request, now);
-            Reviewed { response: allow(&request.uid), outcome }
-        }
-        Ok(ReviewIn { request: None }) => {
-            Reviewed { response: allow(""), outcome: Outcome::Malformed("no request in the AdmissionReview".into()) }
-        }
-        Err(error) => {
-            // Answer with the uid if only the objects were off, so the API server takes the answer.
-            let uid = serde_json::from_slice::<UidOnly>(body).ok().and_then(|r| r.request).map(|r| r.uid);
-            Reviewed { response: allow(uid.as_deref().unwrap_or("")), outcome: Outcome::Malformed(error.to_string()) }
-        }
+        Ok(ReviewIn { api_version, kind, request }) => match (envelope(api_version, kind), request) {
+            (Err(why), _) => not_review(why),
+            (Ok(()), None) => not_review("an AdmissionReview without a request".into()),
+            (Ok(()), Some(request)) => Reviewed { response: allow(&request.uid), outcome: decide(&request, now) },
+        },
+        Err(error) => match serde_json::from_slice::<Envelope>(body) {
+            Err(_) => not_review(format!("not an AdmissionReview: {error}")),
+            Ok(Envelope { api_version, kind, request }) => match (envelope(api_version, kind), request) {
+                (Err(why), _) => not_review(why),
+                (Ok(()), None) => not_review(format!("an AdmissionReview without a request uid: {error}")),
+                // Only the objects were off: answer with the uid, so the API server takes the answer.
+                (Ok(()), Some(UidIn { uid })) => {
+                    Reviewed { response: allow(&uid), outcome: Outcome::Malformed(error.to_string()) }
+                }
+            },
+        },
     }
+}
+
+/// `Ok` for the `admission.k8s.io/v1` AdmissionReview envelope.
+fn envelope(api_version: Option<String>, kind: Option<String>) -> Result<(), String> {
+    if api_version.as_deref() == Some(API_VERSION) && kind.as_deref() == Some(KIND) {
+        return Ok(());
+    }
+    let found = format!("{}/{}", api_version.unwrap_or_default(), kind.unwrap_or_default());
+    Err(format!("expected {API_VERSION} {KIND}, found {found:?}"))
+}
+
+fn not_review(reason: String) -> Reviewed {
+    Reviewed { response: Vec::new(), outcome: Outcome::NotReview(reason) }
 }
 
 /// The API group of Dovetail's NodeClaim objects.
 const DOVETAIL_GROUP: &str = "dovetail.dev";
 
+/// The requests the forwarder handles, as `(group, resource, subresource, operation)`: what
+/// `infra/k8s/forwarder/webhook.yaml` registers (and pods CREATE, see the module documentation).
+const HANDLED: &[(&str, &str, &str, &str)] = &[
+    ("", "pods", "status", "UPDATE"),
+    ("", "pods", "", "CREATE"),
+    ("", "nodes", "", "CREATE"),
+    ("", "nodes", "status", "UPDATE"),
+    ("", "nodes", "", "DELETE"),
+    (DOVETAIL_GROUP, "nodeclaims", "", "DELETE"),
+    (DOVETAIL_GROUP, "nodepools", "", "DELETE"),
+];
+
 fn decide(request: &RequestIn, now: Timestamp) -> Outcome {
     let group = request.resource.group.as_str();
-    if !group.is_empty() && group != DOVETAIL_GROUP {
-        return Outcome::Ignored;
-    }
+    let resource = request.resource.resource.as_str();
     let sub = request.sub_resource.as_deref().unwrap_or("");
-    let doorbell = match (group, request.resource.resource.as_str(), sub, request.operation.as_str()) {
-        (DOVETAIL_GROUP, "nodeclaims", "", "DELETE") => {
+    let operation = request.operation.as_str();
+    if !HANDLED.contains(&(group, resource, sub, operation)) {
+        return Outcome::Unhandled;
+    }
+    let doorbell = match (group, resource) {
+        (DOVETAIL_GROUP, "nodeclaims") => {
             object_name(request).map(|name| Doorbell::Deleted { kind: Deleted::NodeClaim, name, at: now })
         }
-        (DOVETAIL_GROUP, "nodepools", "", "DELETE") => {
+        (DOVETAIL_GROUP, _) => {
             object_name(request).map(|name| Doorbell::Deleted { kind: Deleted::NodePool, name, at: now })
         }
-        (DOVETAIL_GROUP, ..) => None,
-        (_, resource, sub, operation) => core_doorbell(request, resource, sub, operation, now),
+        _ => core_doorbell(request, resource, sub, operation, now),
     };
     match doorbell {
         Some(_) if request.dry_run.unwrap_or(false) => Outcome::DryRun,
@@ -193,8 +240,20 @@ fn allow(uid: &str) -> Vec<u8> {
 // server may send `null`.
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct ReviewIn {
+    api_version: Option<String>,
+    kind: Option<String>,
     request: Option<RequestIn>,
+}
+
+/// What makes a body an AdmissionReview, decoded before the rest.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    api_version: Option<String>,
+    kind: Option<String>,
+    request: Option<UidIn>,
 }
 
 #[derive(Deserialize)]
@@ -253,11 +312,6 @@ struct ConditionIn {
     status: String,
     reason: Option<String>,
     message: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct UidOnly {
-    request: Option<UidIn>,
 }
 
 #[derive(Deserialize)]
@@ -414,7 +468,7 @@ mod tests {
         let created = edited("node-create", |r| {
             r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "nodeclaims"})
         });
-        assert_eq!(outcome(&created), Outcome::Ignored);
+        assert_eq!(outcome(&created), Outcome::Unhandled);
     }
 
     #[test]
@@ -439,22 +493,27 @@ mod tests {
     }
 
     #[test]
-    fn other_resources_are_ignored() {
+    fn resources_and_operations_not_handled_are_allowed_without_a_doorbell() {
         let service = edited("node-create", |r| r["request"]["resource"]["resource"] = json!("services"));
-        assert_eq!(outcome(&service), Outcome::Ignored);
+        assert_eq!(outcome(&service), Outcome::Unhandled);
         let other_group = edited("node-create", |r| r["request"]["resource"]["group"] = json!("example.com"));
-        assert_eq!(outcome(&other_group), Outcome::Ignored);
+        assert_eq!(outcome(&other_group), Outcome::Unhandled);
         // Of Dovetail's own group only deletions of NodeClaims and NodePools ring.
         let class = edited("node-delete", |r| {
             r["request"]["resource"] = json!({"group": "dovetail.dev", "version": "v1", "resource": "ec2nodeclasses"})
         });
-        assert_eq!(outcome(&class), Outcome::Ignored);
+        assert_eq!(outcome(&class), Outcome::Unhandled);
         let node_update = edited("node-status-ready", |r| r["request"]["subResource"] = Value::Null);
-        assert_eq!(outcome(&node_update), Outcome::Ignored);
+        assert_eq!(outcome(&node_update), Outcome::Unhandled);
+        let pod_delete = edited("pod-status-unschedulable", |r| {
+            r["request"]["operation"] = json!("DELETE");
+            r["request"]["subResource"] = Value::Null;
+        });
+        assert_eq!(outcome(&pod_delete), Outcome::Unhandled, "even a pod that looks unschedulable");
     }
 
     #[test]
-    fn malformed_bodies_are_still_allowed() {
+    fn reviews_with_undecodable_objects_are_still_allowed() {
         // The objects do not decode, the uid does: the answer carries it.
         let odd = edited("node-status-ready", |r| r["request"]["object"]["status"]["conditions"] = json!("Ready"));
         let reviewed = review(&odd, now());
@@ -462,11 +521,32 @@ mod tests {
         assert!(
             matches!(&reviewed.outcome, Outcome::Malformed(why) if why.contains("conditions") || why.contains("invalid type"))
         );
+    }
 
-        for body in [&b"not json"[..], b"", b"{}", br#"{"request": null}"#, br#"{"request": {"uid": 7}}"#] {
+    #[test]
+    fn bodies_that_are_not_admission_reviews_get_no_review_back() {
+        let v1beta1 = edited("node-create", |r| r["apiVersion"] = json!("admission.k8s.io/v1beta1"));
+        let no_request = edited("node-create", |r| r["request"] = Value::Null);
+        let no_uid = edited("node-create", |r| r["request"]["uid"] = json!(7));
+        let cases: [(&[u8], &str); 6] = [
+            (b"not json", "not an AdmissionReview: expected ident"),
+            (b"", "not an AdmissionReview: EOF"),
+            (
+                br#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}}"#,
+                "expected admission.k8s.io/v1 AdmissionReview, found \"v1/Pod\"",
+            ),
+            (&v1beta1, "found \"admission.k8s.io/v1beta1/AdmissionReview\""),
+            (&no_request, "an AdmissionReview without a request"),
+            (&no_uid, "not an AdmissionReview: invalid type: integer `7`, expected a string"),
+        ];
+        for (body, why) in cases {
             let reviewed = review(body, now());
-            assert_allows(&reviewed, "");
-            assert!(matches!(reviewed.outcome, Outcome::Malformed(_)), "{:?}", String::from_utf8_lossy(body));
+            assert!(reviewed.response.is_empty());
+            assert!(
+                matches!(&reviewed.outcome, Outcome::NotReview(reason) if reason.contains(why)),
+                "{why}: {:?}",
+                reviewed.outcome
+            );
         }
     }
 
@@ -476,12 +556,17 @@ mod tests {
             outcome(&fixture("pod-status-unschedulable")),
             outcome(&fixture("node-create")),
             Outcome::Ignored,
+            Outcome::Unhandled,
             Outcome::DryRun,
             Outcome::Malformed(String::new()),
+            Outcome::NotReview(String::new()),
         ]
         .iter()
         .map(Outcome::label)
         .collect();
-        assert_eq!(labels, ["pod_doorbell", "node_doorbell", "ignored", "dry_run", "malformed"]);
+        assert_eq!(
+            labels,
+            ["pod_doorbell", "node_doorbell", "ignored", "unhandled", "dry_run", "malformed", "not_admission_review"]
+        );
     }
 }

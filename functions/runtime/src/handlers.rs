@@ -9,6 +9,7 @@
 use std::time::Instant;
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
+use dovetail_core::ceilings::QUEUE_MESSAGE_BYTES;
 use dovetail_core::reconcile::ports::{Clock, Cloud, Kube, PortError, Queue, Store};
 use dovetail_core::reconcile::{Deadline, Reconciler, Report};
 
@@ -36,7 +37,9 @@ pub async fn doorbells<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
 ) -> Handled<SqsBatchResponse> {
     let started = Instant::now();
     for m in sqs::messages(event) {
-        if let Err(e) = serde_json::from_str::<serde_json::Value>(&m.body) {
+        if let Err(over) = QUEUE_MESSAGE_BYTES.check(m.body.len() as u64) {
+            tracing::warn!(message = %m.id, %over, "doorbell not parsed; consumed (the reconcile re-reads the cluster)");
+        } else if let Err(e) = serde_json::from_str::<serde_json::Value>(&m.body) {
             tracing::warn!(message = %m.id, error = %e, "doorbell is not JSON; consumed (the reconcile re-reads the cluster)");
         }
     }

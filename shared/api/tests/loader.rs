@@ -322,7 +322,7 @@ fn json_syntax_error_has_line_and_column() {
 
 #[test]
 fn missing_api_version_or_kind() {
-    let e = err("a.yaml", "kind: Pod\nmetadata: {name: web}\nspec: {containers: []}\n");
+    let e = err("a.yaml", "kind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: a}]}\n");
     assert_eq!(e, r#"a.yaml: document 1 (Pod web): missing "apiVersion""#);
     let e = err(
         "a.yaml",
@@ -340,7 +340,7 @@ fn missing_api_version_or_kind() {
 fn schema_errors_name_the_field() {
     let e = err(
         "examples/web.yaml",
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: three\n  selector: {}\n  template: {spec: {containers: []}}\n",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: three\n  selector: {}\n  template: {spec: {containers: [{name: a}]}}\n",
     );
     assert_eq!(
         e,
@@ -354,7 +354,7 @@ fn schema_errors_name_the_field() {
         e.starts_with("p.yaml: document 1 (Pod default/p): spec.containers[0].ports[0].containerPort: invalid type"),
         "{e}"
     );
-    let e = err("p.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {namespace: x}\nspec: {containers: []}\n");
+    let e = err("p.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {namespace: x}\nspec: {containers: [{name: a}]}\n");
     assert_eq!(e, "p.yaml: document 1 (Pod x/<unnamed>): metadata.name: missing");
 }
 
@@ -418,7 +418,7 @@ fn conversion_errors_of_other_kinds() {
     assert!(e.starts_with(r#"cron.yaml: document 1 (CronJob ops/c): spec.jobTemplate.spec.template.spec.containers[0].resources.requests.cpu: "fast""#), "{e}");
     let e = err(
         "ds.yaml",
-        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\nspec:\n  selector: {}\n  template: {spec: {tolerations: [{operator: Sometimes}], containers: []}}\n",
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\nspec:\n  selector: {}\n  template: {spec: {tolerations: [{operator: Sometimes}], containers: [{name: a}]}}\n",
     );
     assert!(
         e.starts_with(
@@ -437,7 +437,7 @@ fn template_errors_are_reported_even_without_replicas() {
     assert!(e.contains("spec.template.spec.containers[0].resources.requests.memory"), "{e}");
     let e = err(
         "web.yaml",
-        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: -1\n  selector: {}\n  template: {spec: {containers: []}}\n",
+        "apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: db}\nspec:\n  replicas: -1\n  selector: {}\n  template: {spec: {containers: [{name: a}]}}\n",
     );
     assert_eq!(
         e,
@@ -447,7 +447,7 @@ fn template_errors_are_reported_even_without_replicas() {
 
 #[test]
 fn duplicates_are_rejected() {
-    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: shop}\nspec: {containers: []}\n";
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: shop}\nspec: {containers: [{name: a}]}\n";
     let e = err("x.yaml", &format!("{pod}---\n{pod}"));
     assert_eq!(e, "x.yaml: document 2 (Pod shop/a): defined twice (first in x.yaml: document 1)");
 }
@@ -457,4 +457,139 @@ fn unreadable_file() {
     let e = load(&["tests/fixtures/nope.yaml"]).unwrap_err();
     assert!(matches!(*e.kind, LoadErrorKind::Io(_)));
     assert!(e.to_string().starts_with("tests/fixtures/nope.yaml: cannot read: "), "{e}");
+}
+
+#[test]
+fn replicas_over_the_pods_ceiling_are_refused_before_any_pod_is_made() {
+    // A hundred million pods would take the loader's memory until the kernel killed it.
+    let e = err(
+        "big.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 100000000\n  selector: {}\n  template: {spec: {containers: [{name: a}]}}\n",
+    );
+    assert_eq!(
+        e,
+        "big.yaml: document 1 (Deployment shop/web): spec.replicas: 100000000 pods is more than the supported 1000000 pods per plan"
+    );
+    // The ceiling counts the whole input: two controllers of 600,000 pods each go over together,
+    // at the second, which says how many came before it.
+    let set = |name: &str| {
+        format!("apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {{name: {name}}}\nspec:\n  replicas: 600000\n  selector: {{}}\n  template: {{spec: {{containers: [{{name: a}}]}}}}\n")
+    };
+    let e = err("two.yaml", &format!("{}---\n{}", set("a"), set("b")));
+    assert_eq!(
+        e,
+        "two.yaml: document 2 (StatefulSet default/b): spec.replicas: 1200000 pods is more than the supported 1000000 \
+         pods per plan (this object adds 600000 pods to 600000 pods before it)"
+    );
+    let e = err(
+        "etl.yaml",
+        "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: etl}\nspec:\n  schedule: '@daily'\n  jobTemplate:\n    spec:\n      parallelism: 2000000\n      template: {spec: {containers: [{name: a}]}}\n",
+    );
+    assert!(
+        e.starts_with(
+            "etl.yaml: document 1 (CronJob default/etl): spec.jobTemplate.spec.parallelism: 2000000 pods is more than"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn objects_over_the_per_file_ceiling_are_refused() {
+    // 1,000,001 documents of one JSON stream: refused at the one past the ceiling.
+    let text = "{}".repeat(1_000_001);
+    let e = err("many.json", &text);
+    assert_eq!(e, "many.json: 1000001 objects is more than the supported 1000000 objects per manifest file");
+}
+
+#[test]
+fn files_over_the_byte_ceiling_are_refused_before_reading() {
+    use dovetail_api::manifest::read_file_within;
+    use dovetail_core::ceilings::{Ceiling, MANIFEST_BYTES};
+    use std::path::Path;
+
+    let small = Ceiling { max: 1024, unit: "bytes", per: "per test file" };
+    let e = read_file_within(Path::new(SHOP), small).unwrap_err();
+    assert!(matches!(*e.kind, LoadErrorKind::OverCeiling(_)));
+    assert_eq!(
+        e.to_string(),
+        "tests/fixtures/shop.yaml: 4959 bytes (4.8 KiB) is more than the supported 1 KiB per test file"
+    );
+    // A stream whose size is not known up front is read no further than the ceiling.
+    let e = read_file_within(Path::new("/dev/zero"), small).unwrap_err();
+    assert_eq!(e.to_string(), "/dev/zero: 1025 bytes (1.0 KiB) is more than the supported 1 KiB per test file");
+    assert!(read_file_within(Path::new(SHOP), MANIFEST_BYTES).is_ok());
+}
+
+#[test]
+fn pods_without_containers_are_refused_wherever_they_come_from() {
+    let e =
+        err("p.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: empty, namespace: shop}\nspec: {containers: []}\n");
+    assert_eq!(e, "p.yaml: document 1 (Pod shop/empty): spec.containers: must have at least one container");
+    // A workload's template is held to the same rule, with its path.
+    let e = err(
+        "d.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\nspec:\n  replicas: 2\n  selector: {}\n  template: {spec: {containers: []}}\n",
+    );
+    assert_eq!(
+        e,
+        "d.yaml: document 1 (Deployment shop/web): spec.template.spec.containers: must have at least one container"
+    );
+    let e = err(
+        "ds.yaml",
+        "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent, namespace: kube-system}\nspec:\n  selector: {}\n  template: {spec: {}}\n",
+    );
+    assert_eq!(
+        e,
+        "ds.yaml: document 1 (DaemonSet kube-system/agent): spec.template.spec.containers: must have at least one container"
+    );
+}
+
+#[test]
+fn kubernetes_validation_applies_to_every_object_read() {
+    // A 1 MB label value on a pod template was accepted and copied into every pod.
+    let huge = "v".repeat(1 << 20);
+    let e = err(
+        "web.yaml",
+        &format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: shop}}\nspec:\n  replicas: 2\n  selector: {{}}\n  template:\n    metadata: {{labels: {{team: {huge}}}}}\n    spec: {{containers: [{{name: a}}]}}\n"),
+    );
+    assert_eq!(
+        e,
+        format!(
+            "web.yaml: document 1 (Deployment shop/web): spec.template.metadata.labels[\"team\"]: \"{}\"… (1048576 bytes) \
+             is not a valid label value: it is longer than 63 characters",
+            "v".repeat(64)
+        )
+    );
+    // The controller's own metadata, whether or not it is expanded.
+    let e = err("web.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: Web, namespace: shop}\nspec:\n  selector: {}\n  template: {spec: {containers: [{name: a}]}}\n");
+    assert!(e.starts_with("web.yaml: document 1 (Deployment shop/Web): metadata.name: \"Web\" is not a valid name: it must be a lowercase DNS subdomain"), "{e}");
+    // Namespaces are DNS labels: no dots.
+    let e = err("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata: {name: shop.prod}\n");
+    assert!(e.starts_with("ns.yaml: document 1 (Namespace shop.prod): metadata.name: \"shop.prod\" is not a valid name: it must be a lowercase DNS label"), "{e}");
+    let e = err(
+        "pod.yaml",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, annotations: {\"a b\": x}}\nspec: {containers: [{name: a}]}\n",
+    );
+    assert!(
+        e.starts_with(
+            "pod.yaml: document 1 (Pod default/p): metadata.annotations[\"a b\"]: \"a b\" is not a qualified name"
+        ),
+        "{e}"
+    );
+    let e = err("node.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nspec: {taints: [{key: dedicated, value: \"ml team\", effect: NoSchedule}]}\n");
+    assert!(
+        e.starts_with("node.yaml: document 1 (Node n1): spec.taints[0].value: \"ml team\" is not a valid label value"),
+        "{e}"
+    );
+    let e = err("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  tolerations: [{key: \"bad key\", operator: Exists}]\n  containers: [{name: a}]\n");
+    assert!(
+        e.starts_with(
+            "pod.yaml: document 1 (Pod default/p): spec.tolerations[0].key: \"bad key\" is not a qualified name"
+        ),
+        "{e}"
+    );
+    let pool = load_str("pool.yaml", "apiVersion: dovetail.dev/v1\nkind: NodePool\nmetadata: {name: gpu, labels: {team: \"a b\"}}\nspec:\n  template:\n    spec:\n      nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}\n      requirements: []\n");
+    // NodePools are kept raw by the loader and validated when the plan converts them.
+    let snapshot = pool.expect("read raw").snapshot().unwrap_err().to_string();
+    assert!(snapshot.contains("metadata.labels[\"team\"]: \"a b\" is not a valid label value"), "{snapshot}");
 }

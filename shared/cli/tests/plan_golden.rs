@@ -675,3 +675,16 @@ fn bad_input_on_stdin_is_named_stdin() {
     let err = refused(&["-"], Some(&text));
     assert_mentions(&err, &["<stdin>: document 3", "(Deployment shop/web)", "resources.requests.memory"]);
 }
+
+#[test]
+fn replicas_over_the_pods_ceiling_are_refused() {
+    let f = format!("{FIXTURES}/too-many-replicas.yaml");
+    let err = refused(&[&f], None);
+    assert_eq!(
+        err,
+        format!(
+            "dovetail: {f}: document 1 (Deployment shop/web): spec.replicas: 100000000 pods is more than the supported \
+             1000000 pods per plan\n"
+        )
+    );
+}

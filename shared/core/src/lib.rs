@@ -8,7 +8,8 @@
 // The modules form a ladder, bottom first: each builds only on the rungs above it in this list
 // (tests/layout.rs in the workspace fails on any cycle; docs/architecture.md draws it).
 
-// Vocabulary: well-known names, quantities, instants and durations.
+// Vocabulary: the supported input sizes, well-known names, quantities, instants and durations.
+pub mod ceilings;
 pub mod labels;
 pub mod resources;
 pub mod time;

@@ -6,6 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::pod::{pod_from_spec, DEFAULT_NAMESPACE};
 use super::{ConvertError, Within};
+use crate::crd::meta::NameRule;
 
 /// Tolerations the DaemonSet controller adds to every daemon pod (and `network-unavailable` for
 /// host-network ones), so daemons keep running on nodes under pressure or cordoned. A planner
@@ -24,6 +25,7 @@ const DAEMON_TOLERATIONS: [(&str, TaintEffect); 6] = [
 pub fn daemonset_from_k8s(ds: &apps::DaemonSet) -> Result<DaemonSet, ConvertError> {
     let name = ds.metadata.name.clone().filter(|n| !n.is_empty());
     let name = name.ok_or_else(|| ConvertError::invalid("metadata.name", "missing"))?;
+    super::metadata(&ds.metadata, NameRule::Subdomain)?;
     let namespace = ds.metadata.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| DEFAULT_NAMESPACE.into());
     let spec = ds.spec.as_ref().ok_or_else(|| ConvertError::invalid("spec", "missing"))?;
     let template_meta = spec.template.metadata.clone().unwrap_or_default();

@@ -21,8 +21,12 @@ pub use provisionable::{displaced_by_node_deletion, is_provisionable, provisiona
 pub use selector::{label_selector, node_selector_term, MATCHES_NOTHING_KEY};
 pub use volumes::{StorageIndex, TemplateClaim};
 
+use crate::crd::meta::{check_metadata, NameRule};
+
+use dovetail_core::ceilings::OverCeiling;
 use dovetail_core::requirements::RequirementError;
 use dovetail_core::resources::QuantityError;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use thiserror::Error;
 
 /// A Kubernetes object that cannot be converted. Displays as `<path>: <problem>`.
@@ -49,6 +53,9 @@ pub enum ConvertErrorKind {
     /// Anything the API server's validation would reject.
     #[error("{0}")]
     Invalid(String),
+    /// More than Dovetail supports (`spec.replicas` over the pods ceiling).
+    #[error(transparent)]
+    OverCeiling(#[from] OverCeiling),
 }
 
 impl ConvertError {
@@ -75,6 +82,18 @@ impl ConvertError {
             format!("{prefix}.{}", self.path)
         };
         self
+    }
+}
+
+/// The first problem of an object's metadata under Kubernetes' rules (see [`crate::crd::meta`]).
+pub fn metadata(meta: &ObjectMeta, rule: NameRule) -> Result<(), ConvertError> {
+    let mut first = None;
+    check_metadata(meta, rule, &mut |field, message| {
+        first.get_or_insert((field, message));
+    });
+    match first {
+        Some((field, message)) => Err(ConvertError::invalid(field, message)),
+        None => Ok(()),
     }
 }
 

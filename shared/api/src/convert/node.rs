@@ -8,6 +8,8 @@ use k8s_openapi::api::core::v1 as k8s;
 
 use super::pod::quantities;
 use super::{ConvertError, Within};
+use crate::crd::labels::{check_label_value, check_qualified_name};
+use crate::crd::meta::NameRule;
 
 /// Labels, taints, allocatable and schedulability of a registered Node. Pods are not attached
 /// here: the caller binds them by `spec.nodeName`.
@@ -18,6 +20,7 @@ use super::{ConvertError, Within};
 pub fn node_from_k8s(node: &k8s::Node) -> Result<Node, ConvertError> {
     let name = node.metadata.name.clone().filter(|n| !n.is_empty());
     let name = name.ok_or_else(|| ConvertError::invalid("metadata.name", "missing"))?;
+    super::metadata(&node.metadata, NameRule::Subdomain)?;
     let spec = node.spec.as_ref();
     let taints = spec
         .and_then(|s| s.taints.as_ref())
@@ -79,6 +82,10 @@ fn is_ready(status: Option<&k8s::NodeStatus>) -> bool {
 pub(crate) fn taint(t: &k8s::Taint) -> Result<Taint, ConvertError> {
     if t.key.is_empty() {
         return Err(ConvertError::invalid("key", "must not be empty"));
+    }
+    check_qualified_name(&t.key).map_err(|why| ConvertError::invalid("key", why))?;
+    if let Some(value) = t.value.as_deref() {
+        check_label_value(value).map_err(|why| ConvertError::invalid("value", why))?;
     }
     let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
         ConvertError::unknown("effect", "taint effect", &t.effect, "NoSchedule, PreferNoSchedule, NoExecute")

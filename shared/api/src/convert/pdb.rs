@@ -6,6 +6,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use super::pod::DEFAULT_NAMESPACE;
 use super::selector::{label_selector, matches_nothing};
 use super::{ConvertError, Within};
+use crate::crd::meta::NameRule;
 
 /// Converts a PDB as the Eviction API judges it.
 ///
@@ -19,6 +20,7 @@ use super::{ConvertError, Within};
 pub fn pdb_from_k8s(pdb: &PodDisruptionBudget) -> Result<Pdb, ConvertError> {
     let name = pdb.metadata.name.clone().filter(|n| !n.is_empty());
     let name = name.ok_or_else(|| ConvertError::invalid("metadata.name", "missing"))?;
+    super::metadata(&pdb.metadata, NameRule::Subdomain)?;
     let namespace =
         pdb.metadata.namespace.clone().filter(|n| !n.is_empty()).unwrap_or_else(|| DEFAULT_NAMESPACE.into());
     let selector = match pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) {

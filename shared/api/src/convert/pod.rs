@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use dovetail_core::ceilings::{MAX_RESOURCE_AMOUNT, MAX_RESOURCE_AMOUNT_TEXT};
 use dovetail_core::model::{
     HostPort, InclusionPolicy, LabelSelector, NamespaceScope, OwnerKind, Pod, PodAffinityTerm, SelectorExpr,
     SelectorOp, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted, WhenUnsatisfiable,
@@ -15,6 +16,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::selector::{is_empty_selector, is_empty_term, label_selector, matches_nothing, node_selector_term};
 use super::{ConvertError, Within};
+use crate::crd::labels::{check_label_value, check_qualified_name};
+use crate::crd::meta::NameRule;
 
 /// Namespace of an object that does not name one; what kubectl uses without `-n`.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -60,6 +63,12 @@ pub fn pod_from_spec(meta: &ObjectMeta, spec: &k8s::PodSpec) -> Result<Pod, Conv
         Some(n) if !n.is_empty() => n,
         _ => meta.generate_name.as_deref().unwrap_or_default(),
     };
+    super::metadata(meta, NameRule::Subdomain)?;
+    // The API server refuses such a pod, so none exists in a cluster; one in a manifest would be
+    // planned for as if it needed nothing but its pod slot.
+    if spec.containers.is_empty() {
+        return Err(ConvertError::invalid("spec.containers", "must have at least one container"));
+    }
     let mut pod = Pod::new(namespace, name, Resources::default());
     pod.labels = meta.labels.clone().unwrap_or_default();
     pod.annotations = meta.annotations.clone().unwrap_or_default();
@@ -143,7 +152,8 @@ pub fn owner(meta: &ObjectMeta) -> (OwnerKind, String) {
 }
 
 /// Parses a `name → quantity` map; error paths are the resource name. Negative amounts are
-/// rejected like the API server does, because they would make a pod look smaller than nothing.
+/// rejected like the API server does, because they would make a pod look smaller than nothing,
+/// and so are amounts over [`MAX_RESOURCE_AMOUNT`], which could overflow the sums made of them.
 pub(crate) fn quantities(map: &BTreeMap<String, Quantity>) -> Result<Resources, ConvertError> {
     let mut out = Resources::default();
     for (name, q) in map {
@@ -151,6 +161,12 @@ pub(crate) fn quantities(map: &BTreeMap<String, Quantity>) -> Result<Resources, 
         let value = parsed.map_err(|e| ConvertError::new(name.clone(), e))?;
         if value < 0 {
             return Err(ConvertError::invalid(name.clone(), format!("{:?} must not be negative", q.0)));
+        }
+        if value > MAX_RESOURCE_AMOUNT {
+            return Err(ConvertError::invalid(
+                name.clone(),
+                format!("{:?} is more than the supported {MAX_RESOURCE_AMOUNT_TEXT} per resource amount", q.0),
+            ));
         }
         out.set(name, value);
     }
@@ -304,6 +320,9 @@ fn preferred_node_affinity(
 
 fn toleration(t: &k8s::Toleration) -> Result<Toleration, ConvertError> {
     let key = t.key.clone().unwrap_or_default();
+    if !key.is_empty() {
+        check_qualified_name(&key).map_err(|why| ConvertError::invalid("key", why))?;
+    }
     let operator = match t.operator.as_deref().unwrap_or("Equal") {
         "Equal" | "" => TolerationOp::Equal,
         "Exists" => TolerationOp::Exists,
@@ -316,6 +335,7 @@ fn toleration(t: &k8s::Toleration) -> Result<Toleration, ConvertError> {
     if operator == TolerationOp::Exists && !value.is_empty() {
         return Err(ConvertError::invalid("value", "must be empty when operator is Exists"));
     }
+    check_label_value(&value).map_err(|why| ConvertError::invalid("value", why))?;
     let effect = match t.effect.as_deref().unwrap_or_default() {
         "" => None,
         e => Some(TaintEffect::parse(e).ok_or_else(|| {

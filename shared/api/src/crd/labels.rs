@@ -164,6 +164,19 @@ fn restricted_message(key: &str) -> String {
     )
 }
 
+/// Kubernetes' limit on the total size of an object's annotations (keys and values), 256 KiB.
+pub const MAX_ANNOTATIONS_BYTES: usize = 256 << 10;
+
+/// A value as messages show it: quoted, and cut after 64 characters with its length, so a 1 MB
+/// label value does not make a 1 MB message.
+pub fn shown(value: &str) -> String {
+    const MAX: usize = 64;
+    match value.char_indices().nth(MAX) {
+        None => format!("{value:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &value[..cut], value.len()),
+    }
+}
+
 /// Checks a Kubernetes "qualified name" (label and annotation keys, taint keys): an optional
 /// DNS-subdomain prefix and `/`, then a name of at most 63 characters of `[A-Za-z0-9_.-]`
 /// starting and ending with an alphanumeric.
@@ -174,14 +187,14 @@ pub fn check_qualified_name(value: &str) -> Result<(), String> {
     };
     if let Some(prefix) = prefix {
         if prefix.is_empty() {
-            return Err(format!("{value:?} has an empty prefix before '/'"));
+            return Err(format!("{} has an empty prefix before '/'", shown(value)));
         }
-        check_dns_subdomain(prefix).map_err(|why| format!("{value:?} has a bad prefix: {why}"))?;
+        check_dns_subdomain(prefix).map_err(|why| format!("{} has a bad prefix: {why}", shown(value)))?;
     }
     if name.is_empty() {
-        return Err(format!("{value:?} has an empty name"));
+        return Err(format!("{} has an empty name", shown(value)));
     }
-    check_name_part(name).map_err(|why| format!("{value:?} is not a qualified name: {why}"))
+    check_name_part(name).map_err(|why| format!("{} is not a qualified name: {why}", shown(value)))
 }
 
 /// Checks a label value: empty, or at most 63 characters of `[A-Za-z0-9_.-]` starting and
@@ -190,7 +203,7 @@ pub fn check_label_value(value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Ok(());
     }
-    check_name_part(value).map_err(|why| format!("{value:?} is not a valid label value: {why}"))
+    check_name_part(value).map_err(|why| format!("{} is not a valid label value: {why}", shown(value)))
 }
 
 fn check_name_part(name: &str) -> Result<(), &'static str> {
@@ -207,22 +220,39 @@ fn check_name_part(name: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn check_dns_subdomain(value: &str) -> Result<(), &'static str> {
+/// Checks a DNS-1123 subdomain (most objects' names, label key prefixes): at most 253
+/// characters, dot-separated parts of lowercase letters, digits and '-', each starting and
+/// ending with a letter or digit.
+pub fn check_dns_subdomain(value: &str) -> Result<(), &'static str> {
     if value.len() > 253 {
         return Err("it is longer than 253 characters");
     }
-    for part in value.split('.') {
-        let bytes = part.as_bytes();
-        let ok = !bytes.is_empty()
-            && bytes.len() <= 63
-            && bytes[0].is_ascii_alphanumeric()
-            && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-            && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-');
-        if !ok {
-            return Err("it must be a lowercase DNS subdomain");
-        }
+    if !value.split('.').all(is_dns_part) {
+        return Err(
+            "it must be a lowercase DNS subdomain (a-z, 0-9, '-' and '.', starting and ending with a letter or digit)",
+        );
     }
     Ok(())
+}
+
+/// Checks a DNS-1123 label (namespaces' names): at most 63 lowercase letters, digits and '-',
+/// starting and ending with a letter or digit.
+pub fn check_dns_label(value: &str) -> Result<(), &'static str> {
+    if value.len() > 63 {
+        return Err("it is longer than 63 characters");
+    }
+    if !is_dns_part(value) {
+        return Err("it must be a lowercase DNS label (a-z, 0-9 and '-', starting and ending with a letter or digit)");
+    }
+    Ok(())
+}
+
+fn is_dns_part(part: &str) -> bool {
+    let bytes = part.as_bytes();
+    !bytes.is_empty()
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
 }
 
 #[cfg(test)]
@@ -281,5 +311,45 @@ mod tests {
         assert!(check_label_value("").is_ok());
         assert!(check_label_value("on-demand").is_ok());
         assert!(check_label_value("a b").is_err());
+    }
+
+    #[test]
+    fn kubernetes_name_rules_with_their_messages() {
+        assert_eq!(check_dns_subdomain("web-1.shop"), Ok(()));
+        assert_eq!(check_dns_subdomain(&"a".repeat(100)), Ok(()), "no 63-character limit on a subdomain's parts");
+        assert_eq!(check_dns_subdomain(&"a".repeat(254)), Err("it is longer than 253 characters"));
+        for bad in ["Web", "web_1", "-web", "web.", "a..b", ""] {
+            assert!(check_dns_subdomain(bad).is_err(), "{bad}");
+        }
+        assert_eq!(check_dns_label("shop-1"), Ok(()));
+        assert_eq!(check_dns_label(&"a".repeat(64)), Err("it is longer than 63 characters"));
+        assert!(check_dns_label("shop.prod").is_err(), "no dots in a label");
+        assert_eq!(
+            check_qualified_name("Example.com/gpu").unwrap_err(),
+            "\"Example.com/gpu\" has a bad prefix: it must be a lowercase DNS subdomain (a-z, 0-9, '-' and '.', \
+             starting and ending with a letter or digit)"
+        );
+        assert_eq!(
+            check_qualified_name("team/_x").unwrap_err(),
+            "\"team/_x\" is not a qualified name: it must start and end with a letter or digit"
+        );
+        assert_eq!(
+            check_label_value("a b").unwrap_err(),
+            "\"a b\" is not a valid label value: only letters, digits, '-', '_' and '.' are allowed"
+        );
+    }
+
+    #[test]
+    fn long_values_are_cut_in_messages() {
+        let huge = "v".repeat(1 << 20);
+        let e = check_label_value(&huge).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "\"{}\"… (1048576 bytes) is not a valid label value: it is longer than 63 characters",
+                "v".repeat(64)
+            )
+        );
+        assert_eq!(shown("short"), "\"short\"");
     }
 }

@@ -18,6 +18,7 @@ mod duration;
 mod ec2nodeclass;
 pub mod labels;
 mod live;
+pub mod meta;
 mod nodeclaim;
 mod nodepool;
 mod open_enum;

@@ -4,6 +4,8 @@ use std::fmt;
 
 use thiserror::Error;
 
+use dovetail_core::ceilings::OverCeiling;
+
 use super::Source;
 use crate::convert::ConvertError;
 
@@ -94,4 +96,7 @@ pub enum LoadErrorKind {
     Duplicate(String),
     #[error("{0}")]
     Invalid(String),
+    /// Over one of the supported ceilings (file size, objects per file, pods per plan).
+    #[error(transparent)]
+    OverCeiling(#[from] OverCeiling),
 }

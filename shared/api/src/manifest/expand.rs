@@ -20,15 +20,25 @@ pub(crate) struct Replica {
     pub claims: Vec<TemplateClaim>,
 }
 
-/// The pods of one controller.
-#[derive(Debug)]
+/// The pods of one controller: how many, and how to make the `i`th. Made one at a time, so the
+/// count can be held to the pods ceiling before any pod is allocated.
 pub(crate) struct Expansion<'a> {
     pub namespace: String,
     pub template: &'a PodTemplateSpec,
     /// Where `template` sits in the document (`spec.template`), for error paths.
     pub template_path: &'static str,
     pub owner: (OwnerKind, String),
-    pub replicas: Vec<Replica>,
+    /// How many pods the controller runs, and the field that says so (`spec.replicas`).
+    pub count: usize,
+    pub count_field: String,
+    replica: Box<dyn Fn(usize) -> Replica + 'a>,
+}
+
+impl Expansion<'_> {
+    /// Pod `i` of `0..count`.
+    pub fn replica(&self, i: usize) -> Replica {
+        (self.replica)(i)
+    }
 }
 
 /// The alphabet Kubernetes uses for generated names: no vowels (no accidental words) and no
@@ -76,14 +86,15 @@ pub(crate) fn deployment(d: &apps::Deployment) -> Result<Expansion<'_>, ConvertE
     let n = replicas("spec.replicas", spec.replicas)?;
     let hash = hash_of(&spec.template);
     let rs = format!("{name}-{hash}");
-    let replicas =
-        (0..n).map(|i| simple(format!("{rs}-{i}"), vec![("pod-template-hash".into(), hash.clone())])).collect();
+    let prefix = rs.clone();
     Ok(Expansion {
         namespace,
         template: &spec.template,
         template_path: "spec.template",
         owner: (OwnerKind::ReplicaSet, rs),
-        replicas,
+        count: n,
+        count_field: "spec.replicas".into(),
+        replica: Box::new(move |i| simple(format!("{prefix}-{i}"), vec![("pod-template-hash".into(), hash.clone())])),
     })
 }
 
@@ -92,13 +103,15 @@ pub(crate) fn replica_set(rs: &apps::ReplicaSet) -> Result<Expansion<'_>, Conver
     let spec = rs.spec.as_ref().ok_or_else(|| missing("spec"))?;
     let template = spec.template.as_ref().ok_or_else(|| missing("spec.template"))?;
     let n = replicas("spec.replicas", spec.replicas)?;
-    let replicas = (0..n).map(|i| simple(format!("{name}-{i}"), vec![])).collect();
+    let prefix = name.clone();
     Ok(Expansion {
         namespace,
         template,
         template_path: "spec.template",
         owner: (OwnerKind::ReplicaSet, name),
-        replicas,
+        count: n,
+        count_field: "spec.replicas".into(),
+        replica: Box::new(move |i| simple(format!("{prefix}-{i}"), vec![])),
     })
 }
 
@@ -116,30 +129,32 @@ pub(crate) fn stateful_set(s: &apps::StatefulSet) -> Result<Expansion<'_>, Conve
         let tname = tname.ok_or_else(|| missing(&format!("spec.volumeClaimTemplates[{i}].metadata.name")))?;
         templates.push((tname, t.spec.as_ref().and_then(|s| s.storage_class_name.clone())));
     }
-    let replicas = (start..start + n)
-        .map(|ordinal| {
-            let pod = format!("{name}-{ordinal}");
-            Replica {
-                labels: vec![
-                    ("controller-revision-hash".into(), revision.clone()),
-                    ("statefulset.kubernetes.io/pod-name".into(), pod.clone()),
-                    ("apps.kubernetes.io/pod-index".into(), ordinal.to_string()),
-                ],
-                annotations: vec![],
-                claims: templates
-                    .iter()
-                    .map(|(t, class)| TemplateClaim { claim_name: format!("{t}-{pod}"), storage_class: class.clone() })
-                    .collect(),
-                name: pod,
-            }
-        })
-        .collect();
+    let prefix = name.clone();
+    let replica = move |i: usize| {
+        let ordinal = start + i;
+        let pod = format!("{prefix}-{ordinal}");
+        Replica {
+            labels: vec![
+                ("controller-revision-hash".into(), revision.clone()),
+                ("statefulset.kubernetes.io/pod-name".into(), pod.clone()),
+                ("apps.kubernetes.io/pod-index".into(), ordinal.to_string()),
+            ],
+            annotations: vec![],
+            claims: templates
+                .iter()
+                .map(|(t, class)| TemplateClaim { claim_name: format!("{t}-{pod}"), storage_class: class.clone() })
+                .collect(),
+            name: pod,
+        }
+    };
     Ok(Expansion {
         namespace,
         template: &spec.template,
         template_path: "spec.template",
         owner: (OwnerKind::StatefulSet, name),
-        replicas,
+        count: n,
+        count_field: "spec.replicas".into(),
+        replica: Box::new(replica),
     })
 }
 
@@ -181,18 +196,25 @@ fn job_pods<'a>(
         common.push(("batch.kubernetes.io/controller-uid".into(), uid.to_string()));
         common.push(("controller-uid".into(), uid.to_string()));
     }
-    let replicas = (0..n)
-        .map(|i| {
-            let mut labels = common.clone();
-            let mut annotations = vec![];
-            if indexed {
-                labels.push(("batch.kubernetes.io/job-completion-index".into(), i.to_string()));
-                annotations.push(("batch.kubernetes.io/job-completion-index".into(), i.to_string()));
-            }
-            Replica { name: format!("{job}-{i}"), labels, annotations, claims: vec![] }
-        })
-        .collect();
-    Ok(Expansion { namespace, template: &spec.template, template_path, owner: (OwnerKind::Job, job), replicas })
+    let job_name = job.clone();
+    let replica = move |i: usize| {
+        let mut labels = common.clone();
+        let mut annotations = vec![];
+        if indexed {
+            labels.push(("batch.kubernetes.io/job-completion-index".into(), i.to_string()));
+            annotations.push(("batch.kubernetes.io/job-completion-index".into(), i.to_string()));
+        }
+        Replica { name: format!("{job_name}-{i}"), labels, annotations, claims: vec![] }
+    };
+    Ok(Expansion {
+        namespace,
+        template: &spec.template,
+        template_path,
+        owner: (OwnerKind::Job, job),
+        count: n,
+        count_field: format!("{prefix}parallelism"),
+        replica: Box::new(replica),
+    })
 }
 
 pub(crate) fn job(j: &batch::Job) -> Result<Expansion<'_>, ConvertError> {
@@ -208,7 +230,7 @@ pub(crate) fn job(j: &batch::Job) -> Result<Expansion<'_>, ConvertError> {
         .flatten()
         .any(|c| matches!(c.type_.as_str(), "Complete" | "Failed") && c.status == "True");
     if finished {
-        e.replicas.clear();
+        e.count = 0;
     }
     Ok(e)
 }
@@ -221,7 +243,7 @@ pub(crate) fn cron_job(c: &batch::CronJob) -> Result<Expansion<'_>, ConvertError
     let job = format!("{name}-{}", hash_of(&spec.job_template));
     let mut e = job_pods(namespace, job, None, job_spec, "spec.jobTemplate.spec.", "spec.jobTemplate.spec.template")?;
     if spec.suspend == Some(true) {
-        e.replicas.clear();
+        e.count = 0;
     }
     Ok(e)
 }
@@ -246,9 +268,10 @@ mod tests {
         )
         .unwrap();
         let e = job(&j).unwrap();
-        let names: Vec<&str> = e.replicas.iter().map(|r| r.name.as_str()).collect();
+        let names: Vec<String> = (0..e.count).map(|i| e.replica(i).name).collect();
         assert_eq!(names, ["etl-0", "etl-1", "etl-2"]);
-        assert!(e.replicas[2].labels.contains(&("batch.kubernetes.io/job-completion-index".into(), "2".into())));
+        assert_eq!(e.count_field, "spec.parallelism");
+        assert!(e.replica(2).labels.contains(&("batch.kubernetes.io/job-completion-index".into(), "2".into())));
         assert_eq!(e.owner, (OwnerKind::Job, "etl".to_string()));
     }
 }

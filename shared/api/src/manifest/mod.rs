@@ -11,6 +11,10 @@
 //! Controllers are expanded into the pods they would create (see `expand`), unless the input
 //! already holds their pods, as a `kubectl get all -o yaml` dump does; then the real pods are
 //! used and nothing is counted twice. Partially rolled-out controllers are not topped up.
+//!
+//! Input is bounded by [`dovetail_core::ceilings`]: each file's size is checked before it is read
+//! and its object count while it is split, and the pods of the whole input (controllers' pods
+//! counted from their `replicas` before any is made) are held to the pods-per-plan ceiling.
 
 mod error;
 mod expand;
@@ -21,13 +25,14 @@ mod snapshot;
 pub use error::{LoadError, LoadErrorKind};
 pub(crate) use objects::{header, Header};
 pub(crate) use read::{documents, Doc};
-pub use read::{read_paths, STDIN_NAME};
+pub use read::{read_file_within, read_paths, STDIN_NAME};
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use dovetail_core::ceilings::{OverCeiling, PODS_PER_PLAN};
 use dovetail_core::model::{DaemonSet, Node, OwnerKind, Pod};
 use k8s_openapi::api::core::v1 as core;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -36,8 +41,8 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::convert::{
-    daemonset_from_k8s, node_from_k8s, pod_from_k8s, pod_from_spec, provisionable, ConvertError, NotProvisionable,
-    StorageIndex,
+    daemonset_from_k8s, metadata, node_from_k8s, pod_from_k8s, pod_from_spec, provisionable, ConvertError,
+    NotProvisionable, StorageIndex,
 };
 use expand::Expansion;
 use objects::Object;
@@ -168,6 +173,9 @@ pub fn load_texts<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Re
             }
             let object =
                 objects::object(&header, &doc).map_err(|kind| LoadError::at(&doc.source, Some(&header.label), kind))?;
+            if let Some((meta, rule)) = object.unconverted_metadata() {
+                metadata(meta, rule).map_err(|e| LoadError::at(&doc.source, Some(&header.label), e))?;
+            }
             objects.push((doc, header, object));
         }
     }
@@ -182,6 +190,8 @@ struct Assembler {
     priority_values: HashMap<String, i32>,
     global_default_priority: Option<i32>,
     generated: HashMap<String, usize>,
+    /// Pods so far (Pod objects and controllers' pods), held to [`PODS_PER_PLAN`].
+    pods: u64,
 }
 
 type Entry = (Doc, Header, Object);
@@ -279,6 +289,7 @@ impl Assembler {
             priority_values: HashMap::new(),
             global_default_priority: None,
             generated: HashMap::new(),
+            pods: 0,
         }
     }
 
@@ -322,7 +333,10 @@ impl Assembler {
         for (doc, header, object) in objects {
             let err = at(doc, header);
             match object {
-                Object::Pod(p) => self.pod(p).map_err(err)?,
+                Object::Pod(p) => {
+                    self.count_pods(1).map_err(|e| LoadError::at(&doc.source, Some(&header.label), e))?;
+                    self.pod(p).map_err(err)?
+                }
                 Object::Deployment(d) if !present.has(&present.deployments, &d.metadata) => {
                     self.expand(expand::deployment(d).map_err(&err)?).map_err(err)?
                 }
@@ -412,7 +426,15 @@ impl Assembler {
         self.inputs.ignored.push(IgnoredPod { pod, reason });
     }
 
+    /// Counts `n` more pods against [`PODS_PER_PLAN`], before they are made.
+    fn count_pods(&mut self, n: usize) -> Result<(), OverCeiling> {
+        PODS_PER_PLAN.check_total(self.pods, n as u64)?;
+        self.pods += n as u64;
+        Ok(())
+    }
+
     fn expand(&mut self, e: Expansion<'_>) -> Result<(), ConvertError> {
+        self.count_pods(e.count).map_err(|over| ConvertError::new(e.count_field.clone(), over))?;
         let path = e.template_path;
         let spec = e.template.spec.as_ref().ok_or_else(|| ConvertError::invalid(format!("{path}.spec"), "missing"))?;
         let tmeta = e.template.metadata.clone().unwrap_or_default();
@@ -429,12 +451,13 @@ impl Assembler {
                 ..Default::default()
             }
         };
-        if e.replicas.is_empty() {
+        if e.count == 0 {
             // Nothing to create, but a broken template is still worth reporting.
             pod_from_spec(&meta(&e.owner.1, &[], &[]), spec).map_err(|err| err.within(path))?;
         }
         let gated = spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty());
-        for r in &e.replicas {
+        for i in 0..e.count {
+            let r = &e.replica(i);
             let mut pod =
                 pod_from_spec(&meta(&r.name, &r.labels, &r.annotations), spec).map_err(|err| err.within(path))?;
             (pod.owner, pod.owner_name) = (e.owner.0, e.owner.1.clone());

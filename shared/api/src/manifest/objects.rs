@@ -10,8 +10,11 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::StorageClass;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use super::error::LoadErrorKind;
 use super::read::Doc;
+use crate::crd::meta::NameRule;
 
 /// An object the loader reads.
 #[derive(Debug, Clone)]
@@ -33,6 +36,33 @@ pub(crate) enum Object {
     /// NodePool / EC2NodeClass: kept raw, their typed form lives in the `crd` module.
     NodePool(Value),
     NodeClass(Value),
+}
+
+impl Object {
+    /// The metadata the loader checks itself, with its kind's name rule: every typed kind but
+    /// those whose conversion checks it (Pod, Node, DaemonSet, PodDisruptionBudget) and the
+    /// NodePools and EC2NodeClasses their validation checks.
+    pub fn unconverted_metadata(&self) -> Option<(&ObjectMeta, NameRule)> {
+        let subdomain = |m| Some((m, NameRule::Subdomain));
+        match self {
+            Object::Deployment(o) => subdomain(&o.metadata),
+            Object::ReplicaSet(o) => subdomain(&o.metadata),
+            Object::StatefulSet(o) => subdomain(&o.metadata),
+            Object::Job(o) => subdomain(&o.metadata),
+            Object::CronJob(o) => subdomain(&o.metadata),
+            Object::Claim(o) => subdomain(&o.metadata),
+            Object::Volume(o) => subdomain(&o.metadata),
+            Object::StorageClass(o) => subdomain(&o.metadata),
+            Object::PriorityClass(o) => subdomain(&o.metadata),
+            Object::Namespace(o) => Some((&o.metadata, NameRule::Label)),
+            Object::Pod(_)
+            | Object::Node(_)
+            | Object::DaemonSet(_)
+            | Object::Pdb(_)
+            | Object::NodePool(_)
+            | Object::NodeClass(_) => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,6 +4,8 @@
 use std::io::Read;
 use std::path::Path;
 
+use dovetail_core::ceilings::{Ceiling, MANIFEST_BYTES, OBJECTS_PER_MANIFEST};
+
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -25,11 +27,7 @@ pub fn read_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<(String, String)>, 
     for p in paths {
         let p = p.as_ref();
         if p == Path::new("-") {
-            let mut text = String::new();
-            std::io::stdin()
-                .read_to_string(&mut text)
-                .map_err(|e| LoadError::file(STDIN_NAME, LoadErrorKind::Io(e)))?;
-            out.push((STDIN_NAME.to_string(), text));
+            out.push((STDIN_NAME.to_string(), read_within(std::io::stdin().lock(), STDIN_NAME, MANIFEST_BYTES)?));
         } else if p.is_dir() {
             let display = p.display().to_string();
             let entries = std::fs::read_dir(p).map_err(|e| LoadError::file(&display, LoadErrorKind::Io(e)))?;
@@ -55,10 +53,31 @@ pub fn read_paths<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<(String, String)>, 
 
 fn read_file(path: &Path) -> Result<(String, String), LoadError> {
     let name = path.display().to_string();
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok((name, text)),
-        Err(e) => Err(LoadError::file(&name, LoadErrorKind::Io(e))),
-    }
+    Ok((name, read_file_within(path, MANIFEST_BYTES)?))
+}
+
+/// Reads a UTF-8 file of at most `ceiling` bytes: a regular file over it is refused by its size,
+/// before a byte is read, and anything else (a pipe, a device) is read no further than the
+/// ceiling. Errors name the file as given.
+pub fn read_file_within(path: &Path, ceiling: Ceiling) -> Result<String, LoadError> {
+    let name = path.display().to_string();
+    let io = |e| LoadError::file(&name, LoadErrorKind::Io(e));
+    let file = std::fs::File::open(path).map_err(io)?;
+    let size = file.metadata().map_err(io)?.len();
+    ceiling.check(size).map_err(|over| LoadError::file(&name, over.into()))?;
+    read_within(file, &name, ceiling)
+}
+
+/// Reads at most one byte past `ceiling`, so an endless or oversized stream costs no more memory
+/// than the ceiling.
+fn read_within(reader: impl Read, name: &str, ceiling: Ceiling) -> Result<String, LoadError> {
+    let mut text = String::new();
+    reader
+        .take(ceiling.max.saturating_add(1))
+        .read_to_string(&mut text)
+        .map_err(|e| LoadError::file(name, LoadErrorKind::Io(e)))?;
+    ceiling.check(text.len() as u64).map_err(|over| LoadError::file(name, over.into()))?;
+    Ok(text)
 }
 
 /// A top-level object (or List item) and where it is.
@@ -92,6 +111,9 @@ fn type_name(v: &Value) -> &'static str {
 /// Splits one file's text into documents. Empty documents (`---` twice, trailing `---`) are
 /// skipped but still counted, so numbers match what the user sees between separators.
 pub(crate) fn documents(name: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
+    // Texts that did not come through `read_paths` (a scenario's inline manifests) are held to
+    // the same ceiling before they are parsed.
+    MANIFEST_BYTES.check(text.len() as u64).map_err(|over| LoadError::file(name, over.into()))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut raw: Vec<(usize, Value)> = vec![];
     let syntax = |document: usize, format: &'static str, message: String| LoadError {
@@ -103,10 +125,12 @@ pub(crate) fn documents(name: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
     };
     if is_json(name, text) {
         for (i, v) in serde_json::Deserializer::from_str(text).into_iter::<Value>().enumerate() {
+            too_many(name, i + 1)?;
             raw.push((i + 1, v.map_err(|e| syntax(i + 1, "JSON", e.to_string()))?));
         }
     } else {
         for (i, doc) in serde_yaml_ng::Deserializer::from_str(text).enumerate() {
+            too_many(name, i + 1)?;
             // After a syntax error the YAML stream keeps yielding the same error: stop at the first.
             raw.push((i + 1, Value::deserialize(doc).map_err(|e| syntax(i + 1, "YAML", e.to_string()))?));
         }
@@ -119,8 +143,15 @@ pub(crate) fn documents(name: &str, text: &str) -> Result<Vec<Doc>, LoadError> {
             Value::Object(map) => flatten(source, map, &mut out)?,
             other => return Err(LoadError::at(&source, None, LoadErrorKind::NotAnObject(type_name(&other)))),
         }
+        too_many(name, out.len())?;
     }
     Ok(out)
+}
+
+/// The objects-per-file ceiling, checked as documents are split (empty ones count too: they cost
+/// a parse each) and again once `List`s are flattened into their items.
+fn too_many(name: &str, objects: usize) -> Result<(), LoadError> {
+    OBJECTS_PER_MANIFEST.check(objects as u64).map_err(|over| LoadError::file(name, over.into()))
 }
 
 /// `kind: List` (what `kubectl get -o yaml` prints) and typed lists (`PodList` from the API)

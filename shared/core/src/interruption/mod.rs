@@ -13,7 +13,7 @@
 mod parse;
 
 pub use parse::{
-    parse, parse_rfc3339, Message, ParseError, CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT,
+    parse, parse_rfc3339, within_ceiling, Message, ParseError, CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT,
     REBALANCE_RECOMMENDATION, SOURCE_EC2, SOURCE_HEALTH, SPOT_INTERRUPTION, STATE_CHANGE,
 };
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::fmt;
 
+use crate::ceilings::{OverCeiling, QUEUE_MESSAGE_BYTES};
 use crate::time::Time;
 
 pub const SOURCE_EC2: &str = "aws.ec2";
@@ -97,10 +98,19 @@ pub enum ParseError {
     Json(String),
     #[error("EventBridge message {}: field `{field}` is {problem}", .id.as_deref().unwrap_or("(no id)"))]
     Field { id: Option<String>, field: &'static str, problem: &'static str },
+    /// Not parsed at all: larger than any message Dovetail's queues carry.
+    #[error("message body not parsed: {0}")]
+    TooLarge(OverCeiling),
+}
+
+/// Refuses a body over [`QUEUE_MESSAGE_BYTES`] before any JSON is parsed from it.
+pub fn within_ceiling(body: &str) -> Result<(), ParseError> {
+    QUEUE_MESSAGE_BYTES.check(body.len() as u64).map_err(ParseError::TooLarge)
 }
 
 /// Parses an SQS message body holding an EventBridge event.
 pub fn parse(body: &str) -> Result<Message, ParseError> {
+    within_ceiling(body)?;
     let v: Value = serde_json::from_str(body).map_err(|e| ParseError::Json(e.to_string()))?;
     if !v.is_object() {
         return Err(ParseError::Json("the body is JSON but not an object".into()));
@@ -225,5 +235,24 @@ mod tests {
         for bad in ["", "2026-11-21", "2026-13-01T00:00:00Z", "2026-11-21T10:49:00+02:00", "yyyy-mm-ddThh:mm:ssZ"] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_body_over_the_message_ceiling_is_refused_unparsed() {
+        // A real spot warning padded past 256 KiB: valid JSON, refused before parsing.
+        let padding = "x".repeat(256 * 1024);
+        let body = format!(
+            r#"{{"id": "1", "source": "aws.ec2", "detail-type": "{SPOT_INTERRUPTION}", "detail": {{"instance-id": "i-1", "instance-action": "terminate", "pad": "{padding}"}}}}"#
+        );
+        let e = parse(&body).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "message body not parsed: {} bytes (256.2 KiB) is more than the supported 256 KiB per queue message",
+                body.len()
+            )
+        );
+        let small = body.replace(&padding, "");
+        assert!(matches!(parse(&small), Ok(Message::SpotInterruption { .. })));
     }
 }

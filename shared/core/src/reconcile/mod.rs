@@ -550,6 +550,9 @@ enum Parsed {
 
 impl Parsed {
     fn of(body: &str) -> Parsed {
+        if let Err(e) = interruption::within_ceiling(body) {
+            return Parsed::Malformed(e);
+        }
         if let Ok(Resume { resume }) = serde_json::from_str::<Resume>(body) {
             return Parsed::Resume(resume);
         }

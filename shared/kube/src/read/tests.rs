@@ -192,6 +192,73 @@ fn invalid_objects_are_listed_and_skipped() {
 }
 
 #[test]
+fn a_pod_without_containers_is_invalid_and_the_others_carry_on() {
+    let mut l = listed();
+    l.pods.push(parse(
+        "metadata: {name: hollow, namespace: shop, uid: p9}\nspec: {containers: []}\nstatus:\n  conditions: [{type: PodScheduled, status: \"False\", reason: Unschedulable}]\n",
+    ));
+    let (state, _) = assemble(&snapshot(l));
+    let hollow: Vec<&Invalid> = state.invalid.iter().filter(|i| i.object == "Pod/shop/hollow").collect();
+    assert_eq!(
+        hollow,
+        [&Invalid {
+            object: "Pod/shop/hollow".into(),
+            field: "spec.containers".into(),
+            message: "must have at least one container".into()
+        }]
+    );
+    let pending: Vec<&str> = state.pending.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(pending, ["db-0", "web-2"], "the other pending pods are still there");
+}
+
+#[test]
+fn objects_breaking_kubernetes_validation_are_invalid_and_the_others_carry_on() {
+    let mut l = listed();
+    let huge = "v".repeat(1 << 20);
+    l.pods.push(parse(&format!(
+        "metadata: {{name: labelled, namespace: shop, uid: p10, labels: {{team: {huge}}}}}\nspec: {{containers: [{{name: a}}]}}\nstatus:\n  conditions: [{{type: PodScheduled, status: \"False\", reason: Unschedulable}}]\n"
+    )));
+    l.nodes.push(parse("metadata: {name: n3, labels: {\"bad key\": x}}\nstatus: {allocatable: {cpu: \"2\"}}\n"));
+    let mut pool = nodepool("tagged", "In");
+    pool["metadata"]["labels"] = serde_json::json!({"team": "a b"});
+    l.nodepools.push(pool);
+    let (state, _) = assemble(&snapshot(l));
+    let field_of = |object: &str| -> Vec<(String, String)> {
+        state.invalid.iter().filter(|i| i.object == object).map(|i| (i.field.clone(), i.message.clone())).collect()
+    };
+    assert_eq!(
+        field_of("Pod/shop/labelled"),
+        [(
+            "metadata.labels[\"team\"]".to_string(),
+            format!(
+                "\"{}\"… (1048576 bytes) is not a valid label value: it is longer than 63 characters",
+                "v".repeat(64)
+            )
+        )]
+    );
+    assert_eq!(
+        field_of("Node/n3"),
+        [(
+            "metadata.labels[\"bad key\"]".to_string(),
+            "\"bad key\" is not a qualified name: only letters, digits, '-', '_' and '.' are allowed".to_string()
+        )]
+    );
+    assert_eq!(
+        field_of("NodePool/tagged"),
+        [(
+            "metadata.labels[\"team\"]".to_string(),
+            "\"a b\" is not a valid label value: only letters, digits, '-', '_' and '.' are allowed".to_string()
+        )]
+    );
+    let pending: Vec<&str> = state.pending.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(pending, ["db-0", "web-2"], "the other pods carry on");
+    let nodes: Vec<&str> = state.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(nodes, ["n1", "n2"]);
+    let pools: Vec<&str> = state.nodepools.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(pools, ["spot"]);
+}
+
+#[test]
 fn volumes_of_pods_that_stay_do_not_hold_termination() {
     let mut l = listed();
     // db-0 tolerates the disrupted taint: it is not evicted, so its volume never detaches.

@@ -13,7 +13,9 @@ pub use timeline::{Action, Entry, Repeat, Submission};
 use std::path::Path;
 use std::time::Duration;
 
+use dovetail_api::manifest::{self, LoadError};
 use dovetail_core::catalog::{self, CapacityType, Zone};
+use dovetail_core::ceilings::{PODS_PER_PLAN, SCENARIO_BYTES};
 use dovetail_core::interruption::parse_rfc3339;
 use dovetail_core::model::{Taint, TaintEffect};
 use dovetail_core::time::cron::CronSchedule;
@@ -39,12 +41,9 @@ pub struct Scenario {
 /// What is wrong with a scenario, and where.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("{path}: cannot read: {source}")]
-    Io {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Unreadable, or larger than the scenario ceiling (`dovetail_core::ceilings`).
+    #[error(transparent)]
+    Read(#[from] LoadError),
     /// Not YAML, or not the scenario schema; the message gives the field path, line and column.
     #[error("{file}: {message}")]
     Syntax { file: String, message: String },
@@ -138,10 +137,8 @@ impl Scenario {
 
     /// Reads a scenario file; `manifestFiles` are relative to it.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let display = path.display().to_string();
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: display.clone(), source })?;
-        Scenario::parse(&display, &text, path.parent())
+        let text = manifest::read_file_within(path, SCENARIO_BYTES)?;
+        Scenario::parse(&path.display().to_string(), &text, path.parent())
     }
 
     /// Parses a scenario; `file` names it in errors, `base` resolves `manifestFiles`.
@@ -167,7 +164,9 @@ impl Scenario {
         }
         for (i, p) in f.manifest_files.iter().enumerate() {
             let path = base.map_or_else(|| Path::new(p).to_path_buf(), |b| b.join(p));
-            let text = read_manifests(&path).map_err(|e| ctx.err(format!("manifestFiles[{i}]"), e))?;
+            // A file, or a directory's YAML and JSON files by name, as `dovetail plan` reads them.
+            let text =
+                manifest::read_paths(&[&path]).map_err(|e| ctx.err(format!("manifestFiles[{i}]"), e.to_string()))?;
             texts.extend(text);
         }
         if texts.is_empty() {
@@ -227,23 +226,6 @@ impl Scenario {
             timeline,
             cluster_autoscaler,
         })
-    }
-}
-
-/// A manifest path as `(name, text)` pairs: a file, or a directory's YAML and JSON files by name.
-fn read_manifests(path: &Path) -> Result<Vec<(String, String)>, String> {
-    let read = |p: &Path| std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()));
-    if path.is_dir() {
-        let mut files: Vec<_> = std::fs::read_dir(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
-            .collect();
-        files.sort();
-        files.iter().map(|p| Ok((p.display().to_string(), read(p)?))).collect()
-    } else {
-        Ok(vec![(path.display().to_string(), read(path)?)])
     }
 }
 
@@ -356,6 +338,9 @@ fn entry(ctx: &Ctx<'_>, path: &str, e: &format::Entry, cluster: &Cluster) -> Res
                 ctx.err(field, format!("no {kind} {} in the manifests ({})", object_ref(target), listing(&known)))
             );
         }
+        PODS_PER_PLAN
+            .check(s.replicas as u64)
+            .map_err(|over| ctx.err(format!("{path}.scale.replicas"), over.to_string()))?;
         Action::Scale { workload, replicas: s.replicas }
     } else if let Some(s) = &e.submit {
         let key = object_ref(&s.job);
@@ -384,6 +369,11 @@ fn entry(ctx: &Ctx<'_>, path: &str, e: &format::Entry, cluster: &Cluster) -> Res
                 return Err(ctx.err(format!("{path}.submit.{name}"), "must be at least 1"));
             }
         }
+        // The pods one submission starts at once: `count` Jobs of `parallelism` pods each.
+        let at_once = (s.count.unwrap_or(1) as u64).saturating_mul(s.parallelism.unwrap_or(job.parallelism) as u64);
+        PODS_PER_PLAN
+            .check(at_once)
+            .map_err(|over| ctx.err(format!("{path}.submit"), format!("count × parallelism: {over}")))?;
         Action::Submit(submission(
             &key,
             job,

@@ -115,6 +115,18 @@ fn errors_name_the_field() {
         (base().replace("cpu: 500m", "cpu: 500x"), "manifests: document 3 (Deployment shop/web): spec.template.spec.containers[0].resources.requests.cpu"),
         (base().replace("kind: NodePool", "kind: Nodepool"), "no NodePool"),
         (
+            base().replace("replicas: 4}", "replicas: 100000000}"),
+            "test.yaml: timeline[0].scale.replicas: 100000000 pods is more than the supported 1000000 pods per plan",
+        ),
+        (
+            base().replace("duration: 10m}", "duration: 10m, count: 1000, parallelism: 2000}"),
+            "test.yaml: timeline[1].submit: count × parallelism: 2000000 pods is more than the supported 1000000 pods per plan",
+        ),
+        (
+            base().replace("replicas: 0\n", "replicas: 100000000\n"),
+            "test.yaml: manifests: document 3 (Deployment shop/web): spec.replicas: 100000000 pods is more than",
+        ),
+        (
             base().replace("kind: EC2NodeClass, name: default}", "kind: EC2NodeClass, name: gpu}"),
             "manifests: NodePool default: spec.template.spec.nodeClassRef.name: EC2NodeClass \"gpu\" is not in the manifests (there are: default)",
         ),
@@ -131,4 +143,16 @@ fn jobs_without_a_duration_are_refused_when_the_timeline_does_not_submit_them() 
     let text = base().replace("  - {at: 2h, every: 30m, until: 4h, submit: {job: shop/etl, duration: 10m}}\n", "");
     let e = err(&text);
     assert!(e.contains("Job shop/etl: metadata.annotations[sim.dovetail.dev/duration]: missing"), "{e}");
+}
+
+#[test]
+fn scenario_files_over_the_ceiling_are_refused_before_reading() {
+    let dir = std::env::temp_dir().join(format!("dovetail-scenario-ceiling-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("huge.yaml");
+    // Sparse: 17 MiB long, nothing written.
+    std::fs::File::create(&path).unwrap().set_len(17 << 20).unwrap();
+    let e = Scenario::load(&path).unwrap_err().to_string();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(e, format!("{}: 17 MiB is more than the supported 16 MiB per scenario file", path.display()));
 }

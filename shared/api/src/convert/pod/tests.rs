@@ -181,10 +181,38 @@ spec:
         e.starts_with(r#"spec.containers[1].resources.requests.memory: "12Gx" is not a valid Kubernetes quantity"#),
         "{e}"
     );
-    let e = convert_err("metadata: {name: x}\nspec:\n  initContainers:\n  - {name: i, resources: {limits: {cpu: -1}}}\n  containers: []\n");
+    let e = convert_err("metadata: {name: x}\nspec:\n  initContainers:\n  - {name: i, resources: {limits: {cpu: -1}}}\n  containers: [{name: a}]\n");
     assert!(e.starts_with("spec.initContainers[0].resources.limits.cpu: \"-1\" must not be negative"), "{e}");
-    let e = convert_err("metadata: {name: x}\nspec:\n  overhead: {cpu: lots}\n  containers: []\n");
+    let e = convert_err("metadata: {name: x}\nspec:\n  overhead: {cpu: lots}\n  containers: [{name: a}]\n");
     assert!(e.starts_with("spec.overhead.cpu: "), "{e}");
+}
+
+#[test]
+fn absurd_amounts_are_refused_before_they_are_added_up() {
+    // Two containers at 4Ei of memory each would overflow the pod's 64-bit sum.
+    let e = convert_err(
+        "metadata: {name: x}\nspec:\n  containers:\n  - {name: a, resources: {requests: {memory: 4Ei}}}\n  - {name: b, resources: {requests: {memory: 4Ei}}}\n",
+    );
+    assert_eq!(
+        e,
+        "spec.containers[0].resources.requests.memory: \"4Ei\" is more than the supported 1Pi (2^50 bytes, or 2^50 \
+         millicores of cpu) per resource amount"
+    );
+    let e =
+        convert_err("metadata: {name: x}\nspec:\n  containers: [{name: a, resources: {limits: {cpu: \"2e12\"}}}]\n");
+    assert!(e.starts_with("spec.containers[0].resources.limits.cpu: \"2e12\" is more than the supported"), "{e}");
+    // Malformed and out-of-range quantities come from the core's parser.
+    let e =
+        convert_err("metadata: {name: x}\nspec:\n  containers: [{name: a, resources: {requests: {cpu: \"1e99\"}}}]\n");
+    assert_eq!(
+        e,
+        "spec.containers[0].resources.requests.cpu: \"1e99\" is not a valid Kubernetes quantity: exponent out of range"
+    );
+    // The largest real amounts pass: 32 TiB of memory, 1,000 cores.
+    let big = convert(
+        "metadata: {name: x}\nspec:\n  containers: [{name: a, resources: {requests: {memory: 32Ti, cpu: 1k}}}]\n",
+    );
+    assert_eq!((big.requests.memory, big.requests.cpu), (32 << 40, 1_000_000));
 }
 
 #[test]
@@ -262,7 +290,7 @@ spec:
     assert_eq!(p.preferred_node_affinity.len(), 1);
     assert_eq!(p.preferred_node_affinity[0].weight, 50);
     let e = convert_err(
-        "metadata: {name: x}\nspec:\n  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: []}}}\n  containers: []\n",
+        "metadata: {name: x}\nspec:\n  affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: []}}}\n  containers: [{name: a}]\n",
     );
     assert!(e.contains("nodeSelectorTerms: must have at least one"), "{e}");
 }
@@ -278,7 +306,7 @@ spec:
       requiredDuringSchedulingIgnoredDuringExecution:
         nodeSelectorTerms:
         - matchExpressions: [{key: a, operator: Equals, values: [b]}]
-  containers: []
+  containers: [{name: a}]
 "#,
     );
     assert!(e.starts_with(
@@ -296,7 +324,7 @@ spec:
   - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}
   - {key: dedicated, value: ml}
   - {operator: Exists}
-  containers: []
+  containers: [{name: a}]
 "#,
     );
     assert_eq!(p.tolerations.len(), 3);
@@ -304,8 +332,9 @@ spec:
     assert_eq!(p.tolerations[1].operator, TolerationOp::Equal);
     assert_eq!(p.tolerations[1].effect, None);
     assert!(p.tolerations[2].key.is_empty());
-    let e =
-        convert_err("metadata: {name: t}\nspec:\n  tolerations: [{key: a, effect: NoScheduled}]\n  containers: []\n");
+    let e = convert_err(
+        "metadata: {name: t}\nspec:\n  tolerations: [{key: a, effect: NoScheduled}]\n  containers: [{name: a}]\n",
+    );
     assert!(e.starts_with("spec.tolerations[0].effect: \"NoScheduled\" is not a valid taint effect"), "{e}");
 }
 
@@ -328,7 +357,7 @@ spec:
     whenUnsatisfiable: ScheduleAnyway
     nodeTaintsPolicy: Honor
     minDomains: 3
-  containers: []
+  containers: [{name: a}]
 "#,
     );
     let s = &p.topology_spread[0];
@@ -347,7 +376,7 @@ spec:
     assert_eq!(t.min_domains, Some(3));
     // No labelSelector: the constraint counts no pods.
     assert!(!t.selector.matches(&same("7d9c")));
-    let e = convert_err("metadata: {name: s}\nspec:\n  topologySpreadConstraints: [{maxSkew: 0, topologyKey: z, whenUnsatisfiable: DoNotSchedule}]\n  containers: []\n");
+    let e = convert_err("metadata: {name: s}\nspec:\n  topologySpreadConstraints: [{maxSkew: 0, topologyKey: z, whenUnsatisfiable: DoNotSchedule}]\n  containers: [{name: a}]\n");
     assert!(e.starts_with("spec.topologySpreadConstraints[0].maxSkew: 0 must be greater than zero"), "{e}");
 }
 
@@ -382,7 +411,7 @@ spec:
           namespaceSelector: {matchLabels: {team: data}}
           namespaces: [jobs]
           topologyKey: kubernetes.io/hostname
-  containers: []
+  containers: [{name: a}]
 "#,
     );
     let own = &p.pod_affinity[0];
@@ -413,7 +442,7 @@ spec:
         }
         other => panic!("expected a selector scope, got {other:?}"),
     }
-    let e = convert_err("metadata: {name: a}\nspec:\n  affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {}, topologyKey: \"\"}]}}\n  containers: []\n");
+    let e = convert_err("metadata: {name: a}\nspec:\n  affinity: {podAntiAffinity: {requiredDuringSchedulingIgnoredDuringExecution: [{labelSelector: {}, topologyKey: \"\"}]}}\n  containers: [{name: a}]\n");
     assert!(e.starts_with("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: must not be empty"), "{e}");
 }
 
@@ -461,7 +490,7 @@ spec:
   priorityClassName: system-cluster-critical
   terminationGracePeriodSeconds: 120
   nodeName: ip-10-0-1-1.ec2.internal
-  containers: []
+  containers: [{name: a}]
 "#,
     );
     assert_eq!((p.owner, p.owner_name.as_str()), (OwnerKind::ReplicaSet, "web-5d4f8"));
@@ -470,15 +499,28 @@ spec:
     assert_eq!(p.termination_grace_seconds, 120);
     assert_eq!(p.node_name.as_deref(), Some("ip-10-0-1-1.ec2.internal"));
 
-    let mirror = convert("metadata:\n  name: kube-proxy-x\n  ownerReferences: [{apiVersion: v1, kind: Node, name: n1, uid: u, controller: true}]\nspec:\n  priority: 7\n  containers: []\n");
+    let mirror = convert("metadata:\n  name: kube-proxy-x\n  ownerReferences: [{apiVersion: v1, kind: Node, name: n1, uid: u, controller: true}]\nspec:\n  priority: 7\n  containers: [{name: a}]\n");
     assert!(mirror.is_mirror());
     assert_eq!(mirror.priority, 7);
 }
 
 #[test]
 fn missing_name_or_spec_is_an_error() {
-    assert_eq!(convert_err("metadata: {}\nspec: {containers: []}\n"), "metadata.name: missing");
+    assert_eq!(convert_err("metadata: {}\nspec: {containers: [{name: a}]}\n"), "metadata.name: missing");
     assert_eq!(convert_err("metadata: {name: a}\n"), "spec: missing");
-    let generated = convert("metadata: {generateName: job-}\nspec: {containers: []}\n");
+    let generated = convert("metadata: {generateName: job-}\nspec: {containers: [{name: a}]}\n");
     assert_eq!(generated.name, "job-");
+}
+
+#[test]
+fn a_pod_without_containers_is_refused() {
+    assert_eq!(
+        convert_err("metadata: {name: empty}\nspec: {containers: []}\n"),
+        "spec.containers: must have at least one container"
+    );
+    // Init containers alone do not make a pod: it would never run.
+    assert_eq!(
+        convert_err("metadata: {name: init-only}\nspec:\n  initContainers: [{name: i}]\n  containers: []\n"),
+        "spec.containers: must have at least one container"
+    );
 }

@@ -13,6 +13,11 @@
 mod nodeclass;
 mod nodepool;
 
+use dovetail_core::resources::parse_milli;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::meta::{check_metadata, NameRule};
+
 /// One problem in one field of a NodePool or EC2NodeClass.
 ///
 /// Displays as `NodePool "default": spec.disruption.budgets[0].nodes: "ten%" is neither an
@@ -38,11 +43,15 @@ pub(super) struct Errors {
 }
 
 impl Errors {
-    fn new(kind: &'static str, name: Option<&str>) -> Self {
+    /// Starts with the object's metadata: a name is required, and it, the labels and the
+    /// annotations follow Kubernetes' rules ([`crate::crd::meta`]).
+    fn new(kind: &'static str, meta: &ObjectMeta) -> Self {
+        let name = meta.name.as_deref();
         let mut errors = Self { kind, name: name.unwrap_or_default().to_owned(), list: Vec::new() };
         if name.is_none_or(str::is_empty) {
             errors.push("metadata.name", "is required");
         }
+        check_metadata(meta, NameRule::Subdomain, &mut |field, message| errors.push(field, message));
         errors
     }
 
@@ -64,26 +73,11 @@ impl Errors {
     }
 }
 
-/// Kubernetes quantity syntax: a signed decimal number with an optional binary (`Ki`..`Ei`),
-/// decimal (`n`, `u`, `m`, `k`, `M`..`E`) or exponent (`e3`) suffix.
+/// Kubernetes quantity syntax, as the core's parser reads it: a signed decimal number with an
+/// optional binary (`Ki`..`Ei`), decimal (`n`, `u`, `m`, `k`, `M`..`E`) or exponent (`e3`)
+/// suffix, within what it can hold (no exponent past ±30, no more than 30 digits).
 pub(super) fn is_quantity(value: &str) -> bool {
-    let rest = value.strip_prefix(['+', '-']).unwrap_or(value);
-    let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
-    let (number, suffix) = rest.split_at(number_len);
-    let digits = number.bytes().filter(u8::is_ascii_digit).count();
-    if digits == 0 || number.matches('.').count() > 1 {
-        return false;
-    }
-    match suffix {
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T" | "P" | "E" => true,
-        exponent => {
-            let Some(exp) = exponent.strip_prefix(['e', 'E']) else {
-                return false;
-            };
-            let exp = exp.strip_prefix(['+', '-']).unwrap_or(exp);
-            !exp.is_empty() && exp.bytes().all(|b| b.is_ascii_digit())
-        }
-    }
+    parse_milli(value).is_ok()
 }
 
 #[cfg(test)]
@@ -97,7 +91,7 @@ mod tests {
         for ok in ["1000", "500m", "64Gi", "1.5", "+2k", "1e3", "0.5Ti", ".5"] {
             assert!(is_quantity(ok), "{ok}");
         }
-        for bad in ["", "Gi", "1.2.3", "10 Gi", "ten", "1e", "5GB"] {
+        for bad in ["", "Gi", "1.2.3", "10 Gi", "ten", "1e", "5GB", "1e99", &"9".repeat(40)] {
             assert!(!is_quantity(bad), "{bad}");
         }
     }

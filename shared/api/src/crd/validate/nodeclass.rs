@@ -20,7 +20,7 @@ const EVICTION_SIGNALS: &[&str] = &[
 impl EC2NodeClass {
     /// Checks the EC2NodeClass against Karpenter v1's rules, returning every problem found.
     pub fn validate(&self) -> Result<(), Vec<FieldError>> {
-        let mut errs = Errors::new("EC2NodeClass", self.metadata.name.as_deref());
+        let mut errs = Errors::new("EC2NodeClass", &self.metadata);
         let spec = &self.spec;
 
         // AMI selection.

@@ -19,7 +19,7 @@ impl NodePool {
     /// Checks the NodePool against Karpenter v1's rules (plus Dovetail's: the node class must be
     /// an EC2NodeClass), returning every problem found.
     pub fn validate(&self) -> Result<(), Vec<FieldError>> {
-        let mut errs = Errors::new("NodePool", self.metadata.name.as_deref());
+        let mut errs = Errors::new("NodePool", &self.metadata);
         let spec = &self.spec;
         let template = &spec.template;
 
