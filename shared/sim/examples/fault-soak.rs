@@ -23,6 +23,7 @@ fn main() {
     let started = Instant::now();
     let mut kinds: BTreeMap<&'static str, u64> = BTreeMap::new();
     let (mut calls, mut most, mut claims, mut warnings, mut ended, mut dead) = (0i64, 0i64, 0usize, 0usize, 0usize, 0);
+    let mut overrides = 0;
     let mut broken = Vec::new();
     for seed in from..from + seeds {
         let o = run(seed, rate);
@@ -35,6 +36,7 @@ fn main() {
         warnings += o.warnings;
         ended += o.ended;
         dead += o.dead_letters.len();
+        overrides += o.pdb_overrides;
         if !o.violations.is_empty() {
             println!("seed {seed}:\n    {}", o.violations.join("\n    "));
             broken.push(seed);
@@ -44,6 +46,7 @@ fn main() {
     println!("seeds {from}..{}, fault rate {rate}: {:.1} s", from + seeds, started.elapsed().as_secs_f64());
     println!("  port calls {calls}, faults injected {injected}; most calls in one invocation {most}");
     println!("  claims {claims} ({ended} ended), spot warnings {warnings}, dead letters {dead}");
+    println!("  pods removed past their budget at a drain's deadline {overrides}");
     for (k, n) in &kinds {
         println!("    {n:>9}  {k}");
     }

@@ -2,7 +2,8 @@
 //! with the faults gone, then checked: the fault soak (`cargo run --release -p dovetail-sim
 //! --example fault-soak`) runs thousands of seeds, the tests a few hundred.
 //!
-//! The world: a pool, pending pods (how many is the seed's), spot warnings for two of the nodes
+//! The world: a pool, pending pods (how many is the seed's) under a PodDisruptionBudget that lets
+//! one be unavailable at a time, spot warnings for two of the nodes
 //! at minute 3, most pods gone at minute 5 (consolidation's work), all under faults for ten
 //! minutes of virtual time — a doorbell every 15 s, every interruption-queue message handled as
 //! it becomes visible (failed ones back after the visibility timeout, to the dead-letter queue
@@ -14,11 +15,12 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
+use dovetail_core::model::LabelSelector;
 use dovetail_core::nodeclaim::Phase;
 use dovetail_core::reconcile::{Ports, Reconciler, Settings};
 
 use crate::faults::{Faults, FaultyCloud, FaultyKube, FaultyQueue, FaultyStore};
-use crate::world::World;
+use crate::world::{IntOrPercent, PdbSpec, World};
 use crate::{block_on, fixtures, invariants};
 
 /// What one seed's run met and left.
@@ -37,6 +39,8 @@ pub struct Outcome {
     pub claims: usize,
     pub warnings: usize,
     pub ended: usize,
+    /// Pods removed past their budget at a drain's deadline (allowed then; checked).
+    pub pdb_overrides: usize,
     /// Every invariant broken (empty: all held).
     pub violations: Vec<String>,
 }
@@ -50,6 +54,20 @@ pub fn run(seed: u64, rate: f64) -> Outcome {
     let mut rng = SmallRng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let pods = rng.random_range(4..=20);
     let w = fixtures::pending(pods);
+    {
+        // The pods under a budget that lets one of them be unavailable at a time.
+        let mut s = w.lock();
+        for p in s.kube.pods.values_mut() {
+            p.pod.labels.insert("app".into(), "web".into());
+        }
+        s.kube.pdbs.push(PdbSpec {
+            namespace: "shop".into(),
+            name: "web".into(),
+            selector: LabelSelector::from_labels(&[("app", "web")]),
+            min_available: None,
+            max_unavailable: Some(IntOrPercent::Int(1)),
+        });
+    }
     let faults = Faults::seeded(seed, rate);
     let p = w.ports();
     let ports = Ports {
@@ -122,6 +140,7 @@ pub fn run(seed: u64, rate: f64) -> Outcome {
         claims: s.store.claims.len(),
         warnings: warned.len(),
         ended: s.store.claims.values().filter(|c| c.phase == Phase::Terminated).count(),
+        pdb_overrides: s.kube.pdb_overrides.len(),
         violations,
     }
 }

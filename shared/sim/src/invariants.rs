@@ -65,7 +65,8 @@ pub fn deliver_interruptions<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
 /// - no claim had a second successful CreateFleet (as `faults` counted them);
 /// - every pending or running instance has exactly one live claim, and every live claim a
 ///   running instance;
-/// - no pod is left pending that the forwarder would report.
+/// - no pod is left pending that the forwarder would report;
+/// - no pod was removed past its PodDisruptionBudget before its drain's deadline.
 pub fn violations(w: &World, faults: &Faults) -> Vec<String> {
     let mut out = Vec::new();
     for (claim, n) in faults.launches() {
@@ -95,6 +96,26 @@ pub fn violations(w: &World, faults: &Faults) -> Vec<String> {
                 out.push(format!("claim {} has no running instance ({})", c.name, l.instance_id))
             }
             Some(_) => {}
+        }
+    }
+    // A budget is overridden only at the drain's deadline (a pod left then is deleted at the
+    // deadline less its own grace period, so that it is gone by the deadline).
+    for o in &s.kube.pdb_overrides {
+        let deadline = s
+            .store
+            .claims
+            .values()
+            .find(|c| c.node_name.as_deref() == Some(o.node.as_str()))
+            .and_then(|c| c.drain.as_ref()?.deadline);
+        let allowed = deadline.is_some_and(|d| o.at >= d.minus(Duration::from_secs(o.grace_seconds.max(0) as u64)));
+        if !allowed {
+            out.push(format!(
+                "pod {} was removed from {} at {} past its PodDisruptionBudget, before its drain's deadline ({})",
+                o.pod,
+                o.node,
+                o.at,
+                deadline.map_or("none".to_string(), |d| d.to_string())
+            ));
         }
     }
     let pending: Vec<String> = s.kube.provisionable().map(|p| format!("{}/{}", p.pod.namespace, p.pod.name)).collect();

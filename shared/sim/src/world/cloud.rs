@@ -528,7 +528,11 @@ impl Cloud for SimCloud {
 
     fn terminate(&self, instance_id: &str) -> impl Future<Output = PortResult<()>> + Send {
         let mut s = self.0.lock();
-        let r = if s.cloud.instances.contains_key(instance_id) {
+        let r = if let Some(i) = s.cloud.instances.get(instance_id) {
+            let node = i.registration.node_name.clone();
+            let now = s.now;
+            let pods: Vec<u64> = s.kube.nodes.get(&node).map(|n| n.pods.iter().copied().collect()).unwrap_or_default();
+            s.kube.note_overrides(&pods, now);
             s.terminate_instance(instance_id);
             Ok(())
         } else {

@@ -52,6 +52,15 @@ pub struct PdbSpec {
     pub max_unavailable: Option<IntOrPercent>,
 }
 
+/// A pod removed past its PodDisruptionBudget, when, from which node, with what grace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PdbOverride {
+    pub pod: String,
+    pub node: String,
+    pub at: Time,
+    pub grace_seconds: i64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SimNode {
     /// The Node object; its `pods` stay empty here (see `SimNode::pods`).
@@ -113,6 +122,10 @@ pub struct KubeSim {
     pub class_status: BTreeMap<String, ClassStatus>,
     /// NodeClaim objects, as last written (`kubectl get nodeclaims`).
     pub claim_objects: BTreeMap<String, ClaimObject>,
+    /// Pods Dovetail removed past a PodDisruptionBudget (deleted, or their node deleted or its
+    /// instance terminated, while a covering budget allowed no disruption): each must have been
+    /// at its drain's deadline (see `crate::invariants`).
+    pub pdb_overrides: Vec<PdbOverride>,
     next_uid: u64,
     /// Something changed that may let a pending pod be bound.
     pub(super) bind_needed: bool,
@@ -135,6 +148,33 @@ impl KubeSim {
     pub fn pod_mut(&mut self, key: &str) -> Option<&mut SimPod> {
         let uid = *self.names.get(key)?;
         self.pods.get_mut(&uid)
+    }
+
+    /// Whether a budget covering `p` allows no disruption now.
+    pub fn pdb_blocks(&self, p: &SimPod) -> bool {
+        self.pdbs
+            .iter()
+            .filter(|s| s.namespace == p.pod.namespace && s.selector.matches(&p.pod.labels))
+            .any(|s| self.disruptions_allowed(s) <= 0)
+    }
+
+    /// Records the pods of `uids` that leave past a budget at `now` (see [`PdbOverride`]).
+    pub fn note_overrides(&mut self, uids: &[u64], now: Time) {
+        for uid in uids {
+            let Some(p) = self.pods.get(uid) else { continue };
+            // A pod on a node whose kubelet stopped is not running: removing it breaks no budget.
+            let running = p.pod.node_name.as_ref().and_then(|n| self.nodes.get(n)).is_some_and(|n| n.node.ready);
+            if p.terminating || !running || p.pod.is_daemon() || p.pod.is_mirror() || !self.pdb_blocks(p) {
+                continue;
+            }
+            let o = PdbOverride {
+                pod: p.pod.key(),
+                node: p.pod.node_name.clone().unwrap_or_default(),
+                at: now,
+                grace_seconds: p.pod.termination_grace_seconds,
+            };
+            self.pdb_overrides.push(o);
+        }
     }
 
     /// Pending pods the forwarder would report: unschedulable, not daemon, not mirror.
@@ -480,13 +520,7 @@ impl State {
         if p.terminating {
             return EvictionResult::Accepted;
         }
-        let blocked = self
-            .kube
-            .pdbs
-            .iter()
-            .filter(|s| s.namespace == p.pod.namespace && s.selector.matches(&p.pod.labels))
-            .any(|s| self.kube.disruptions_allowed(s) <= 0);
-        if blocked {
+        if self.kube.pdb_blocks(p) {
             self.stats.evictions_refused += 1;
             return EvictionResult::Refused;
         }
@@ -574,12 +608,22 @@ impl Kube for SimKube {
         name: &str,
         grace_seconds: i64,
     ) -> impl Future<Output = PortResult<()>> + Send {
-        self.0.lock().stop_pod(&format!("{namespace}/{name}"), grace_seconds);
+        let mut s = self.0.lock();
+        let key = format!("{namespace}/{name}");
+        if let Some(uid) = s.kube.names.get(&key).copied() {
+            let now = s.now;
+            s.kube.note_overrides(&[uid], now);
+        }
+        s.stop_pod(&key, grace_seconds);
         ready(Ok(()))
     }
 
     fn delete_node(&self, node: &str) -> impl Future<Output = PortResult<()>> + Send {
-        self.0.lock().delete_node(node);
+        let mut s = self.0.lock();
+        let now = s.now;
+        let pods: Vec<u64> = s.kube.nodes.get(node).map(|n| n.pods.iter().copied().collect()).unwrap_or_default();
+        s.kube.note_overrides(&pods, now);
+        s.delete_node(node);
         ready(Ok(()))
     }
 

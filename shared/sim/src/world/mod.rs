@@ -24,7 +24,7 @@ pub use cloud::{
     registration, subnet_of, CapacityWindow, CloudState, LaunchSpec, Registration, SimCloud, SimInstance, GROUP_TAG,
     SECURITY_GROUP,
 };
-pub use kube::{daemon_pods, IntOrPercent, KubeEvent, KubeSim, PdbSpec, SimKube, SimNode, SimPod};
+pub use kube::{daemon_pods, IntOrPercent, KubeEvent, KubeSim, PdbOverride, PdbSpec, SimKube, SimNode, SimPod};
 pub use queue::{QueueMessage, QueueState, SimQueue, SqsQueue};
 pub use stats::{InstanceRecord, Stats};
 pub use store::{Lease, SimStore, StoreState};
