@@ -143,6 +143,8 @@ struct Process {
     name: &'static str,
     child: Child,
     log: PathBuf,
+    /// What it was started with, to start it again ([`ControlPlane::restart`]).
+    args: Vec<String>,
 }
 
 impl ControlPlane {
@@ -347,7 +349,12 @@ impl ControlPlane {
 
     fn spawn(&mut self, name: &'static str, args: &[String]) -> Result<()> {
         let log = self.dir.join(format!("{name}.log"));
-        let out = File::create(&log).with_context(|| format!("creating {}", log.display()))?;
+        // Appended: a restarted component's log follows its first life's.
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("creating {}", log.display()))?;
         let binary = self.binaries.path(name);
         let child = Command::new(&binary)
             .args(args)
@@ -361,7 +368,7 @@ impl ControlPlane {
             .spawn()
             .with_context(|| format!("starting {}", binary.display()))?;
         let pid = child.id();
-        self.processes.push(Process { name, child, log });
+        self.processes.push(Process { name, child, log, args: args.to_vec() });
         if let Some(watchdog) = &mut self.watchdog {
             watchdog.watch(pid)?;
         }
@@ -506,6 +513,29 @@ impl ControlPlane {
         if let Some(watchdog) = self.watchdog.take() {
             watchdog.dismiss();
         }
+    }
+}
+
+impl ControlPlane {
+    /// Kills component `name` (as a crash would: SIGKILL), leaves it down for `down`, starts it
+    /// again as it was first started and waits until the API server is ready. Clients reconnect
+    /// by themselves; watches end and are started again by whoever held them.
+    pub async fn restart(&mut self, name: &'static str, down: Duration) -> Result<()> {
+        let at = self.processes.iter().position(|p| p.name == name).with_context(|| format!("no {name} running"))?;
+        let mut old = self.processes.remove(at);
+        signal_group(&old.child, libc::SIGKILL);
+        let _ = old.child.wait();
+        tokio::time::sleep(down).await;
+        self.spawn(name, &old.args)?;
+        // Back in its place: components stop in the reverse of their start order.
+        let new = self.processes.pop().expect("just started");
+        self.processes.insert(at, new);
+        let client = self.client();
+        let api = &client;
+        self.wait_for(&format!("{name} restarted: kube-apiserver /readyz"), || async move {
+            matches!(api.request_text(http_get("/readyz")).await, Ok(body) if body.trim() == "ok")
+        })
+        .await
     }
 }
 

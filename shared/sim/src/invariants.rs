@@ -99,20 +99,17 @@ pub fn violations(w: &World, faults: &Faults) -> Vec<String> {
         }
     }
     // A budget is overridden only at the drain's deadline (a pod left then is deleted at the
-    // deadline less its own grace period, so that it is gone by the deadline).
+    // deadline less its own grace period, so that it is gone by the deadline), as its claim had
+    // it at that moment.
     for o in &s.kube.pdb_overrides {
-        let deadline = s
-            .store
-            .claims
-            .values()
-            .find(|c| c.node_name.as_deref() == Some(o.node.as_str()))
-            .and_then(|c| c.drain.as_ref()?.deadline);
+        let deadline = o.deadline;
         let allowed = deadline.is_some_and(|d| o.at >= d.minus(Duration::from_secs(o.grace_seconds.max(0) as u64)));
         if !allowed {
             out.push(format!(
-                "pod {} was removed from {} at {} past its PodDisruptionBudget, before its drain's deadline ({})",
+                "pod {} was removed from {} by {} at {} past its PodDisruptionBudget, before its drain's deadline ({})",
                 o.pod,
                 o.node,
+                o.by,
                 o.at,
                 deadline.map_or("none".to_string(), |d| d.to_string())
             ));

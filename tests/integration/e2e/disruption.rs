@@ -83,7 +83,7 @@ spec:
 }
 
 pub(super) const DISRUPTION_OPTIONS: Options =
-    Options { deliveries: 1, sweep_every: Some(Duration::from_secs(5)), forwarder: true };
+    Options { deliveries: 1, sweep_every: Some(Duration::from_secs(5)), forwarder: true, reorder: false };
 
 /// Waits until the instance `gone` is terminated, its Node deleted, and `replicas` pods run
 /// again, on other nodes; while waiting, at most one replica is ever unavailable (the budget).

@@ -102,7 +102,17 @@ impl Kubelet {
             Some("arm64") => "arm64",
             other => bail!("instance {id} has architecture {other:?}"),
         };
-        let name = instance.private_dns_name().filter(|n| !n.is_empty()).context("no private DNS name")?;
+        let dns = instance.private_dns_name().filter(|n| !n.is_empty()).context("no private DNS name")?;
+        // moto hands a new instance the private address of one still running now and then (seen
+        // under concurrent launches); EC2 never does. Such a clash is the harness's, so the Node
+        // is named after the instance instead.
+        let nodes: Api<Node> = Api::all(self.admin.clone());
+        let taken = nodes
+            .get_opt(dns)
+            .await?
+            .is_some_and(|n| n.spec.and_then(|s| s.provider_id).is_some_and(|p| !p.ends_with(&format!("/{id}"))));
+        let fallback = format!("{id}.ec2.internal");
+        let name = if taken { fallback.as_str() } else { dns };
         let mut labels = config.labels.clone();
         labels.extend([
             (labels::HOSTNAME.to_string(), name.to_string()),

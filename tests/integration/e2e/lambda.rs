@@ -36,6 +36,8 @@ pub struct Poller {
     pub arn: String,
     pub batch_size: usize,
     pub window: Duration,
+    /// Hands each batch over last message first.
+    pub reorder: bool,
 }
 
 impl Poller {
@@ -54,6 +56,9 @@ impl Poller {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             messages.extend(more);
+        }
+        if self.reorder {
+            messages.reverse();
         }
         sqs_event(messages, &self.arn)
     }
@@ -85,6 +90,12 @@ impl Poller {
                 continue;
             }
             note_rung(&event, &shared);
+            let again = event
+                .records
+                .iter()
+                .filter(|r| r.attributes.get("ApproximateReceiveCount").and_then(|n| n.parse::<u32>().ok()) > Some(1))
+                .count();
+            shared.redelivered.fetch_add(again, std::sync::atomic::Ordering::SeqCst);
             self.deliver(&event, &shared, environments.len(), |i| {
                 let (reconciler, event) = (&environments[i], &event);
                 async move { handlers::doorbells(self.function, reconciler, event, Deadline::NONE).await.response }

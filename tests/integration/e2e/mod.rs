@@ -20,6 +20,7 @@
 //! provisioner is measured warm — a provisioner receiving doorbells is — so its first run in
 //! the process (reading the catalog and prices, seconds on moto) happens before the workload.
 
+mod chaos;
 mod day2;
 mod delivery;
 mod disruption;
@@ -83,11 +84,13 @@ pub struct Options {
     pub sweep_every: Option<Duration>,
     /// Whether the forwarder runs.
     pub forwarder: bool,
+    /// Every doorbell batch handed over last message first (SQS standard queues keep no order).
+    pub reorder: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { deliveries: 1, sweep_every: None, forwarder: true }
+        Options { deliveries: 1, sweep_every: None, forwarder: true, reorder: false }
     }
 }
 
@@ -144,10 +147,19 @@ pub struct Shared {
     pub rung: Mutex<BTreeMap<String, SystemTime>>,
     /// Batches each function was handed.
     pub batches: Mutex<BTreeMap<&'static str, usize>>,
+    /// Doorbells received more than once (a visibility timeout ran out before they were deleted).
+    pub redelivered: std::sync::atomic::AtomicUsize,
+    /// Until when the background tasks' failures are expected (the test took the API server
+    /// down): logged, not counted.
+    pub expect_failures_until: Mutex<Option<Instant>>,
 }
 
 impl Shared {
     pub fn fail(&self, what: String) {
+        if self.expect_failures_until.lock().unwrap().is_some_and(|until| Instant::now() < until) {
+            eprintln!("e2e background failure, expected: {what}");
+            return;
+        }
         eprintln!("e2e background failure: {what}");
         self.failures.lock().unwrap().push(what);
     }
@@ -163,6 +175,8 @@ pub struct EndToEnd {
     pub interruption_url: String,
     pub options: Options,
     forwarder: Mutex<Option<Forwarder>>,
+    /// The forwarder's port and ServiceAccount kubeconfig, to start it again after a kill.
+    forwarder_setup: Option<(u16, std::path::PathBuf)>,
     pub shared: Arc<Shared>,
     ec2_calls: Ec2Calls,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -224,6 +238,7 @@ impl EndToEnd {
             interruption_url,
             options,
             forwarder: Mutex::new(None),
+            forwarder_setup: None,
             shared: Arc::new(Shared::default()),
             ec2_calls: Ec2Calls::default(),
             tasks: vec![],
@@ -247,13 +262,21 @@ impl EndToEnd {
         let namespace = "dovetail-system";
         self.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n")).await?;
         let kubeconfig = service_account_kubeconfig(&self.control_plane, &self.admin, namespace, WEBHOOK).await?;
+        self.forwarder_setup = Some((port, kubeconfig));
+        self.restart_forwarder().await
+    }
+
+    /// Starts the forwarder's process (again, after [`EndToEnd::kill_forwarder`]: a new pod of
+    /// its Deployment), and waits until the webhook configuration trusts its certificate.
+    pub async fn restart_forwarder(&self) -> Result<()> {
+        let (port, kubeconfig) = self.forwarder_setup.as_ref().context("the forwarder was never set up")?;
         let endpoint = self.aws.config.endpoint_url.clone().context("moto's endpoint")?;
         let mut forwarder = start_forwarder(
             &self.control_plane,
-            &kubeconfig,
+            kubeconfig,
             WEBHOOK,
-            namespace,
-            port,
+            "dovetail-system",
+            *port,
             (&endpoint, &self.doorbell_url),
         )?;
         forwarder.ca_bundle(&self.admin, WEBHOOK).await?;
@@ -310,6 +333,7 @@ impl EndToEnd {
             url: self.doorbell_url.clone(),
             batch_size: lambda::PROVISIONER_BATCH,
             window: lambda::PROVISIONER_WINDOW,
+            reorder: self.options.reorder,
         };
         let interruption = lambda::Poller {
             function: "dovetail-interruption",
@@ -318,6 +342,7 @@ impl EndToEnd {
             url: self.interruption_url.clone(),
             batch_size: lambda::INTERRUPTION_BATCH,
             window: Duration::ZERO,
+            reorder: false,
         };
         for poller in 0..lambda::PROVISIONER_CONCURRENCY {
             let p = self.environments(provisioner.function, poller).await?;

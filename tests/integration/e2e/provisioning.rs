@@ -158,7 +158,7 @@ spec:
 /// NodePools' status is the sweeper's to write: these scenarios run it, on a faster schedule
 /// than the deployed one-minute rate.
 const SWEEPING: Options =
-    Options { deliveries: 1, sweep_every: Some(std::time::Duration::from_secs(10)), forwarder: true };
+    Options { deliveries: 1, sweep_every: Some(std::time::Duration::from_secs(10)), forwarder: true, reorder: false };
 
 #[tokio::test]
 async fn a_pool_at_its_limit_says_so_on_the_pods_it_cannot_serve() -> Result<()> {

@@ -303,7 +303,11 @@ pub async fn delete_succeeded(sqs: &aws_sdk_sqs::Client, url: &str, event: &SqsE
             continue;
         }
         let handle = m.receipt_handle.clone().unwrap();
-        sqs.delete_message().queue_url(url).receipt_handle(handle).send().await.unwrap();
+        // A message received again meanwhile (its visibility timeout ran out while the function
+        // ran) has a new receipt handle; the old one no longer deletes it, and it is handled again.
+        if let Err(e) = sqs.delete_message().queue_url(url).receipt_handle(handle).send().await {
+            eprintln!("deleting {:?}: {} (it comes back)", m.message_id, aws_sdk_sqs::error::DisplayErrorContext(&e));
+        }
     }
 }
 

@@ -44,7 +44,7 @@ use crate::events;
 use crate::labels::TAINT_DISRUPTED;
 use crate::model::{Node, Pod, Taint, TaintEffect};
 use crate::nodeclaim::drain::{backoff, DrainState};
-use crate::nodeclaim::{NodeClaim, Phase};
+use crate::nodeclaim::{Disruption, NodeClaim, Phase};
 use crate::protection::{do_not_disrupt, is_critical, pod_protected};
 use crate::time::{format_duration, Time};
 
@@ -106,6 +106,21 @@ enum Deadline {
     /// Node repair decided at this time, and does not wait for the drain
     /// ([`crate::nodeclaim::Reason::skips_drain`]).
     Repair(Time),
+}
+
+/// The deadline of a drain whose terminationGracePeriod ends at `grace`, for `disruption`.
+fn earliest(grace: Option<Time>, disruption: Option<&Disruption>) -> Option<Deadline> {
+    let grace = grace.map(Deadline::Grace);
+    let reclaim = disruption.and_then(|d| d.reclaim_at).map(Deadline::Reclaim);
+    let repair = disruption.filter(|d| d.reason.skips_drain()).map(|d| Deadline::Repair(d.since));
+    // The earliest wins; on a tie the one listed first words it.
+    [grace, reclaim, repair].into_iter().flatten().min_by_key(|d| d.at())
+}
+
+/// When `claim`'s drain stops letting anything hold its pods, as its stored state says: the
+/// simulator's checks compare the budgets it overrode with this.
+pub fn deadline_of(claim: &NodeClaim) -> Option<Time> {
+    earliest(claim.drain.as_ref().and_then(|d| d.deadline), claim.disruption.as_ref()).map(Deadline::at)
 }
 
 impl Deadline {
@@ -239,12 +254,8 @@ impl Stepper {
     /// from the disruption each step, so a voluntary drain that an interruption escalates gets
     /// the reclaim time too.
     fn deadline(&mut self) -> Option<Deadline> {
-        let grace = self.state().deadline.map(Deadline::Grace);
-        let disruption = self.next.disruption.as_ref();
-        let reclaim = disruption.and_then(|d| d.reclaim_at).map(Deadline::Reclaim);
-        let repair = disruption.filter(|d| d.reason.skips_drain()).map(|d| Deadline::Repair(d.since));
-        // The earliest wins; on a tie the one listed first words it.
-        [grace, reclaim, repair].into_iter().flatten().min_by_key(|d| d.at())
+        let grace = self.state().deadline;
+        earliest(grace, self.next.disruption.as_ref())
     }
 
     /// Whether the instance goes away whatever the drain does (see `Reason::loses_instance`).

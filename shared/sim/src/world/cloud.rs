@@ -530,9 +530,8 @@ impl Cloud for SimCloud {
         let mut s = self.0.lock();
         let r = if let Some(i) = s.cloud.instances.get(instance_id) {
             let node = i.registration.node_name.clone();
-            let now = s.now;
             let pods: Vec<u64> = s.kube.nodes.get(&node).map(|n| n.pods.iter().copied().collect()).unwrap_or_default();
-            s.kube.note_overrides(&pods, now);
+            s.note_overrides(&pods, "TerminateInstances");
             s.terminate_instance(instance_id);
             Ok(())
         } else {

@@ -55,9 +55,13 @@ pub struct PdbSpec {
 /// A pod removed past its PodDisruptionBudget, when, from which node, with what grace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PdbOverride {
+    /// What removed it: `DeletePod`, `DeleteNode` or `TerminateInstances`.
+    pub by: &'static str,
     pub pod: String,
     pub node: String,
     pub at: Time,
+    /// The drain deadline of the node's claim then, if it had one.
+    pub deadline: Option<Time>,
     pub grace_seconds: i64,
 }
 
@@ -156,25 +160,6 @@ impl KubeSim {
             .iter()
             .filter(|s| s.namespace == p.pod.namespace && s.selector.matches(&p.pod.labels))
             .any(|s| self.disruptions_allowed(s) <= 0)
-    }
-
-    /// Records the pods of `uids` that leave past a budget at `now` (see [`PdbOverride`]).
-    pub fn note_overrides(&mut self, uids: &[u64], now: Time) {
-        for uid in uids {
-            let Some(p) = self.pods.get(uid) else { continue };
-            // A pod on a node whose kubelet stopped is not running: removing it breaks no budget.
-            let running = p.pod.node_name.as_ref().and_then(|n| self.nodes.get(n)).is_some_and(|n| n.node.ready);
-            if p.terminating || !running || p.pod.is_daemon() || p.pod.is_mirror() || !self.pdb_blocks(p) {
-                continue;
-            }
-            let o = PdbOverride {
-                pod: p.pod.key(),
-                node: p.pod.node_name.clone().unwrap_or_default(),
-                at: now,
-                grace_seconds: p.pod.termination_grace_seconds,
-            };
-            self.pdb_overrides.push(o);
-        }
     }
 
     /// Pending pods the forwarder would report: unschedulable, not daemon, not mirror.
@@ -333,6 +318,35 @@ pub fn daemon_pods(daemonsets: &[DaemonSet], reg: &Registration) -> Vec<Pod> {
 }
 
 impl State {
+    /// Records the pods of `uids` that Dovetail's `by` removes now past a budget, with the drain
+    /// deadline their node's claim has at this moment (see [`PdbOverride`]).
+    pub fn note_overrides(&mut self, uids: &[u64], by: &'static str) {
+        for uid in uids {
+            let Some(p) = self.kube.pods.get(uid) else { continue };
+            // A pod on a node whose kubelet stopped is not running: removing it breaks no budget.
+            let node = p.pod.node_name.clone().unwrap_or_default();
+            let running = self.kube.nodes.get(&node).is_some_and(|n| n.node.ready);
+            if p.terminating || !running || p.pod.is_daemon() || p.pod.is_mirror() || !self.kube.pdb_blocks(p) {
+                continue;
+            }
+            let deadline = self
+                .store
+                .claims
+                .values()
+                .find(|c| c.node_name.as_deref() == Some(node.as_str()))
+                .and_then(dovetail_core::termination::deadline_of);
+            let o = PdbOverride {
+                by,
+                pod: p.pod.key(),
+                node,
+                at: self.now,
+                deadline,
+                grace_seconds: p.pod.termination_grace_seconds,
+            };
+            self.kube.pdb_overrides.push(o);
+        }
+    }
+
     /// The kubelet registers a booted instance's Node, Ready, and the DaemonSet controller puts a
     /// pod of every DaemonSet that can run there on it.
     pub(super) fn register_node(&mut self, reg: &Registration, provider_id: String, instance_id: &str, price: f64) {
@@ -611,8 +625,7 @@ impl Kube for SimKube {
         let mut s = self.0.lock();
         let key = format!("{namespace}/{name}");
         if let Some(uid) = s.kube.names.get(&key).copied() {
-            let now = s.now;
-            s.kube.note_overrides(&[uid], now);
+            s.note_overrides(&[uid], "DeletePod");
         }
         s.stop_pod(&key, grace_seconds);
         ready(Ok(()))
@@ -620,9 +633,8 @@ impl Kube for SimKube {
 
     fn delete_node(&self, node: &str) -> impl Future<Output = PortResult<()>> + Send {
         let mut s = self.0.lock();
-        let now = s.now;
         let pods: Vec<u64> = s.kube.nodes.get(node).map(|n| n.pods.iter().copied().collect()).unwrap_or_default();
-        s.kube.note_overrides(&pods, now);
+        s.note_overrides(&pods, "DeleteNode");
         s.delete_node(node);
         ready(Ok(()))
     }
