@@ -361,6 +361,14 @@ fn budget_schedules() {
     );
     let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["schedule"] = "0 9 * *".into());
     assert_error(pool.validate(), "NodePool", "batch", "spec.disruption.budgets[1].schedule", "expected 5 fields");
+    let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["schedule"] = "0 9 * * mon-8".into());
+    assert_error(
+        pool.validate(),
+        "NodePool",
+        "batch",
+        "spec.disruption.budgets[1].schedule",
+        r#"the day-of-week field "mon-8": 8 is above the maximum 6"#,
+    );
     let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["duration"] = "30s".into());
     assert_error(
         pool.validate(),
