@@ -361,6 +361,14 @@ fn budget_schedules() {
     );
     let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["schedule"] = "0 9 * *".into());
     assert_error(pool.validate(), "NodePool", "batch", "spec.disruption.budgets[1].schedule", "expected 5 fields");
+    let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["schedule"] = "0 9 * * mon-8".into());
+    assert_error(
+        pool.validate(),
+        "NodePool",
+        "batch",
+        "spec.disruption.budgets[1].schedule",
+        r#"the day-of-week field "mon-8": 8 is above the maximum 6"#,
+    );
     let pool = broken_pool(|d| d["spec"]["disruption"]["budgets"][1]["duration"] = "30s".into());
     assert_error(
         pool.validate(),
@@ -510,6 +518,39 @@ fn ec2nodeclass_tags_kubelet_and_disks() {
         "tuned",
         "spec.kubelet.systemReserved[gpu]",
         "not one of cpu, memory, ephemeral-storage, pid",
+    );
+    // Thresholds, reservations and disk sizes are read by the core's one quantity parser.
+    let class = broken_class(|d| d["spec"]["kubelet"]["evictionHard"]["memory.available"] = "150%".into());
+    assert_error(
+        class.validate(),
+        "EC2NodeClass",
+        "tuned",
+        "spec.kubelet.evictionHard[memory.available]",
+        r#""150%": percentage must be between 0% and 100%"#,
+    );
+    let class = broken_class(|d| d["spec"]["kubelet"]["evictionHard"]["memory.available"] = "100 Mi".into());
+    assert_error(
+        class.validate(),
+        "EC2NodeClass",
+        "tuned",
+        "spec.kubelet.evictionHard[memory.available]",
+        r#""100 Mi": not a quantity or a percentage"#,
+    );
+    let class = broken_class(|d| d["spec"]["kubelet"]["kubeReserved"]["memory"] = "-1Gi".into());
+    assert_error(
+        class.validate(),
+        "EC2NodeClass",
+        "tuned",
+        "spec.kubelet.kubeReserved[memory]",
+        r#""-1Gi" is not a non-negative quantity"#,
+    );
+    let class = broken_class(|d| d["spec"]["blockDeviceMappings"][0]["ebs"]["volumeSize"] = "1.5Ti".into());
+    assert_error(
+        class.validate(),
+        "EC2NodeClass",
+        "tuned",
+        "spec.blockDeviceMappings[0].ebs.volumeSize",
+        "not a whole number of Gi, G, Ti or T",
     );
     let class = broken_class(|d| d["spec"]["blockDeviceMappings"][1]["rootVolume"] = true.into());
     assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.blockDeviceMappings", "at most one may");

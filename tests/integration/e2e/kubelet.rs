@@ -172,7 +172,7 @@ fn gone(e: &kube::Error) -> bool {
 /// The labels, taints and maxPods of the NodeConfig part of `user_data` (MIME multipart, as
 /// nodeadm reads it).
 pub fn node_config(user_data: &str) -> Result<NodeConfig> {
-    let parts = user_parts(user_data);
+    let parts = user_parts(user_data).context("the user data is not a MIME document Dovetail reads")?;
     let part = parts
         .iter()
         .find(|p| p.headers.iter().any(|h| h.contains(NODECONFIG_TYPE)))

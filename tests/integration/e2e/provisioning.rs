@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{ensure, Context, Result};
 use dovetail_core::labels;
+use dovetail_core::resources::parse_cpu_millis;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::{instance_of, label, node_of, EndToEnd, Options, STEP};
@@ -194,11 +195,7 @@ async fn a_pool_at_its_limit_says_so_on_the_pods_it_cannot_serve() -> Result<()>
         .iter()
         .map(|n| {
             let cpu = n.status.as_ref().and_then(|s| s.capacity.as_ref()).and_then(|c| c.get("cpu"));
-            let millis = cpu.and_then(|q| match q.0.strip_suffix('m') {
-                Some(m) => m.parse::<i64>().ok(),
-                None => q.0.parse::<i64>().ok().map(|c| c * 1000),
-            });
-            millis.expect("a Node's cpu capacity")
+            cpu.and_then(|q| parse_cpu_millis(&q.0).ok()).expect("a Node's cpu capacity")
         })
         .sum::<i64>()
         / 1000;

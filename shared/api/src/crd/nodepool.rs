@@ -312,7 +312,7 @@ pub struct Budget {
     pub nodes: String,
 
     /// When the budget becomes active: a 5-field cron expression or macro such as `@daily`, in
-    /// UTC. Requires `duration`. Unset: always active.
+    /// UTC, with Karpenter's (robfig/cron's) semantics. Requires `duration`. Unset: always active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(
         pattern = r"^(@(annually|yearly|monthly|weekly|daily|midnight|hourly))|((.+)\s(.+)\s(.+)\s(.+)\s(.+))$"

@@ -12,6 +12,7 @@ use aws_sdk_ec2::types::{
 };
 use dovetail_api::crd::EC2NodeClassSpec;
 use dovetail_core::hash::json_hash;
+use dovetail_core::resources::parse_units;
 use serde::Serialize;
 
 use crate::error::{api_error, AwsError, AwsResult};
@@ -65,19 +66,12 @@ impl TemplateContent {
     }
 }
 
-/// A Kubernetes-style size (`100Gi`, `20G`, `1Ti`) in GiB, rounded up.
+/// A Kubernetes quantity of bytes (`100Gi`, `20G`, `1.5Ti`, `100e9`) in whole GiB, rounded up
+/// (EBS sizes are GiB); `None` if it is no quantity, not positive, or beyond `i32` GiB.
 pub fn size_gib(quantity: &str) -> Option<i32> {
-    let q = quantity.trim();
-    let digits: String = q.chars().take_while(char::is_ascii_digit).collect();
-    let n: u64 = digits.parse().ok()?;
-    let gib = match &q[digits.len()..] {
-        "Gi" => n,
-        "Ti" => n.checked_mul(1024)?,
-        "G" => n.checked_mul(1_000_000_000)?.div_ceil(1 << 30),
-        "T" => n.checked_mul(1_000_000_000_000)?.div_ceil(1 << 30),
-        _ => return None,
-    };
-    i32::try_from(gib).ok()
+    const GIB: u64 = 1 << 30;
+    let bytes = u64::try_from(parse_units(quantity).ok()?).ok().filter(|b| *b > 0)?;
+    i32::try_from(bytes.div_ceil(GIB)).ok()
 }
 
 fn as_text<T: Serialize>(v: &T) -> Option<String> {
@@ -258,7 +252,17 @@ mod tests {
         assert_eq!(size_gib("1Ti"), Some(1024));
         assert_eq!(size_gib("20G"), Some(19));
         assert_eq!(size_gib("21G"), Some(20));
-        assert_eq!(size_gib("10Mi"), None);
+        // Any quantity of bytes, through the one quantity parser, rounded up to whole GiB.
+        assert_eq!(size_gib("1.5Ti"), Some(1536));
+        assert_eq!(size_gib("100e9"), Some(94));
+        assert_eq!(size_gib("0.5Gi"), Some(1));
+        assert_eq!(size_gib("1000Mi"), Some(1));
+        assert_eq!(size_gib("1025Mi"), Some(2));
+        assert_eq!(size_gib("10Mi"), Some(1));
+        assert_eq!(size_gib("1"), Some(1));
+        for none in ["", "Gi", "10GB", "0", "-1Gi", "2048Pi"] {
+            assert_eq!(size_gib(none), None, "{none}");
+        }
     }
 
     #[test]

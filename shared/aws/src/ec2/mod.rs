@@ -276,7 +276,11 @@ impl Ec2Cloud {
                 max_pods,
                 kubelet: spec.kubelet.as_ref(),
                 user_data: spec.user_data.as_deref(),
-            });
+            })
+            .map_err(|e| AwsError::Class {
+                class: request.class.name.clone(),
+                message: format!("spec.userData: {e}"),
+            })?;
             let content = launch_template::content(&spec, image, &user_data, &request.resolved.security_groups);
             let name = content.name(&self.cluster.name);
             if !self.templates.lock().await.contains(&name) {

@@ -74,25 +74,22 @@ pub async fn on_demand_prices(client: &aws_sdk_pricing::Client, region: &str) ->
         term("licenseModel", "No License required")?,
         term("marketoption", "OnDemand")?,
     ];
+    // The SDK's paginator follows NextToken, and stops on an empty or repeated one.
+    let mut entries = client
+        .get_products()
+        .service_code("AmazonEC2")
+        .format_version("aws_v1")
+        .set_filters(Some(filters))
+        .into_paginator()
+        .page_size(100)
+        .items()
+        .send();
     let mut out = HashMap::new();
-    let mut token: Option<String> = None;
-    loop {
-        let page = client
-            .get_products()
-            .service_code("AmazonEC2")
-            .format_version("aws_v1")
-            .set_filters(Some(filters.clone()))
-            .max_results(100)
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| api_error("GetProducts", e))?;
-        out.extend(page.price_list().iter().filter_map(|p| parse_product(p)));
-        match page.next_token() {
-            Some(t) if !t.is_empty() => token = Some(t.to_string()),
-            _ => return Ok(out),
-        }
+    while let Some(entry) = entries.next().await {
+        let entry = entry.map_err(|e| api_error("GetProducts", e))?;
+        out.extend(parse_product(&entry));
     }
+    Ok(out)
 }
 
 /// The latest Linux spot price of every type in every zone.
@@ -125,7 +122,109 @@ pub async fn spot_prices(ec2: &aws_sdk_ec2::Client) -> AwsResult<HashMap<(String
 
 #[cfg(test)]
 mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    use aws_sdk_pricing::config::{BehaviorVersion, Credentials, Region};
+    use aws_smithy_runtime_api::client::http::{
+        HttpClient, HttpConnector, HttpConnectorFuture, HttpConnectorSettings, SharedHttpConnector,
+    };
+    use aws_smithy_runtime_api::client::orchestrator::HttpRequest;
+    use aws_smithy_runtime_api::client::result::ConnectorError;
+    use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+    use aws_smithy_runtime_api::http::{Response, StatusCode};
+    use aws_smithy_types::body::SdkBody;
+    use serde_json::{json, Value};
+
     use super::*;
+
+    /// An HTTP client that answers each request with the next canned JSON body (an error once
+    /// they run out) and keeps the JSON of every request.
+    #[derive(Debug, Clone, Default)]
+    struct Canned {
+        answers: Arc<Mutex<VecDeque<Value>>>,
+        asked: Arc<Mutex<Vec<Value>>>,
+    }
+
+    impl HttpConnector for Canned {
+        fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
+            let asked = request.body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or_default();
+            self.asked.lock().unwrap().push(asked);
+            HttpConnectorFuture::ready(match self.answers.lock().unwrap().pop_front() {
+                Some(answer) => {
+                    Ok(Response::new(StatusCode::try_from(200).unwrap(), SdkBody::from(answer.to_string())))
+                }
+                None => Err(ConnectorError::other("no canned answer left".into(), None)),
+            })
+        }
+    }
+
+    impl HttpClient for Canned {
+        fn http_connector(&self, _: &HttpConnectorSettings, _: &RuntimeComponents) -> SharedHttpConnector {
+            SharedHttpConnector::new(self.clone())
+        }
+    }
+
+    fn pricing_answering(answers: Vec<Value>) -> (aws_sdk_pricing::Client, Canned) {
+        let canned = Canned { answers: Arc::new(Mutex::new(answers.into())), ..Default::default() };
+        let config = aws_sdk_pricing::Config::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .credentials_provider(Credentials::new("AKIDEXAMPLE", "secret", None, None, "test"))
+            .http_client(canned.clone())
+            .build();
+        (aws_sdk_pricing::Client::from_conf(config), canned)
+    }
+
+    /// One GetProducts page: a price-list entry per (type, price), and the next token.
+    fn page(prices: &[(&str, &str)], next: Option<&str>) -> Value {
+        let entries: Vec<String> = prices
+            .iter()
+            .map(|(t, usd)| {
+                json!({
+                    "product": {"attributes": {"instanceType": t}},
+                    "terms": {"OnDemand": {"T": {"priceDimensions": {"D": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}}
+                })
+                .to_string()
+            })
+            .collect();
+        let mut page = json!({"FormatVersion": "aws_v1", "PriceList": entries});
+        if let Some(next) = next {
+            page["NextToken"] = next.into();
+        }
+        page
+    }
+
+    #[tokio::test]
+    async fn on_demand_prices_follow_every_page() {
+        let (client, canned) = pricing_answering(vec![
+            page(&[("m5.large", "0.096")], Some("a")),
+            page(&[("c5.large", "0.085"), ("r5.large", "0.126")], Some("b")),
+            page(&[("t3.micro", "0.0104")], None),
+        ]);
+        let prices = on_demand_prices(&client, "eu-west-1").await.unwrap();
+        assert_eq!(prices.len(), 4);
+        assert_eq!(prices["r5.large"], 0.126);
+        let asked = canned.asked.lock().unwrap().clone();
+        let tokens: Vec<&Value> = asked.iter().map(|r| &r["NextToken"]).collect();
+        assert_eq!(tokens, [&Value::Null, &json!("a"), &json!("b")]);
+        for request in &asked {
+            assert_eq!((&request["ServiceCode"], &request["MaxResults"]), (&json!("AmazonEC2"), &json!(100)));
+            assert!(request["Filters"].as_array().unwrap().iter().any(|f| f["Value"] == "eu-west-1"), "{request}");
+        }
+    }
+
+    /// A hand-written loop asked again forever when the service repeated its token; an empty
+    /// token ends the list too.
+    #[tokio::test]
+    async fn a_repeated_or_empty_token_ends_the_pages() {
+        for last in ["a", ""] {
+            let (client, canned) =
+                pricing_answering(vec![page(&[("m5.large", "0.096")], Some("a")), page(&[], Some(last))]);
+            assert_eq!(on_demand_prices(&client, "us-east-1").await.unwrap().len(), 1);
+            assert_eq!(canned.asked.lock().unwrap().len(), 2, "token {last:?}");
+        }
+    }
 
     #[test]
     fn price_list_entries_yield_type_and_hourly_usd() {

@@ -14,6 +14,11 @@ use dovetail_core::model::{Taint, TaintEffect};
 
 use crate::eks::ClusterFacts;
 
+mod mime;
+
+use mime::Document;
+pub use mime::{MimeError, Part};
+
 /// The MIME boundary of the generated document (fixed, so equal inputs give equal bytes and one
 /// launch template).
 pub const BOUNDARY: &str = "//dovetail//";
@@ -121,21 +126,17 @@ pub fn node_config(s: &NodeSettings<'_>) -> String {
     serde_yaml_ng::to_string(&doc).expect("JSON values serialize as YAML")
 }
 
-/// One part of a MIME multipart document: its headers and body.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Part {
-    pub headers: Vec<String>,
-    pub body: String,
-}
-
-/// The class's user data as parts: a MIME multipart document's own parts, or the whole text as
-/// one part (a NodeConfig if it looks like one, else a shell script or cloud-config).
-pub fn user_parts(user_data: &str) -> Vec<Part> {
+/// The class's user data as parts: a MIME multipart document's own parts, a single MIME
+/// entity as it is, or the whole text as one part (a NodeConfig if it looks like one, else a shell
+/// script or cloud-config).
+pub fn user_parts(user_data: &str) -> Result<Vec<Part>, MimeError> {
     if user_data.trim().is_empty() {
-        return vec![];
+        return Ok(vec![]);
     }
-    if let Some(parts) = mime_parts(user_data) {
-        return parts;
+    match mime::read(user_data)? {
+        Document::Multipart(parts) => return Ok(parts),
+        Document::Single(part) => return Ok(vec![part]),
+        Document::Plain => {}
     }
     let content_type = if user_data.contains("node.eks.aws") {
         NODECONFIG_TYPE
@@ -144,52 +145,40 @@ pub fn user_parts(user_data: &str) -> Vec<Part> {
     } else {
         "text/x-shellscript; charset=\"us-ascii\""
     };
-    vec![Part { headers: vec![format!("Content-Type: {content_type}")], body: user_data.to_string() }]
+    Ok(vec![Part { headers: vec![format!("Content-Type: {content_type}")], body: user_data.to_string() }])
 }
 
-/// The parts of a `multipart/*` MIME document, or `None` if it is not one.
-fn mime_parts(text: &str) -> Option<Vec<Part>> {
-    let text = text.replace("\r\n", "\n");
-    let (head, body) = text.split_once("\n\n")?;
-    let content_type = head.lines().find(|l| l.to_ascii_lowercase().starts_with("content-type:"))?;
-    if !content_type.to_ascii_lowercase().contains("multipart/") {
-        return None;
-    }
-    let boundary =
-        content_type.split(';').find_map(|p| p.trim().strip_prefix("boundary="))?.trim_matches('"').to_string();
-    let delimiter = format!("--{boundary}");
-    let mut parts = Vec::new();
-    for chunk in body.split(delimiter.as_str()).skip(1) {
-        if chunk.starts_with("--") {
-            break;
-        }
-        let chunk = chunk.strip_prefix('\n').unwrap_or(chunk);
-        let (headers, content) = chunk.split_once("\n\n").unwrap_or(("", chunk));
-        parts.push(Part {
-            headers: headers.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect(),
-            body: content.trim_end_matches('\n').to_string(),
-        });
-    }
-    Some(parts)
-}
-
-/// The whole user data: the class's parts, then Dovetail's NodeConfig.
-pub fn user_data(s: &NodeSettings<'_>) -> String {
-    let mut parts = s.user_data.map(user_parts).unwrap_or_default();
+/// The whole user data: the class's parts, then Dovetail's NodeConfig. An error if the class's
+/// `userData` says it is multipart but cannot be split.
+pub fn user_data(s: &NodeSettings<'_>) -> Result<String, MimeError> {
+    let mut parts = s.user_data.map(user_parts).transpose()?.unwrap_or_default();
     parts.push(Part { headers: vec![format!("Content-Type: {NODECONFIG_TYPE}")], body: node_config(s) });
-    let mut out = format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
+    let boundary = boundary_for(&parts);
+    let mut out = format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{boundary}\"\n\n");
     for p in &parts {
-        out.push_str(&format!("--{BOUNDARY}\n"));
+        out.push_str(&format!("--{boundary}\n"));
         for h in &p.headers {
             out.push_str(h);
             out.push('\n');
         }
         out.push('\n');
-        out.push_str(p.body.trim_end_matches('\n'));
+        out.push_str(p.body.trim_end_matches(['\r', '\n']));
         out.push('\n');
     }
-    out.push_str(&format!("--{BOUNDARY}--\n"));
-    out
+    out.push_str(&format!("--{boundary}--\n"));
+    Ok(out)
+}
+
+/// [`BOUNDARY`], unless a part's body holds `--` + it (a line starting so would end that part
+/// early): then the first `//dovetail-<n>//` none holds. Still a function of the parts alone.
+fn boundary_for(parts: &[Part]) -> String {
+    (0..)
+        .map(|n| if n == 0 { BOUNDARY.to_string() } else { format!("//dovetail-{n}//") })
+        .find(|b| {
+            let delimiter = format!("--{b}");
+            !parts.iter().any(|p| p.body.contains(&delimiter))
+        })
+        .expect("finitely many bodies cannot hold every boundary")
 }
 
 #[cfg(test)]
@@ -262,33 +251,182 @@ mod tests {
         assert_eq!(doc["spec"]["kubelet"]["flags"][1], "--register-with-taints=dovetail.dev/unregistered:NoExecute");
     }
 
-    #[test]
-    fn class_user_data_parts_come_first() {
+    /// The user data of a pool of `cluster()` (maxPods 110) whose class's `userData` is `user`.
+    fn merge(user: &str) -> Result<String, MimeError> {
         let c = cluster();
         let labels = BTreeMap::new();
-        let class = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n\
-                     --BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hi\n\
-                     --BOUNDARY\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n\
-                     --BOUNDARY--\n";
         let s = NodeSettings {
             cluster: &c,
             labels: &labels,
             taints: &[],
             max_pods: 110,
             kubelet: None,
-            user_data: Some(class),
+            user_data: Some(user),
         };
-        let out = user_data(&s);
-        let parts = mime_parts(&out).unwrap();
+        user_data(&s)
+    }
+
+    /// The class's `userData` merged with Dovetail's NodeConfig, read back as parts; the last is
+    /// Dovetail's.
+    fn merged(user: &str) -> Vec<Part> {
+        let out = merge(user).unwrap();
+        let Document::Multipart(parts) = mime::read(&out).unwrap() else { panic!("not multipart: {out}") };
+        let ours = parts.last().unwrap();
+        assert_eq!(ours.headers, vec![format!("Content-Type: {NODECONFIG_TYPE}")]);
+        assert!(ours.body.contains("kind: NodeConfig") && ours.body.contains("maxPods: 110"), "{out}");
+        parts
+    }
+
+    fn part(headers: &[&str], body: &str) -> Part {
+        Part { headers: headers.iter().map(|h| h.to_string()).collect(), body: body.into() }
+    }
+
+    #[test]
+    fn class_user_data_parts_come_first() {
+        let class = "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n\
+                     --BOUNDARY\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hi\n\
+                     --BOUNDARY\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n\
+                     --BOUNDARY--\n";
+        let out = merge(class).unwrap();
+        assert!(
+            out.starts_with(
+                "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//dovetail//\"\n\n\
+                 --//dovetail//\nContent-Type: text/x-shellscript; charset=\"us-ascii\"\n\n#!/bin/bash\necho hi\n\
+                 --//dovetail//\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n\
+                 --//dovetail//\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\n"
+            ),
+            "{out}"
+        );
+        assert!(out.ends_with("\n--//dovetail//--\n"), "{out}");
+        let parts = merged(class);
         assert_eq!(parts.len(), 3);
         assert_eq!(parts[0].body, "#!/bin/bash\necho hi");
         assert_eq!(parts[1].headers, vec!["Content-Type: application/node.eks.aws".to_string()]);
-        assert!(parts[2].body.contains("kind: NodeConfig") && parts[2].body.contains("maxPods: 110"));
 
-        let script = NodeSettings { user_data: Some("#!/bin/bash\ntrue\n"), ..s.clone() };
-        let parts = mime_parts(&user_data(&script)).unwrap();
-        assert_eq!(parts[0].headers, vec!["Content-Type: text/x-shellscript; charset=\"us-ascii\"".to_string()]);
+        let parts = merged("#!/bin/bash\ntrue\n");
+        assert_eq!(parts[0], part(&["Content-Type: text/x-shellscript; charset=\"us-ascii\""], "#!/bin/bash\ntrue"));
         assert_eq!(parts.len(), 2);
-        assert_eq!(user_data(&s), user_data(&s), "deterministic");
+        assert_eq!(merge(class), merge(class), "deterministic");
+    }
+
+    #[test]
+    fn header_and_parameter_names_in_any_case() {
+        for user in [
+            "mime-version: 1.0\ncontent-type: Multipart/Mixed; Boundary=inner\n\n\
+             --inner\nCONTENT-TYPE: text/x-shellscript\n\necho one\n--inner--\n",
+            "CONTENT-TYPE: multipart/mixed; BOUNDARY=\"inner\"\nMime-Version: 1.0\n\n\
+             --inner\nCONTENT-TYPE: text/x-shellscript\n\necho one\n--inner--\n",
+        ] {
+            let parts = merged(user);
+            assert_eq!(parts.len(), 2, "{user}");
+            assert_eq!(parts[0], part(&["CONTENT-TYPE: text/x-shellscript"], "echo one"));
+        }
+    }
+
+    #[test]
+    fn quoted_and_unquoted_boundaries() {
+        // Quoted, the boundary may hold blanks, `;` and `=`; other parameters come before or after.
+        let quoted = "Content-Type: multipart/mixed; charset=us-ascii; boundary=\"==_a b;c==\"; x=y\n\n\
+                      --==_a b;c==\nContent-Type: text/x-shellscript\n\necho quoted\n--==_a b;c==--\n";
+        let unquoted = "Content-Type: multipart/mixed;boundary=plain_42\n\n\
+                        --plain_42\nContent-Type: text/x-shellscript\n\necho unquoted\n--plain_42--\n";
+        assert_eq!(merged(quoted)[0], part(&["Content-Type: text/x-shellscript"], "echo quoted"));
+        assert_eq!(merged(unquoted)[0], part(&["Content-Type: text/x-shellscript"], "echo unquoted"));
+    }
+
+    #[test]
+    fn folded_header_lines_are_unfolded() {
+        let user = "Content-Type: multipart/mixed;\n boundary=\"folded\"\nMIME-Version:\n\t1.0\n\n\
+                    --folded\nContent-Type: text/x-shellscript;\n\tcharset=\"us-ascii\"\n\necho folded\n--folded--\n";
+        let parts = merged(user);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0], part(&["Content-Type: text/x-shellscript;\tcharset=\"us-ascii\""], "echo folded"));
+    }
+
+    #[test]
+    fn crlf_and_lf_line_endings() {
+        let crlf = "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=\"b\"\r\n\r\n\
+                    --b\r\nContent-Type: text/x-shellscript\r\n\r\n#!/bin/bash\r\necho crlf\r\n\
+                    --b\nContent-Type: text/cloud-config\n\n#cloud-config\nruncmd: [true]\n\
+                    --b--\r\n";
+        let parts = merged(crlf);
+        assert_eq!(parts.len(), 3);
+        // The line break before a delimiter is the delimiter's; the body keeps its own bytes.
+        assert_eq!(parts[0], part(&["Content-Type: text/x-shellscript"], "#!/bin/bash\r\necho crlf"));
+        assert_eq!(parts[1], part(&["Content-Type: text/cloud-config"], "#cloud-config\nruncmd: [true]"));
+    }
+
+    #[test]
+    fn preamble_close_delimiter_and_epilogue() {
+        let user = "Content-Type: multipart/mixed; boundary=b\n\n\
+                    This is the preamble.\n--b is not a delimiter\n\
+                    --b\n\necho one\n\
+                    --b\nContent-Type: text/cloud-config\n\n#cloud-config\n\
+                    --b--\nThis is the epilogue.\n--b\nContent-Type: text/x-shellscript\n\necho never\n";
+        let parts = merged(user);
+        assert_eq!(parts.len(), 3, "{parts:?}");
+        assert_eq!(parts[0], part(&[], "echo one"));
+        assert_eq!(parts[1], part(&["Content-Type: text/cloud-config"], "#cloud-config"));
+        // Without its close delimiter, the last part runs to the end.
+        let open = "Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/x-shellscript\n\necho open\n";
+        assert_eq!(merged(open)[0], part(&["Content-Type: text/x-shellscript"], "echo open"));
+    }
+
+    #[test]
+    fn the_boundary_delimits_only_as_a_whole_line_after_two_hyphens() {
+        let user = "Content-Type: multipart/mixed; boundary=\"sep\"\n\n\
+                    --sep\nContent-Type: text/x-shellscript\n\n\
+                    echo --sep\nsep\n--sepia\n  --sep\n--sep-- not the end\n\
+                    --sep \t\nContent-Type: text/x-shellscript\n\necho two\n\
+                    --sep--  \n";
+        let parts = merged(user);
+        assert_eq!(parts.len(), 3, "{parts:?}");
+        assert_eq!(
+            parts[0],
+            part(&["Content-Type: text/x-shellscript"], "echo --sep\nsep\n--sepia\n  --sep\n--sep-- not the end")
+        );
+        assert_eq!(parts[1], part(&["Content-Type: text/x-shellscript"], "echo two"));
+    }
+
+    #[test]
+    fn a_part_holding_our_delimiter_gets_another_boundary() {
+        let user = "Content-Type: multipart/mixed; boundary=x\n\n\
+                    --x\nContent-Type: text/x-shellscript\n\ncat <<EOF\n--//dovetail//\nEOF\n--x--\n";
+        let parts = merged(user);
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0].body, "cat <<EOF\n--//dovetail//\nEOF");
+        assert!(merge(user).unwrap().contains("boundary=\"//dovetail-1//\""));
+    }
+
+    #[test]
+    fn single_mime_entities_and_plain_text() {
+        let single =
+            "MIME-Version: 1.0\nContent-Type: text/x-shellscript; charset=us-ascii\n\n#!/bin/bash\necho single\n";
+        let parts = merged(single);
+        assert_eq!(parts[0], part(&["Content-Type: text/x-shellscript; charset=us-ascii"], "#!/bin/bash\necho single"));
+        // A NodeConfig's YAML reads like header fields, but no Content-Type makes it MIME.
+        let config =
+            "apiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      maxPods: 5\n";
+        let parts = merged(config);
+        assert_eq!(parts[0], part(&[&format!("Content-Type: {NODECONFIG_TYPE}")], config.trim_end()));
+    }
+
+    #[test]
+    fn multipart_that_cannot_be_split_is_an_error() {
+        let with = |user| merge(user).unwrap_err().to_string();
+        assert_eq!(
+            with("Content-Type: multipart/mixed; charset=us-ascii\n\n--b\n\necho\n--b--\n"),
+            "Content-Type \"multipart/mixed; charset=us-ascii\" declares a multipart document without a boundary \
+             parameter"
+        );
+        assert_eq!(
+            with("Content-Type: multipart/mixed; boundary=\"\"\n\n--\n\necho\n"),
+            "Content-Type \"multipart/mixed; boundary=\\\"\\\"\" declares a multipart document without a boundary \
+             parameter"
+        );
+        assert_eq!(
+            with("Content-Type: multipart/mixed; boundary=b\n\necho --b\n"),
+            "no line --b starts a part of the multipart document"
+        );
     }
 }

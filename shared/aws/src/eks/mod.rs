@@ -97,7 +97,7 @@ impl Eks {
         let provider =
             self.credentials.as_ref().ok_or_else(|| AwsError::Token("no credentials provider configured".into()))?;
         let creds = provider.provide_credentials().await.map_err(|e| AwsError::Token(e.to_string()))?;
-        let minted = token::token(&self.cluster, &self.region, &creds, now)?;
+        let minted = token::token(&self.cluster, &self.region, &creds, now).await?;
         let expires = now + token::TOKEN_REUSE;
         *cached = Some((minted.clone(), expires));
         Ok((minted, expires))

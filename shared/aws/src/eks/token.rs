@@ -1,12 +1,18 @@
 //! The EKS bearer token: `k8s-aws-v1.` + base64url (no padding) of a SigV4-presigned
-//! `GET https://sts.<region>.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15`
-//! whose signed headers include `x-k8s-aws-id: <cluster>` (what `aws eks get-token` and
-//! aws-iam-authenticator produce). The API server has STS run the request and maps the caller's
-//! role to a Kubernetes identity through the cluster's access entries.
+//! `GET https://<sts endpoint>/?Action=GetCallerIdentity&Version=2011-06-15` whose signed headers
+//! include `x-k8s-aws-id: <cluster>` (what `aws eks get-token` and aws-iam-authenticator produce).
+//! The API server has STS run the request and maps the caller's role to a Kubernetes identity
+//! through the cluster's access entries.
+//!
+//! The STS endpoint is the region's own, from the SDK's endpoint rules rather than a pattern:
+//! `sts.<region>.amazonaws.com` in the commercial and GovCloud partitions, but
+//! `sts.<region>.amazonaws.com.cn` in China and other domains in the isolated partitions, where a
+//! token naming `amazonaws.com` would be refused.
 
 use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
+use aws_sdk_sts::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SignatureLocation, SigningParams, SigningSettings};
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
@@ -25,14 +31,29 @@ pub const PRESIGN_EXPIRES: Duration = Duration::from_secs(60);
 /// How long a minted token is reused: a minute short of EKS's 15.
 pub const TOKEN_REUSE: Duration = Duration::from_secs(14 * 60);
 
+/// The regional STS endpoint of `region` (`https://sts.cn-north-1.amazonaws.com.cn`), as the SDK
+/// resolves it for an STS client of that region without FIPS or dual-stack.
+pub async fn sts_endpoint(region: &str) -> Result<String, AwsError> {
+    let params = Params::builder()
+        .region(region)
+        .build()
+        .map_err(|e| AwsError::Token(format!("STS endpoint parameters for region {region:?}: {e}")))?;
+    let endpoint = DefaultResolver::new()
+        .resolve_endpoint(&params)
+        .await
+        .map_err(|e| AwsError::Token(format!("no STS endpoint for region {region:?}: {e}")))?;
+    Ok(endpoint.url().trim_end_matches('/').to_string())
+}
+
 /// The presigned STS URL for `cluster`, signed at `at`.
-pub fn presigned_url(
+pub async fn presigned_url(
     cluster: &str,
     region: &str,
     credentials: &Credentials,
     at: SystemTime,
 ) -> Result<String, AwsError> {
-    let base = format!("https://sts.{region}.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15");
+    let endpoint = sts_endpoint(region).await?;
+    let base = format!("{endpoint}/?Action=GetCallerIdentity&Version=2011-06-15");
     let identity: Identity = credentials.clone().into();
     let mut settings = SigningSettings::default();
     settings.signature_location = SignatureLocation::QueryParams;
@@ -61,8 +82,8 @@ pub fn presigned_url(
 }
 
 /// The bearer token for `cluster`, signed at `at`.
-pub fn token(cluster: &str, region: &str, credentials: &Credentials, at: SystemTime) -> Result<String, AwsError> {
-    let url = presigned_url(cluster, region, credentials, at)?;
+pub async fn token(cluster: &str, region: &str, credentials: &Credentials, at: SystemTime) -> Result<String, AwsError> {
+    let url = presigned_url(cluster, region, credentials, at).await?;
     Ok(format!("{TOKEN_PREFIX}{}", URL_SAFE_NO_PAD.encode(url)))
 }
 
@@ -123,10 +144,10 @@ mod tests {
     const CANONICAL_REQUEST_SHA256: &str = "f09116920e5da220e226e0b618ff32cacb9923a16d1fe9af283f781b7cb95574";
     const SIGNATURE: &str = "b9c52540c7aed8adbc93935c90eca6cf36a27e75841b841bf1c08dffb059c2b5";
 
-    #[test]
-    fn presigned_url_matches_the_sigv4_derivation() {
+    #[tokio::test]
+    async fn presigned_url_matches_the_sigv4_derivation() {
         let (creds, at) = fixture();
-        let url = presigned_url("my-cluster", "us-east-1", &creds, at).unwrap();
+        let url = presigned_url("my-cluster", "us-east-1", &creds, at).await.unwrap();
         assert_eq!(
             url,
             format!(
@@ -149,24 +170,52 @@ mod tests {
         assert_eq!(v4::calculate_signature(key, string_to_sign.as_bytes()), SIGNATURE);
     }
 
-    #[test]
-    fn token_is_prefixed_unpadded_base64url_of_the_url() {
+    #[tokio::test]
+    async fn token_is_prefixed_unpadded_base64url_of_the_url() {
         let (creds, at) = fixture();
-        let token = token("my-cluster", "us-east-1", &creds, at).unwrap();
+        let token = token("my-cluster", "us-east-1", &creds, at).await.unwrap();
         assert_eq!(token, "k8s-aws-v1.aHR0cHM6Ly9zdHMudXMtZWFzdC0xLmFtYXpvbmF3cy5jb20vP0FjdGlvbj1HZXRDYWxsZXJJZGVudGl0eSZWZXJzaW9uPTIwMTEtMDYtMTUmWC1BbXotQWxnb3JpdGhtPUFXUzQtSE1BQy1TSEEyNTYmWC1BbXotQ3JlZGVudGlhbD1BS0lERVhBTVBMRSUyRjIwMjQwMTAyJTJGdXMtZWFzdC0xJTJGc3RzJTJGYXdzNF9yZXF1ZXN0JlgtQW16LURhdGU9MjAyNDAxMDJUMDMwNDA1WiZYLUFtei1FeHBpcmVzPTYwJlgtQW16LVNpZ25lZEhlYWRlcnM9aG9zdCUzQngtazhzLWF3cy1pZCZYLUFtei1TaWduYXR1cmU9YjljNTI1NDBjN2FlZDhhZGJjOTM5MzVjOTBlY2E2Y2YzNmEyN2U3NTg0MWI4NDFiZjFjMDhkZmZiMDU5YzJiNQ");
         let body = token.strip_prefix(TOKEN_PREFIX).unwrap();
         assert!(!body.contains('=') && !body.contains('+') && !body.contains('/'));
         let url = String::from_utf8(URL_SAFE_NO_PAD.decode(body).unwrap()).unwrap();
-        assert_eq!(url, presigned_url("my-cluster", "us-east-1", &creds, at).unwrap());
+        assert_eq!(url, presigned_url("my-cluster", "us-east-1", &creds, at).await.unwrap());
     }
 
-    #[test]
-    fn session_tokens_are_signed_into_the_url() {
+    #[tokio::test]
+    async fn session_tokens_are_signed_into_the_url() {
         let (_, at) = fixture();
         let creds = Credentials::new("AKIDEXAMPLE", "secret", Some("session/token+1".into()), None, "test");
-        let url = presigned_url("c", "eu-west-1", &creds, at).unwrap();
+        let url = presigned_url("c", "eu-west-1", &creds, at).await.unwrap();
         assert!(url.starts_with("https://sts.eu-west-1.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15&"));
         assert!(url.contains("&X-Amz-Security-Token=session%2Ftoken%2B1"), "{url}");
+    }
+
+    /// Each partition's STS domain, per the SDK's endpoint rules (their own test cases list the
+    /// same hosts); the URL is signed for that host and the region.
+    #[tokio::test]
+    async fn the_sts_endpoint_is_the_partitions() {
+        let (creds, at) = fixture();
+        for (region, endpoint) in [
+            ("eu-west-1", "https://sts.eu-west-1.amazonaws.com"),
+            ("us-east-1", "https://sts.us-east-1.amazonaws.com"),
+            ("cn-north-1", "https://sts.cn-north-1.amazonaws.com.cn"),
+            ("cn-northwest-1", "https://sts.cn-northwest-1.amazonaws.com.cn"),
+            ("us-gov-west-1", "https://sts.us-gov-west-1.amazonaws.com"),
+            ("us-iso-east-1", "https://sts.us-iso-east-1.c2s.ic.gov"),
+            ("us-isob-east-1", "https://sts.us-isob-east-1.sc2s.sgov.gov"),
+        ] {
+            assert_eq!(sts_endpoint(region).await.unwrap(), endpoint, "{region}");
+            let url = presigned_url("c", region, &creds, at).await.unwrap();
+            assert!(url.starts_with(&format!("{endpoint}/?Action=GetCallerIdentity&Version=2011-06-15&")), "{url}");
+            assert!(url.contains(&format!("%2F{region}%2Fsts%2Faws4_request")), "{url}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_region_that_is_no_dns_label_is_an_error() {
+        let err = sts_endpoint("us east 1").await.unwrap_err().to_string();
+        assert!(err.contains(r#"STS endpoint parameters for region "us east 1""#), "{err}");
+        assert!(err.contains("valid host label"), "{err}");
     }
 
     #[test]

@@ -84,6 +84,12 @@ pub fn validate(kubelet: &KubeletConfig) -> Result<(), KubeletError> {
     Ok(())
 }
 
+/// Checks one eviction threshold as written (`500Mi`, `10%`): what validation of a class's
+/// kubelet settings and this model read it with are the same.
+pub fn check_threshold(value: &str) -> Result<(), &'static str> {
+    Threshold::parse(value).map(|_| ())
+}
+
 /// Max pods if only the VPC CNI's address supply limited them: every ENI on the default network
 /// card keeps one address for itself, and host-network pods need none.
 pub fn eni_limited_pods(facts: &Ec2Facts) -> i64 {

@@ -129,11 +129,14 @@ mod tests {
         assert_eq!(parse_units("100k").unwrap(), 100_000);
         assert_eq!(parse_units("1").unwrap(), 1);
         assert_eq!(parse_units("-1").unwrap(), -1);
+        assert_eq!(parse_cpu_millis("+2k").unwrap(), 2_000_000);
+        assert_eq!(parse_cpu_millis(".5").unwrap(), 500);
+        assert_eq!(parse_units("0.5Ti").unwrap(), 1 << 39);
     }
 
     #[test]
     fn rejects_garbage_with_the_input_in_the_message() {
-        for bad in ["", "abc", "1.2.3", "10Mb", "1e", "."] {
+        for bad in ["", "abc", "1.2.3", "10Mb", "1e", ".", "Gi", "10 Gi", "5GB"] {
             let e = parse_milli(bad).unwrap_err();
             assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
         }

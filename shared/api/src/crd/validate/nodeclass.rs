@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{is_quantity, Errors, FieldError};
+use dovetail_core::overhead::check_threshold;
+use dovetail_core::resources::{parse_milli, parse_units};
+
+use super::{Errors, FieldError};
 use crate::crd::{AmiAlias, AmiFamily, EC2NodeClass};
 
 const RESERVED_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage", "pid"];
@@ -221,14 +224,6 @@ impl EC2NodeClass {
     }
 }
 
-/// A non-negative quantity or a percentage, as kubelet eviction thresholds take.
-fn is_threshold(value: &str) -> bool {
-    match value.strip_suffix('%') {
-        Some(percent) => percent.parse::<f64>().is_ok_and(|p| (0.0..=100.0).contains(&p)),
-        None => !value.starts_with('-') && is_quantity(value),
-    }
-}
-
 /// Tag keys EC2 resources must not get from users: AWS and EKS use them to tell which cluster
 /// owns what, and Karpenter and Dovetail use them to find their instances again.
 fn restricted_tag(key: &str) -> Option<&'static str> {
@@ -272,7 +267,7 @@ fn validate_kubelet(errs: &mut Errors, kubelet: &crate::crd::KubeletConfiguratio
             if !RESERVED_RESOURCES.contains(&resource.as_str()) {
                 errs.push(&field, format!("{resource:?} is not one of {}", RESERVED_RESOURCES.join(", ")));
             }
-            if value.starts_with('-') || !is_quantity(value) {
+            if !parse_milli(value).is_ok_and(|m| m >= 0) {
                 errs.push(&field, format!("{value:?} is not a non-negative quantity"));
             }
         }
@@ -283,8 +278,8 @@ fn validate_kubelet(errs: &mut Errors, kubelet: &crate::crd::KubeletConfiguratio
             if !EVICTION_SIGNALS.contains(&signal.as_str()) {
                 errs.push(&field, format!("{signal:?} is not one of {}", EVICTION_SIGNALS.join(", ")));
             }
-            if !is_threshold(value) {
-                errs.push(&field, format!("{value:?} is neither a quantity nor a percentage"));
+            if let Err(why) = check_threshold(value) {
+                errs.push(&field, format!("{value:?}: {why}"));
             }
         }
     }
@@ -332,20 +327,15 @@ fn validate_kubelet(errs: &mut Errors, kubelet: &crate::crd::KubeletConfiguratio
     }
 }
 
-/// EBS sizes: a whole number of `Gi`, `G`, `Ti` or `T`, from 1 GiB to 64 TB.
+/// EBS sizes: a whole number of `Gi`, `G`, `Ti` or `T` (Karpenter's schema), from 1 GiB to
+/// 64 TB. The form is checked here; the value comes from the one quantity parser.
 pub(super) fn check_volume_size(value: &str) -> Result<(), String> {
     let number_len = value.find(|c: char| !c.is_ascii_digit()).unwrap_or(value.len());
-    let (number, unit) = value.split_at(number_len);
-    let unit_bytes: u128 = match unit {
-        "Gi" => 1 << 30,
-        "G" => 1_000_000_000,
-        "Ti" => 1 << 40,
-        "T" => 1_000_000_000_000,
-        _ => return Err(format!("{value:?} is not a whole number of Gi, G, Ti or T (e.g. 100Gi)")),
-    };
-    let bytes = number.parse::<u128>().ok().and_then(|n| n.checked_mul(unit_bytes));
-    match bytes {
-        Some(b) if (1 << 30..=64_000_000_000_000).contains(&b) => Ok(()),
+    if number_len == 0 || !matches!(&value[number_len..], "Gi" | "G" | "Ti" | "T") {
+        return Err(format!("{value:?} is not a whole number of Gi, G, Ti or T (e.g. 100Gi)"));
+    }
+    match parse_units(value) {
+        Ok(bytes) if (1 << 30..=64_000_000_000_000).contains(&bytes) => Ok(()),
         _ => Err(format!("{value:?} is outside 1Gi-64T")),
     }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use dovetail_core::model::LIMIT_NODES;
 use dovetail_core::resources::parse_milli;
 
-use super::{is_quantity, Errors, FieldError};
+use super::{Errors, FieldError};
 use crate::crd::duration::is_whole_unit_duration;
 use crate::crd::labels;
 use crate::crd::nodepool::{BudgetNodes, Operator, Taint};
@@ -218,7 +218,7 @@ impl NodePool {
         }
 
         for (resource, quantity) in &spec.limits {
-            if !is_quantity(&quantity.0) {
+            if parse_milli(&quantity.0).is_err() {
                 errs.push(
                     format!("spec.limits[{resource}]"),
                     format!("{:?} is not a quantity (e.g. 1000, 500m, 64Gi)", quantity.0),
