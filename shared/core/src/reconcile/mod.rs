@@ -442,7 +442,8 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
 }
 
 /// An interruption-queue message, parsed once: its instances are asked for before the read.
-enum Parsed {
+/// Public for the fuzz target of the queue's messages (`fuzz/src/sqs_batch.rs`).
+pub enum Parsed {
     /// `{"resume": "<claim>"}`: one step of that claim's drain.
     Resume(String),
     Event(interruption::Message),
@@ -450,7 +451,7 @@ enum Parsed {
 }
 
 impl Parsed {
-    fn of(body: &str) -> Parsed {
+    pub fn of(body: &str) -> Parsed {
         if let Ok(Resume { resume }) = serde_json::from_str::<Resume>(body) {
             return Parsed::Resume(resume);
         }
