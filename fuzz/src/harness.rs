@@ -1,15 +1,16 @@
-//! Runs one target: its seeds, then bolero's generated cases, each under the bounds.
+//! Runs one target: its seeds, then generated cases, each under the bounds.
 //!
-//! Under `cargo test` bolero generates cases for one second per target (what CI runs: the seeds
-//! plus that second); `BOLERO_RANDOM_ITERATIONS=N` runs N cases instead, which is the soak
-//! (`docs/development.md`, "Fuzzing"). A failing generated case is printed with its rendered
-//! text (the input to add to the corpus) and bolero's `BOLERO_RANDOM_SEED` to replay it.
+//! A generated case is random bytes (up to [`MAX_BYTES`]) read by `arbitrary` as a [`Case`], as
+//! cargo-fuzz reads libFuzzer's. Under `cargo test` a target generates cases for one second
+//! (what CI runs: the seeds plus that second); `DOVETAIL_FUZZ_CASES=N` runs N cases instead,
+//! which is the soak (`docs/development.md`, "Fuzzing"). Case `i` of a run is a function of the
+//! run's seed and `i`, so a failure prints `DOVETAIL_FUZZ_SEED=… DOVETAIL_FUZZ_CASE=…`, which
+//! replays that case alone, and the rendered text, which is what to add to the corpus.
 //!
-//! Bounds, per case: the text is at most [`crate::tree::MAX_TEXT`] bytes (bolero's generator input
-//! is at most 4 KiB, `BOLERO_RANDOM_MAX_LEN`); the heap the parser holds above what was live
-//! before may not pass [`case_memory_limit`]; a case still running after [`case_time_limit`]
-//! aborts the process, naming the target and printing the input (a hang cannot be caught
-//! otherwise).
+//! Bounds, per case: the text is at most [`crate::tree::MAX_TEXT`] bytes; the heap the parser
+//! holds above what was live before may not pass [`case_memory_limit`]; a case still running
+//! after [`case_time_limit`] aborts the process, naming the target and printing the input (a
+//! hang cannot be caught otherwise).
 
 use std::fmt::Debug;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -19,6 +20,8 @@ use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
 use arbitrary::{Arbitrary, Unstructured};
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
 
 use crate::memory;
 use crate::tree::{cut, Mutation};
@@ -45,6 +48,9 @@ pub enum Case<I> {
     Text(String),
     Mutated(Mutation),
 }
+
+/// The most random bytes one generated case is read from.
+pub const MAX_BYTES: usize = 4096;
 
 /// Where the corpus and the fixtures are.
 fn workspace() -> &'static Path {
@@ -158,7 +164,7 @@ fn case<I>(target: &Target<I>, text: &str, tally: &mut Tally) {
     tally.slowest = tally.slowest.max(took);
 }
 
-/// Replays the target's seeds, then fuzzes it with bolero (see the module documentation).
+/// Replays the target's seeds, then runs generated cases (see the module documentation).
 pub fn run<I>(target: &Target<I>)
 where
     I: for<'a> Arbitrary<'a> + Debug + 'static,
@@ -182,25 +188,48 @@ where
     }
     let seed_count = tally.cases;
     let texts: Vec<String> = seeds.into_iter().map(|(_, text)| text).collect();
-    let tally = Mutex::new(tally);
-    // Bolero gives bytes (random ones here, libFuzzer's under `cargo bolero`), which `arbitrary`
-    // reads as a case, as cargo-fuzz does.
-    bolero::check!().for_each(|bytes: &[u8]| {
-        let Ok(generated) = Case::<I>::arbitrary_take_rest(Unstructured::new(bytes)) else { return };
+    let (run_seed, cases, replay) = generation();
+    let mut bytes = Vec::with_capacity(MAX_BYTES);
+    let generating = Instant::now();
+    for index in replay.map_or(0..cases, |i| i..i + 1) {
+        if replay.is_none() && cases == u64::MAX && generating.elapsed() > Duration::from_secs(1) {
+            break;
+        }
+        // Each case's bytes from its own generator, so that one case replays alone.
+        let mut rng = SmallRng::seed_from_u64(run_seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        bytes.resize(rng.next_u32() as usize % (MAX_BYTES + 1), 0);
+        rng.fill_bytes(&mut bytes);
+        let Ok(generated) = Case::<I>::arbitrary_take_rest(Unstructured::new(&bytes)) else { continue };
         let text = match &generated {
             Case::Structured(input) => cut((target.render)(input, target.vocabulary)),
             Case::Text(text) => text.clone(),
             Case::Mutated(mutation) => mutation.render(&texts, target.vocabulary),
         };
-        case(target, &text, &mut tally.lock().unwrap_or_else(|e| e.into_inner()));
-    });
-    let tally = tally.into_inner().unwrap_or_else(|e| e.into_inner());
+        let outcome = catch_unwind(AssertUnwindSafe(|| case(target, &text, &mut tally)));
+        if let Err(panic) = outcome {
+            eprintln!("fuzz {}: replay with DOVETAIL_FUZZ_SEED={run_seed} DOVETAIL_FUZZ_CASE={index}", target.name);
+            resume_unwind(panic);
+        }
+    }
     eprintln!(
-        "fuzz {}: {seed_count} seeds and {} generated cases in {:.1} s; the largest case held {:.1} MiB, the slowest took {} ms",
+        "fuzz {}: {seed_count} seeds and {} generated cases (DOVETAIL_FUZZ_SEED={run_seed}) in {:.1} s; the largest case held {:.1} MiB, the slowest took {} ms",
         target.name,
         tally.cases - seed_count,
         started.elapsed().as_secs_f64(),
         tally.peak as f64 / f64::from(1 << 20),
         tally.slowest.as_millis()
     );
+}
+
+/// The run's seed (`DOVETAIL_FUZZ_SEED`, else from the clock), how many cases
+/// (`DOVETAIL_FUZZ_CASES`, else as many as one second allows: `u64::MAX`), and the one case to
+/// replay (`DOVETAIL_FUZZ_CASE`).
+fn generation() -> (u64, u64, Option<u64>) {
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let clock = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    (
+        var("DOVETAIL_FUZZ_SEED").unwrap_or(clock),
+        var("DOVETAIL_FUZZ_CASES").unwrap_or(u64::MAX),
+        var("DOVETAIL_FUZZ_CASE"),
+    )
 }

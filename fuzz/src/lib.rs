@@ -3,9 +3,9 @@
 //! Each target is a text parser and an oracle (`check`: it panics when the parser breaks a
 //! promise) plus a structure-aware generator (an `arbitrary` type rendered to text), so that
 //! generated cases reach past the first syntax check. [`harness::run`] replays the target's seeds
-//! (its `fuzz/corpus/<target>/` files and the fixture directories it names) and then bolero's
-//! generated cases: the generator's, arbitrary text, and the seeds mutated byte by byte or as
-//! JSON/YAML trees. Every case runs under a memory bound (a counting allocator) and a watchdog
+//! (its `fuzz/corpus/<target>/` files and the fixture directories it names) and then generated
+//! cases: the generator's, arbitrary text, and the seeds mutated byte by byte or as JSON/YAML
+//! trees. Every case runs under a memory bound (a counting allocator) and a watchdog
 //! that aborts on a hang. `docs/development.md` ("Fuzzing") has the commands.
 //!
 //! The targets whose parser lives in a crate that links the AWS SDK or a Kubernetes client keep

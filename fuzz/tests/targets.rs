@@ -1,5 +1,5 @@
 //! The fuzz targets of this crate, one test each: the seeds, then a second of generated cases
-//! (`BOLERO_RANDOM_ITERATIONS=N` for N cases: the soak in `docs/development.md`, "Fuzzing").
+//! (`DOVETAIL_FUZZ_CASES=N` for N cases: the soak in `docs/development.md`, "Fuzzing").
 //! User data and AdmissionReviews run in `dovetail-aws`'s and the forwarder's unit tests.
 
 use dovetail_fuzz::harness::run;
