@@ -70,8 +70,14 @@ pub enum Base {
 pub enum Number {
     Small(u8),
     Any(u32),
+    /// One of [`EDGES`]: random numbers almost never land on a boundary.
+    Edge(u8),
     Word(Word),
 }
+
+/// Each field's bounds and their neighbours, and the ends of the integer types.
+const EDGES: [u32; 17] =
+    [0, 1, 6, 7, 12, 13, 23, 24, 31, 32, 59, 60, 64, i32::MAX as u32, u32::MAX - 59, u32::MAX - 1, u32::MAX];
 
 #[derive(Debug, Arbitrary)]
 pub enum Separator {
@@ -84,6 +90,7 @@ fn number(n: &Number, vocabulary: &[&str]) -> String {
     match n {
         Number::Small(n) => (n % 70).to_string(),
         Number::Any(n) => n.to_string(),
+        Number::Edge(i) => EDGES[*i as usize % EDGES.len()].to_string(),
         Number::Word(w) => w.resolve(vocabulary).to_string(),
     }
 }

@@ -29,17 +29,37 @@ pub struct Input {
 pub enum Digits {
     Small(u16),
     Large(u128),
-    /// This many nines.
+    /// This many nines (up to 40: the widths where integer types end).
     Nines(u8),
+    /// One of [`EDGES`]: random numbers almost never land on a type's end.
+    Edge(u8),
     Empty,
 }
+
+/// The ends of the integer types the parsers count in, their neighbours, and the largest whole
+/// numbers of microseconds, milliseconds, seconds, minutes and hours a `u128` of nanoseconds holds.
+const EDGES: [&str; 12] = [
+    "0",
+    "9223372036854775807",
+    "9223372036854775808",
+    "18446744073709551615",
+    "18446744073709551616",
+    "170141183460469231731687303715884105727",
+    "340282366920938463463374607431768211455",
+    "340282366920938463463374607431768211",
+    "340282366920938463463374607431768",
+    "340282366920938463463374607431",
+    "5671372782015641057722910123",
+    "94522879700260684295381835",
+];
 
 impl Digits {
     pub fn render(&self) -> String {
         match self {
             Digits::Small(n) => n.to_string(),
             Digits::Large(n) => n.to_string(),
-            Digits::Nines(n) => "9".repeat(*n as usize),
+            Digits::Nines(n) => "9".repeat(*n as usize % 41),
+            Digits::Edge(i) => EDGES[*i as usize % EDGES.len()].to_string(),
             Digits::Empty => String::new(),
         }
     }

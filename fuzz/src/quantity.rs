@@ -52,7 +52,7 @@ pub fn render(input: &Input, vocabulary: &[&str]) -> String {
     if let Some((zeros, fraction)) = &input.fraction {
         // Leading zeros after the point: tiny values, which round up.
         out.push('.');
-        out.push_str(&"0".repeat(*zeros as usize % 64));
+        out.push_str(&"0".repeat(*zeros as usize % 48));
         out.push_str(&fraction.render());
     }
     match &input.suffix {

@@ -485,3 +485,6 @@ mod tests {
         assert_eq!(labels, ["pod_doorbell", "node_doorbell", "ignored", "dry_run", "malformed"]);
     }
 }
+
+#[cfg(test)]
+mod fuzz;

@@ -15,7 +15,7 @@ use dovetail_core::model::{Taint, TaintEffect};
 use crate::eks::ClusterFacts;
 
 /// The MIME boundary of the generated document (fixed, so equal inputs give equal bytes and one
-/// launch template).
+/// launch template), unless a part holds it: see [`boundary_for`].
 pub const BOUNDARY: &str = "//dovetail//";
 /// Content type of a nodeadm NodeConfig part.
 pub const NODECONFIG_TYPE: &str = "application/node.eks.aws";
@@ -164,7 +164,12 @@ fn mime_parts(text: &str) -> Option<Vec<Part>> {
             break;
         }
         let chunk = chunk.strip_prefix('\n').unwrap_or(chunk);
-        let (headers, content) = chunk.split_once("\n\n").unwrap_or(("", chunk));
+        // A blank line right after the delimiter: a part without headers (the fuzz target found
+        // the body's first line taken for the end of the headers).
+        let (headers, content) = match chunk.strip_prefix('\n') {
+            Some(content) => ("", content),
+            None => chunk.split_once("\n\n").unwrap_or(("", chunk)),
+        };
         parts.push(Part {
             headers: headers.lines().filter(|l| !l.trim().is_empty()).map(str::to_string).collect(),
             body: content.trim_end_matches('\n').to_string(),
@@ -173,13 +178,31 @@ fn mime_parts(text: &str) -> Option<Vec<Part>> {
     Some(parts)
 }
 
+/// A boundary whose delimiter (`--` and the boundary) occurs in no part, as MIME requires:
+/// [`BOUNDARY`], or [`BOUNDARY`] and a number when a part holds it (the class's user data is the
+/// user's text, and a delimiter inside it would split the part). Found by the `user_data` fuzz
+/// target.
+fn boundary_for(parts: &[Part]) -> String {
+    let holds = |delimiter: &str| {
+        parts.iter().any(|p| p.body.contains(delimiter) || p.headers.iter().any(|h| h.contains(delimiter)))
+    };
+    let mut boundary = BOUNDARY.to_string();
+    let mut n = 0;
+    while holds(&format!("--{boundary}")) {
+        n += 1;
+        boundary = format!("{BOUNDARY}{n}");
+    }
+    boundary
+}
+
 /// The whole user data: the class's parts, then Dovetail's NodeConfig.
 pub fn user_data(s: &NodeSettings<'_>) -> String {
     let mut parts = s.user_data.map(user_parts).unwrap_or_default();
     parts.push(Part { headers: vec![format!("Content-Type: {NODECONFIG_TYPE}")], body: node_config(s) });
-    let mut out = format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{BOUNDARY}\"\n\n");
+    let boundary = boundary_for(&parts);
+    let mut out = format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{boundary}\"\n\n");
     for p in &parts {
-        out.push_str(&format!("--{BOUNDARY}\n"));
+        out.push_str(&format!("--{boundary}\n"));
         for h in &p.headers {
             out.push_str(h);
             out.push('\n');
@@ -188,7 +211,7 @@ pub fn user_data(s: &NodeSettings<'_>) -> String {
         out.push_str(p.body.trim_end_matches('\n'));
         out.push('\n');
     }
-    out.push_str(&format!("--{BOUNDARY}--\n"));
+    out.push_str(&format!("--{boundary}--\n"));
     out
 }
 
@@ -291,4 +314,40 @@ mod tests {
         assert_eq!(parts.len(), 2);
         assert_eq!(user_data(&s), user_data(&s), "deterministic");
     }
+
+    /// Found by the `user_data` fuzz target: a class's part holding the document's delimiter
+    /// split into two parts on the node.
+    #[test]
+    fn a_part_holding_the_delimiter_gets_another_boundary() {
+        let c = cluster();
+        let labels = BTreeMap::new();
+        let class = "#!/bin/bash\necho --//dovetail// --//dovetail//1\n";
+        let s = NodeSettings {
+            cluster: &c,
+            labels: &labels,
+            taints: &[],
+            max_pods: 110,
+            kubelet: None,
+            user_data: Some(class),
+        };
+        let out = user_data(&s);
+        assert!(
+            out.starts_with("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"//dovetail//2\"\n"),
+            "{out}"
+        );
+        let parts = mime_parts(&out).unwrap();
+        assert_eq!(parts.len(), 2, "{out}");
+        assert_eq!(parts[0].body, class.trim_end());
+    }
+
+    /// Found by the `user_data` fuzz target: a part without headers lost its first line break.
+    #[test]
+    fn a_part_without_headers_keeps_its_body() {
+        let text = "Content-Type: multipart/mixed; boundary=b\n\n--b\n\n\nafter a blank line\n--b--\n";
+        let parts = mime_parts(text).unwrap();
+        assert_eq!(parts, vec![Part { headers: vec![], body: "\nafter a blank line".into() }]);
+    }
 }
+
+#[cfg(test)]
+mod fuzz;

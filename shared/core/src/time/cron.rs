@@ -139,7 +139,12 @@ fn parse_field(field: &str, spec: &FieldSpec) -> Result<u64, String> {
         let mut v = low;
         while v <= high {
             set |= 1u64 << v;
-            v += step;
+            // A step past the field's end ends the range (a step near u32::MAX overflowed:
+            // found by the `cron` fuzz target).
+            match v.checked_add(step) {
+                Some(next) => v = next,
+                None => break,
+            }
         }
     }
     Ok(set)
@@ -177,6 +182,15 @@ mod tests {
         {
             let err = CronSchedule::parse(s).unwrap_err();
             assert!(err.to_string().contains("is not a valid cron schedule"), "{s}: {err}");
+        }
+    }
+
+    #[test]
+    fn steps_longer_than_the_field_select_the_start_only() {
+        for s in ["5/4294967295 * * * *", "59/4294967294 * * * *", "5/60 * * * *"] {
+            let once = CronSchedule::parse(s).unwrap();
+            let first: u32 = s.split('/').next().unwrap().parse().unwrap();
+            assert!((0..60).all(|m| once.matches(m, 0, 1, 1, 1) == (m == first)), "{s}");
         }
     }
 
