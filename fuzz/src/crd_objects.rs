@@ -3,31 +3,20 @@
 //! NodePools, EC2NodeClasses, NodeOverlays, NodeClaims — given to `dovetail import`
 //! (`dovetail_api::import::convert`).
 
-use arbitrary::Arbitrary;
 use dovetail_api::crd::{from_value, EC2NodeClass, FieldError, NodePool};
 use dovetail_api::import;
 use serde_json::Value;
 
 use crate::harness::Target;
-use crate::objects::{self, Document};
+use crate::objects::{self, Documents};
 
-pub const TARGET: Target<Input> = Target {
+pub const TARGET: Target<Documents> = Target {
     name: "crd_objects",
     fixtures: &["shared/api/tests/fixtures", "infra/k8s/examples"],
     vocabulary: objects::VOCABULARY,
-    render,
+    render: objects::render,
     check,
 };
-
-#[derive(Debug, Arbitrary)]
-pub struct Input {
-    docs: Vec<Document>,
-    json: bool,
-}
-
-pub fn render(input: &Input, _: &[&str]) -> String {
-    objects::render_documents(&input.docs, input.json)
-}
 
 /// Every problem of an object is an error naming its kind, its name as written (empty when it has
 /// none) and, for validation, the field.

@@ -63,17 +63,8 @@ pub const VOCABULARY: &[&str] = &[
 const SOURCES: [&str; 2] = [SOURCE_EC2, SOURCE_HEALTH];
 const DETAIL_TYPES: [&str; 5] =
     [SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION, STATE_CHANGE, CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT];
-const DETAIL_FIELDS: [&str; 9] = [
-    "instance-id",
-    "instance-action",
-    "state",
-    "service",
-    "eventTypeCategory",
-    "eventTypeCode",
-    "affectedEntities",
-    "startTime",
-    "eventArn",
-];
+/// The detail's fields the handled events read: [`VOCABULARY`]'s 10th to 18th words.
+const DETAIL_FIELDS: &[&str] = VOCABULARY.split_at(18).0.split_at(9).1;
 
 /// An envelope whose routing fields are mostly among the handled ones, with a detail of the
 /// fields those events read, each with any value.
@@ -138,7 +129,7 @@ pub fn envelope(input: &Input, vocabulary: &[&str]) -> Value {
                         .collect(),
                     DetailValue::Any(fragment) => fragment.value(vocabulary),
                 };
-                detail.insert(name.resolve(&DETAIL_FIELDS, vocabulary).to_string(), value);
+                detail.insert(name.resolve(DETAIL_FIELDS, vocabulary).to_string(), value);
             }
             map.insert("detail".into(), Value::Object(detail));
         }
@@ -189,6 +180,12 @@ pub fn check(text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn detail_fields_are_the_ones_the_parser_reads() {
+        assert_eq!(DETAIL_FIELDS.first(), Some(&"instance-id"));
+        assert_eq!(DETAIL_FIELDS.last(), Some(&"startTime"));
+    }
 
     #[test]
     fn bad_events_name_the_message_and_the_field() {

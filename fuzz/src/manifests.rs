@@ -1,13 +1,12 @@
 //! Manifests given to `dovetail plan` (and `dovetail simulate`'s scenarios):
 //! `dovetail_api::manifest::load_str`, then `Inputs::snapshot`.
 
-use arbitrary::Arbitrary;
 use dovetail_api::manifest::{load_str, LoadErrorKind};
 
 use crate::harness::Target;
-use crate::objects::{self, Document};
+use crate::objects::{self, Documents};
 
-pub const TARGET: Target<Input> = Target {
+pub const TARGET: Target<Documents> = Target {
     name: "manifests",
     fixtures: &[
         "shared/api/tests/fixtures",
@@ -16,19 +15,9 @@ pub const TARGET: Target<Input> = Target {
         "fuzz/corpus/crd_objects",
     ],
     vocabulary: objects::VOCABULARY,
-    render,
+    render: objects::render,
     check,
 };
-
-#[derive(Debug, Arbitrary)]
-pub struct Input {
-    docs: Vec<Document>,
-    json: bool,
-}
-
-pub fn render(input: &Input, _: &[&str]) -> String {
-    objects::render_documents(&input.docs, input.json)
-}
 
 /// The file loads into a snapshot, or the error says where: the file always, the document for
 /// anything but an unreadable file, and the object once its header was read.

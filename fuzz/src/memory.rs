@@ -58,8 +58,9 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            shrank(layout.size());
+            // Grow before shrinking: the peak must see the moment both blocks may exist.
             grew(new_size);
+            shrank(layout.size());
         }
         p
     }

@@ -640,3 +640,14 @@ impl Document {
 pub fn render_documents(docs: &[Document], json: bool) -> String {
     crate::tree::write_documents(&docs.iter().map(Document::value).collect::<Vec<_>>(), json)
 }
+
+/// A file of documents: the generated input of the targets that read manifests.
+#[derive(Debug, Arbitrary)]
+pub struct Documents {
+    docs: Vec<Document>,
+    json: bool,
+}
+
+pub fn render(input: &Documents, _: &[&str]) -> String {
+    render_documents(&input.docs, input.json)
+}
