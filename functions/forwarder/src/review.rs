@@ -570,3 +570,6 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod fuzz;

@@ -19,8 +19,26 @@ pub fn from_value<T: DeserializeOwned>(kind: &'static str, value: &serde_json::V
 }
 
 /// The decoder writes `spec.template.spec.weight: invalid type: …` when it knows the field and a
-/// bare message otherwise; a path never contains whitespace, a message's first words do.
+/// bare message otherwise. The path ends where one of serde's messages starts (a map key in the
+/// path may hold spaces or `: `, as AWS tag keys do); failing that, a path never contains
+/// whitespace, a message's first words do.
 fn split_path(text: &str) -> (String, String) {
+    const MESSAGES: [&str; 7] = [
+        "invalid type",
+        "invalid value",
+        "invalid length",
+        "unknown variant",
+        "unknown field",
+        "missing field",
+        "duplicate field",
+    ];
+    let before_message = text
+        .match_indices(": ")
+        .map(|(i, _)| i)
+        .find(|&i| i > 0 && MESSAGES.iter().any(|m| text[i + 2..].starts_with(m)));
+    if let Some(i) = before_message {
+        return (text[..i].to_string(), text[i + 2..].to_string());
+    }
     match text.split_once(": ") {
         Some((path, rest)) if !path.is_empty() && !path.contains(char::is_whitespace) => {
             (path.to_string(), rest.to_string())
@@ -64,5 +82,23 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.field, "", "{e}");
         assert!(e.message.contains("spec"), "{e}");
+    }
+
+    /// Found by the `crd_objects` fuzz target: a map key with a space in the path lost the field.
+    #[test]
+    fn misfits_under_keys_with_spaces_name_the_field() {
+        let e = from_value::<EC2NodeClass>(
+            "EC2NodeClass",
+            &json!({"apiVersion": "dovetail.dev/v1", "kind": "EC2NodeClass", "metadata": {"name": "c"},
+                    "spec": {"role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                             "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                             "tags": {"cost center: eu": []}}}),
+        )
+        .unwrap_err();
+        assert_eq!(
+            (e.field.as_str(), e.message.as_str()),
+            ("spec.tags.cost center: eu", "invalid type: sequence, expected a string"),
+            "{e}"
+        );
     }
 }

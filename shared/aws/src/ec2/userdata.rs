@@ -430,3 +430,7 @@ mod tests {
         );
     }
 }
+
+// The fuzz target whose oracle lives beside the code it checks (see `fuzz/`).
+#[cfg(test)]
+mod fuzz;

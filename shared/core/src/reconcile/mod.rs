@@ -541,7 +541,8 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
 }
 
 /// An interruption-queue message, parsed once: its instances are asked for before the read.
-enum Parsed {
+/// Public for the fuzz target of the queue's messages (`fuzz/src/sqs_batch.rs`).
+pub enum Parsed {
     /// `{"resume": "<claim>"}`: one step of that claim's drain.
     Resume(String),
     Event(interruption::Message),
@@ -549,7 +550,7 @@ enum Parsed {
 }
 
 impl Parsed {
-    fn of(body: &str) -> Parsed {
+    pub fn of(body: &str) -> Parsed {
         if let Err(e) = interruption::within_ceiling(body) {
             return Parsed::Malformed(e);
         }

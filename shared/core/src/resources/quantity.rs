@@ -72,9 +72,13 @@ pub fn parse_milli(input: &str) -> Result<i128, QuantityError> {
             .and_then(|v| v.checked_mul(mult2))
             .ok_or_else(|| err("too large"))?
     } else {
-        let div = 10i128.checked_pow((-scale) as u32).ok_or_else(|| err("too small"))?;
         let num = mantissa.checked_mul(mult2).ok_or_else(|| err("too large"))?;
-        (num + div - 1) / div
+        // Rounded up without `num + div - 1`, which overflowed for a value near i128's end (found
+        // by the `quantity` fuzz target); a divisor past i128 means less than a milli-unit.
+        match 10i128.checked_pow((-scale) as u32) {
+            Some(div) => num / div + i128::from(num % div != 0),
+            None => i128::from(num != 0),
+        }
     };
     Ok(if negative { -value } else { value })
 }
@@ -132,6 +136,16 @@ mod tests {
         assert_eq!(parse_cpu_millis("+2k").unwrap(), 2_000_000);
         assert_eq!(parse_cpu_millis(".5").unwrap(), 500);
         assert_eq!(parse_units("0.5Ti").unwrap(), 1 << 39);
+    }
+
+    /// Found by the `quantity` fuzz target (the first overflowed while rounding up); the second
+    /// was refused as "too small" where a shorter one rounds up.
+    #[test]
+    fn tiny_values_round_up_to_a_milli_unit() {
+        assert_eq!(parse_milli("0.00000000000000000000099999999999999999999Ei"), Ok(2));
+        assert_eq!(parse_milli("0.00000000000000000000000000000000000000001"), Ok(1));
+        assert_eq!(parse_milli("0.00000000000000000000000000000000000000000"), Ok(0));
+        assert_eq!(parse_milli("0.0000000000000000000000000000000000001"), Ok(1));
     }
 
     #[test]

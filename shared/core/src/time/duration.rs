@@ -64,7 +64,9 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             if scale == 0 {
                 break;
             }
-            nanos += u128::from(digit - b'0') * scale;
+            // Checked: a whole part just below u128's end in nanoseconds plus its fraction
+            // overflowed (found by the `duration` fuzz target).
+            nanos = nanos.checked_add(u128::from(digit - b'0') * scale).ok_or_else(|| err("number too large"))?;
         }
         total_nanos = total_nanos.checked_add(nanos).ok_or_else(|| err("number too large"))?;
         rest = after;
@@ -105,4 +107,18 @@ pub fn format_duration(value: Duration) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `duration` fuzz target: the fraction's nanoseconds overflowed a whole part
+    /// that alone fitted.
+    #[test]
+    fn a_fraction_past_the_end_is_too_large() {
+        let e = parse_duration("340282366920938463463374607431768211.9us").unwrap_err();
+        assert_eq!(e.reason, "number too large");
+        assert_eq!(parse_duration("9223372036.854775807s"), Ok(Duration::from_nanos(i64::MAX as u64)));
+    }
 }
