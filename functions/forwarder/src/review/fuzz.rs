@@ -12,17 +12,28 @@ use super::{review, Outcome};
 const TARGET: Target<Input> = Target { name: NAME, fixtures: FIXTURES, vocabulary: VOCABULARY, render, check };
 
 /// Whatever the body, the answer is an allowing AdmissionReview, carrying the request's uid
-/// whenever the body has one (or the API server would not take it); a doorbell's body is JSON
-/// that names what rang; a malformed body says why.
+/// whenever the body has one (or the API server would not take it), unless the body is no
+/// AdmissionReview at all; a doorbell's body is JSON that names what rang; a malformed body says
+/// why.
 fn check(text: &str) {
     let now: Timestamp = "2026-11-21T15:05:45.624Z".parse().expect("a time");
     let reviewed = review(text.as_bytes(), now);
+    let body: Option<Value> = serde_json::from_str(text).ok();
+    if let Outcome::NotReview(why) = &reviewed.outcome {
+        // Refused (HTTP 400, no body) only when it is no AdmissionReview the API server sends.
+        let review = body.as_ref().is_some_and(|b| {
+            b["apiVersion"] == "admission.k8s.io/v1"
+                && b["kind"] == "AdmissionReview"
+                && b.pointer("/request/uid").and_then(Value::as_str).is_some_and(|u| !u.is_empty())
+        });
+        assert!(!review && !why.is_empty() && reviewed.response.is_empty(), "{why}");
+        return;
+    }
     let answer: Value = serde_json::from_slice(&reviewed.response).expect("the answer is JSON");
     assert_eq!(
         (answer["kind"].as_str(), answer["response"]["allowed"].as_bool()),
         (Some("AdmissionReview"), Some(true))
     );
-    let body: Option<Value> = serde_json::from_str(text).ok();
     if let Some(uid) = body.as_ref().and_then(|b| b.pointer("/request/uid")).and_then(Value::as_str) {
         assert_eq!(answer["response"]["uid"].as_str(), Some(uid), "{:?}", reviewed.outcome);
     }
@@ -33,7 +44,7 @@ fn check(text: &str) {
             assert!(rung.get(key).is_some_and(Value::is_string), "{rung}");
         }
         Outcome::Malformed(why) => assert!(!why.is_empty()),
-        Outcome::Ignored | Outcome::DryRun => {}
+        Outcome::Ignored | Outcome::Unhandled | Outcome::DryRun | Outcome::NotReview(_) => {}
     }
 }
 
