@@ -157,11 +157,11 @@ mod tests {
     #[test]
     fn bad_schedules_say_what_and_which_field() {
         for (text, says) in [
-            ("61 * * * *", "in the minute field"),
-            ("* 24 * * *", "in the hour field"),
-            ("* * 0 * *", "in the day of month field"),
-            ("* * * foo *", "in the month field"),
-            ("* * * * 1-0", "in the day of week field"),
+            ("61 * * * *", "the minute field"),
+            ("* 24 * * *", "the hour field"),
+            ("* * 0 * *", "the day-of-month field"),
+            ("* * * foo *", "the month field"),
+            ("* * * * 1-0", "the day-of-week field"),
         ] {
             let e = CronSchedule::parse(text).unwrap_err();
             assert!(e.to_string().contains(says) && e.to_string().contains(text), "{text}: {e}");
