@@ -14,11 +14,11 @@ use std::time::Duration;
 use aws_lambda_events::event::sqs::SqsEvent;
 use dovetail_core::nodeclaim::Phase;
 use dovetail_core::reconcile::ports::Clock;
-use dovetail_core::reconcile::{Deadline, Ports, Reconciler, Settings};
+use dovetail_core::reconcile::{Deadline, Reconciler};
 use dovetail_core::time::Time;
 use dovetail_runtime::handlers;
 use dovetail_sim::block_on;
-use dovetail_sim::faults::{Faults, FaultyCloud, FaultyStore};
+use dovetail_sim::faults::{self, Faults, FaultyCloud, FaultyStore};
 use dovetail_sim::world::{SimClock, SimCloud, SimKube, SimQueue, SimStore, World};
 use dovetail_sim::{fixtures, invariants};
 
@@ -37,25 +37,12 @@ impl Clock for Slow {
 
 type Counted<T> = Reconciler<SimKube, FaultyCloud<SimCloud>, FaultyStore<SimStore>, SimQueue, T>;
 
-/// The functions' reconciler over the world, its launches counted by `faults` (which never fail).
-fn counted<T: Clock>(w: &World, faults: &Arc<Faults>, holder: &str, clock: impl FnOnce(SimClock) -> T) -> Counted<T> {
-    let p = w.ports();
-    let ports = Ports {
-        kube: p.kube,
-        cloud: FaultyCloud(p.cloud, faults.clone()),
-        store: FaultyStore(p.store, faults.clone()),
-        queue: p.queue,
-        clock: clock(p.clock),
-    };
-    Reconciler::new(ports, Settings::new("sim", holder))
-}
-
 fn slow(w: &World, faults: &Arc<Faults>, holder: &str) -> Counted<Slow> {
-    counted(w, faults, holder, |clock| Slow { clock, faults: faults.clone() })
+    faults::crashable(w, faults, holder, |clock| Slow { clock, faults: faults.clone() })
 }
 
 fn plain(w: &World, faults: &Arc<Faults>, holder: &str) -> Counted<SimClock> {
-    counted(w, faults, holder, |clock| clock)
+    faults::crashable(w, faults, holder, |clock| clock)
 }
 
 fn sqs(bodies: &[(String, String)]) -> SqsEvent {
@@ -147,19 +134,12 @@ fn interrupted() -> (World, Arc<Faults>, Vec<String>, SqsEvent) {
             .collect()
     };
     assert_eq!(victims.len(), 3, "three initialized claims");
-    let bodies: Vec<(String, String)> =
-        victims.iter().enumerate().map(|(i, (_, instance))| (format!("w{i}"), spot_warning(instance))).collect();
+    let bodies: Vec<(String, String)> = victims
+        .iter()
+        .enumerate()
+        .map(|(i, (_, instance))| (format!("w{i}"), fixtures::spot_warning(instance)))
+        .collect();
     (w, faults, victims.into_iter().map(|(claim, _)| claim).collect(), sqs(&bodies))
-}
-
-fn spot_warning(instance: &str) -> String {
-    serde_json::json!({
-        "version": "0", "id": format!("warn-{instance}"), "detail-type": "EC2 Spot Instance Interruption Warning",
-        "source": "aws.ec2", "account": "123456789012", "time": "2026-01-05T00:10:00Z", "region": "us-east-1",
-        "resources": [format!("arn:aws:ec2:us-east-1a:instance/{instance}")],
-        "detail": {"instance-id": instance, "instance-action": "terminate"}
-    })
-    .to_string()
 }
 
 /// Each victim was drained and ended, and the invariants hold. Returns the names of every claim

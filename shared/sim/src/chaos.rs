@@ -15,12 +15,11 @@ use std::time::Duration;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use dovetail_core::model::LabelSelector;
 use dovetail_core::nodeclaim::Phase;
 use dovetail_core::reconcile::{Ports, Reconciler, Settings};
 
 use crate::faults::{Faults, FaultyCloud, FaultyKube, FaultyQueue, FaultyStore};
-use crate::world::{IntOrPercent, PdbSpec, World};
+use crate::world::World;
 use crate::{block_on, fixtures, invariants};
 
 /// What one seed's run met and left.
@@ -54,20 +53,8 @@ pub fn run(seed: u64, rate: f64) -> Outcome {
     let mut rng = SmallRng::seed_from_u64(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let pods = rng.random_range(4..=20);
     let w = fixtures::pending(pods);
-    {
-        // The pods under a budget that lets one of them be unavailable at a time.
-        let mut s = w.lock();
-        for p in s.kube.pods.values_mut() {
-            p.pod.labels.insert("app".into(), "web".into());
-        }
-        s.kube.pdbs.push(PdbSpec {
-            namespace: "shop".into(),
-            name: "web".into(),
-            selector: LabelSelector::from_labels(&[("app", "web")]),
-            min_available: None,
-            max_unavailable: Some(IntOrPercent::Int(1)),
-        });
-    }
+    // The pods under a budget that lets one of them be unavailable at a time.
+    fixtures::under_budget(&w, 1);
     let faults = Faults::seeded(seed, rate);
     let p = w.ports();
     let ports = Ports {

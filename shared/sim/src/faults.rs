@@ -29,11 +29,15 @@ use dovetail_core::model::{NodeClass, Taint};
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::ClaimObject;
 use dovetail_core::nodeclaim::{Launch, NodeClaim};
+use dovetail_core::reconcile::ports::Clock;
 use dovetail_core::reconcile::ports::{
     ClassStatus, Cloud, Kube, KubeState, LaunchOutcome, LaunchRequest, Lease, PoolStatus, PortError, PortResult, Queue,
     Store,
 };
+use dovetail_core::reconcile::{Ports, Reconciler, Settings};
 use dovetail_core::time::Time;
+
+use crate::world::{SimClock, SimCloud, SimKube, SimQueue, SimStore, World};
 
 /// Which service a call goes to: the faults it can meet are that service's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,6 +218,26 @@ async fn meet<T>(fate: Fate, f: impl std::future::Future<Output = PortResult<T>>
             Err(e)
         }
     }
+}
+
+/// The functions' reconciler over the world `w`, named `holder`, its cloud and store calls
+/// through `faults` (which count launches, and fail as `faults` says), its clock made by `clock`
+/// from the world's.
+pub fn crashable<T: Clock>(
+    w: &World,
+    faults: &Arc<Faults>,
+    holder: &str,
+    clock: impl FnOnce(SimClock) -> T,
+) -> Reconciler<SimKube, FaultyCloud<SimCloud>, FaultyStore<SimStore>, SimQueue, T> {
+    let p = w.ports();
+    let ports = Ports {
+        kube: p.kube,
+        cloud: FaultyCloud(p.cloud, faults.clone()),
+        store: FaultyStore(p.store, faults.clone()),
+        queue: p.queue,
+        clock: clock(p.clock),
+    };
+    Reconciler::new(ports, Settings::new("sim", holder))
 }
 
 /// `Cloud` with faults.

@@ -43,13 +43,12 @@ fn every_seed_ends_with_the_invariants_holding_and_every_kind_of_fault_was_met()
 
 #[test]
 fn the_checker_sees_an_instance_without_its_claim_a_pod_left_pending_and_a_budget_broken() {
-    use dovetail_core::model::{LabelSelector, Pod};
+    use dovetail_core::model::Pod;
     use dovetail_core::reconcile::ports::Kube;
     use dovetail_core::reconcile::{Ports, Reconciler, Settings};
     use dovetail_core::resources::Resources;
     use dovetail_sim::block_on;
     use dovetail_sim::faults::Faults;
-    use dovetail_sim::world::{IntOrPercent, PdbSpec};
     use dovetail_sim::{fixtures, invariants};
 
     let w = fixtures::pending(4);
@@ -66,19 +65,7 @@ fn the_checker_sees_an_instance_without_its_claim_a_pod_left_pending_and_a_budge
         s.settle();
     }
     // A pod under a budget that allows no disruption, deleted with no drain behind it.
-    {
-        let mut s = w.lock();
-        for p in s.kube.pods.values_mut() {
-            p.pod.labels.insert("app".into(), "web".into());
-        }
-        s.kube.pdbs.push(PdbSpec {
-            namespace: "shop".into(),
-            name: "web".into(),
-            selector: LabelSelector::from_labels(&[("app", "web")]),
-            min_available: None,
-            max_unavailable: Some(IntOrPercent::Int(0)),
-        });
-    }
+    fixtures::under_budget(&w, 0);
     block_on(w.ports().kube.delete_pod("shop", "web-1", 30)).expect("deleted");
     let v = invariants::violations(&w, &faults);
     assert!(v.iter().any(|v| v.contains("owned by 0 live claims")), "{v:?}");

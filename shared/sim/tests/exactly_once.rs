@@ -10,26 +10,19 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{later, reconciler, spot_warning, Plain};
+use common::{later, reconciler, Plain};
 use dovetail_core::nodeclaim::Phase;
-use dovetail_core::reconcile::{Ports, QueueMessage, Reconciler, Settings};
+use dovetail_core::reconcile::{QueueMessage, Reconciler, Settings};
 use dovetail_sim::block_on;
-use dovetail_sim::faults::{Faults, FaultyCloud, FaultyStore};
+use dovetail_sim::faults::{self, Faults, FaultyCloud, FaultyStore};
+use dovetail_sim::fixtures::spot_warning;
 use dovetail_sim::world::{SimClock, SimCloud, SimKube, SimQueue, SimStore, World};
 use dovetail_sim::{fixtures, invariants};
 
 type Faulty = Reconciler<SimKube, FaultyCloud<SimCloud>, FaultyStore<SimStore>, SimQueue, SimClock>;
 
 fn faulty(w: &World, faults: &Arc<Faults>, holder: &str) -> Faulty {
-    let p = w.ports();
-    let ports = Ports {
-        kube: p.kube,
-        cloud: FaultyCloud(p.cloud, faults.clone()),
-        store: FaultyStore(p.store, faults.clone()),
-        queue: p.queue,
-        clock: p.clock,
-    };
-    Reconciler::new(ports, Settings::new("sim", holder))
+    faults::crashable(w, faults, holder, |clock| clock)
 }
 
 fn plain(w: &World, holder: &str) -> Plain {

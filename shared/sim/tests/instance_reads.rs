@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
-use common::{later, spot_warning};
+use common::later;
 use dovetail_core::catalog::Catalog;
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::labels;
@@ -21,6 +21,7 @@ use dovetail_core::reconcile::{Ports, QueueMessage, Reconciler, Settings};
 use dovetail_core::requirements::{Operator, Requirement};
 use dovetail_core::resources::Resources;
 use dovetail_sim::block_on;
+use dovetail_sim::fixtures::spot_warning;
 use dovetail_sim::world::{SimClock, SimCloud, SimKube, SimQueue, SimStore, State, World, WorldConfig};
 
 const GIB: i64 = 1 << 30;

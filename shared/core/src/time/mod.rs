@@ -4,8 +4,10 @@
 
 pub mod cron;
 mod duration;
+mod rfc3339;
 
 pub use duration::{format_duration, parse_duration, DurationError};
+pub use rfc3339::parse_rfc3339;
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -1,5 +1,5 @@
 use super::*;
-use crate::interruption::parse_rfc3339;
+use crate::time::parse_rfc3339;
 
 fn at(s: &str) -> Time {
     parse_rfc3339(s).unwrap_or_else(|| panic!("bad test time {s}"))
