@@ -9,6 +9,20 @@ use serde_json::Value;
 
 use super::{review, Outcome};
 
+/// What makes a body an AdmissionReview request, read with serde's duplicate-field check.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Head {
+    api_version: String,
+    kind: String,
+    request: Request,
+}
+
+#[derive(serde::Deserialize)]
+struct Request {
+    uid: String,
+}
+
 const TARGET: Target<Input> = Target { name: NAME, fixtures: FIXTURES, vocabulary: VOCABULARY, render, check };
 
 /// Whatever the body, the answer is an allowing AdmissionReview, carrying the request's uid
@@ -20,11 +34,11 @@ fn check(text: &str) {
     let reviewed = review(text.as_bytes(), now);
     let body: Option<Value> = serde_json::from_str(text).ok();
     if let Outcome::NotReview(why) = &reviewed.outcome {
-        // Refused (HTTP 400, no body) only when it is no AdmissionReview the API server sends.
-        let review = body.as_ref().is_some_and(|b| {
-            b["apiVersion"] == "admission.k8s.io/v1"
-                && b["kind"] == "AdmissionReview"
-                && b.pointer("/request/uid").and_then(Value::as_str).is_some_and(|u| !u.is_empty())
+        // Refused (HTTP 400, no body) only when it is no AdmissionReview the API server sends —
+        // read strictly, as the forwarder reads it (a repeated key is no JSON the API server
+        // writes, though a `Value` keeps the last one).
+        let review = serde_json::from_str::<Head>(text).is_ok_and(|h| {
+            h.api_version == "admission.k8s.io/v1" && h.kind == "AdmissionReview" && !h.request.uid.is_empty()
         });
         assert!(!review && !why.is_empty() && reviewed.response.is_empty(), "{why}");
         return;
