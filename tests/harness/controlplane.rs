@@ -848,7 +848,20 @@ pub async fn register_node(
     let nodes: Api<Node> = Api::all(client.clone());
     let name = node.metadata.name.clone().context("a Node without a name")?;
     node.status = None;
-    nodes.create(&PostParams::default(), &node).await.with_context(|| format!("creating Node {name}"))?;
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => {}
+        // Registering again after a failure past the create (as a kubelet retries): the Node is
+        // there already, with this instance's providerID.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let existing = nodes.get(&name).await.with_context(|| format!("reading Node {name}"))?;
+            let theirs = existing.spec.and_then(|s| s.provider_id);
+            let ours = node.spec.as_ref().and_then(|s| s.provider_id.clone());
+            if theirs != ours {
+                bail!("Node {name} exists already, for {theirs:?} rather than {ours:?}");
+            }
+        }
+        Err(e) => return Err(e).with_context(|| format!("creating Node {name}")),
+    }
     let now = Time(k8s_openapi::jiff::Timestamp::now());
     let status = NodeStatus {
         capacity: Some(capacity),
@@ -870,20 +883,29 @@ pub async fn register_node(
         .with_context(|| format!("marking Node {name} Ready"))?;
     // The apiserver's TaintNodesByCondition admission taints every new Node
     // `node.kubernetes.io/not-ready:NoSchedule`; kube-controller-manager's node lifecycle
-    // controller lifts it once the Node is Ready. There is none: do its part.
-    let taints = node.spec.as_ref().and_then(|spec| spec.taints.clone()).unwrap_or_default();
-    if !taints.iter().any(|t| t.key == NOT_READY_TAINT) {
-        return Ok(node);
+    // controller lifts it once the Node is Ready. There is none: do its part. Others write the
+    // Node meanwhile (Dovetail's registration: labels, a finalizer), so a conflict is retried
+    // on the Node as it is now.
+    let (mut node, mut attempt) = (node, 0);
+    loop {
+        attempt += 1;
+        let taints = node.spec.as_ref().and_then(|spec| spec.taints.clone()).unwrap_or_default();
+        if !taints.iter().any(|t| t.key == NOT_READY_TAINT) {
+            return Ok(node);
+        }
+        let kept: Vec<_> = taints.into_iter().filter(|t| t.key != NOT_READY_TAINT).collect();
+        let patch = serde_json::json!({
+            "metadata": { "resourceVersion": node.metadata.resource_version },
+            "spec": { "taints": kept },
+        });
+        match nodes.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(patched) => return Ok(patched),
+            Err(kube::Error::Api(s)) if s.code == 409 && attempt < 10 => {
+                node = nodes.get(&name).await.with_context(|| format!("reading Node {name}"))?;
+            }
+            Err(e) => return Err(e).with_context(|| format!("lifting the not-ready taint from Node {name}")),
+        }
     }
-    let kept: Vec<_> = taints.into_iter().filter(|t| t.key != NOT_READY_TAINT).collect();
-    let patch = serde_json::json!({
-        "metadata": { "resourceVersion": node.metadata.resource_version },
-        "spec": { "taints": kept },
-    });
-    nodes
-        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .with_context(|| format!("lifting the not-ready taint from Node {name}"))
 }
 
 const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";

@@ -232,6 +232,13 @@ pub fn instance_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a In
     .filter(|i| i.state != "terminated")
 }
 
+/// The instance a Node runs on, by its `spec.providerID` (`aws:///<zone>/<instance-id>`), which
+/// the kubelet sets from the instance itself.
+pub fn instance_of_node<'a>(node: &Node, cluster: &'a Cluster) -> Option<&'a Instance> {
+    let id = node.provider_id.as_deref()?.rsplit('/').next().filter(|id| !id.is_empty())?;
+    cluster.instances.iter().find(|i| i.id == id)
+}
+
 /// The claim's Node: by recorded name, else by providerID.
 pub fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Node> {
     if let Some(name) = &claim.node_name {

@@ -238,3 +238,37 @@ fn nodes_with_our_labels_but_no_claim() {
     assert!(!acts.iter().any(|a| matches!(a, Action::DeleteNode { node } if node == "foreign" || node == "node-a")));
     assert!(!acts.iter().any(|a| matches!(a, Action::TerminateInstance { .. })), "i-stray is inside its grace");
 }
+
+#[test]
+fn a_node_is_known_by_its_instance_before_its_claim_records_it() {
+    // The launch of `late` reached EC2 but its record did not (the store was down): the claim is
+    // still Launching, without an instance, and the Node registered with only the pool's label.
+    let mut c = healthy(vec![claim("a", Phase::Initialized, t(0))], t(100));
+    let mut late = claim("late", Phase::Launching, t(99));
+    (late.launch, late.node_name) = (None, None);
+    c.claims.push(late);
+    c.instances.push(instance("i-late", Some("late"), t(99)));
+    let mut registered = node("ip-late", None);
+    registered.provider_id = Some("aws:///us-east-1a/i-late".into());
+    c.nodes.push(registered);
+    // A second instance tagged for `a` (a duplicate launch) whose Node registered: the claim
+    // records another instance, so this Node is an orphan's and kept free of new pods.
+    c.instances.push(instance("i-dup", Some("a"), t(99)));
+    let mut duplicate = node("ip-dup", None);
+    duplicate.provider_id = Some("aws:///us-east-1a/i-dup".into());
+    c.nodes.push(duplicate);
+    // A Node whose instance is gone and whose label names no claim.
+    let mut ghost = node("ip-ghost", None);
+    ghost.provider_id = Some("aws:///us-east-1a/i-ghost".into());
+    c.nodes.push(ghost);
+
+    let d = orphans(&c);
+    let touched = |name: &str| {
+        actions(&d)
+            .into_iter()
+            .any(|a| matches!(a, Action::DeleteNode { node } | Action::TaintNode { node, .. } if node == name))
+    };
+    assert!(!touched("ip-late"), "the Launching claim owns its instance's Node: {d:#?}");
+    assert!(actions(&d).iter().any(|a| matches!(a, Action::TaintNode { node, .. } if node == "ip-dup")), "{d:#?}");
+    assert!(actions(&d).contains(&&Action::DeleteNode { node: "ip-ghost".into() }), "{d:#?}");
+}

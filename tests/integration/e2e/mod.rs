@@ -111,6 +111,7 @@ pub struct FleetCall {
 #[derive(Debug, Clone, Default)]
 struct Ec2Calls {
     fleets: Arc<Mutex<Vec<FleetCall>>>,
+    outage: Arc<Outage>,
 }
 
 impl Intercept for Ec2Calls {
@@ -133,6 +134,55 @@ impl Intercept for Ec2Calls {
             // `<claim>-<8 hex>` (see `dovetail_aws::ec2::fleet::client_token`).
             let claim = token.get(..token.len().saturating_sub(9)).unwrap_or_default().to_string();
             self.fleets.lock().unwrap().push(FleetCall { claim, at: SystemTime::now() });
+            self.outage.launched();
+        }
+        Ok(())
+    }
+}
+
+/// The AWS endpoint going down for the functions, as if moto were restarted under them: armed
+/// with a length, the outage starts as the next CreateFleet leaves (that one gets through and
+/// launches its instance; nothing after it does: not the claim's record of the instance, not
+/// SQS), and until it ends every call of the functions' SDK clients fails as a refused connection
+/// does (a dispatch failure: the request never reached the service).
+#[derive(Debug, Default)]
+pub struct Outage {
+    armed: Mutex<Option<Duration>>,
+    until: Mutex<Option<Instant>>,
+    /// Calls refused so far.
+    pub refused: std::sync::atomic::AtomicUsize,
+}
+
+impl Outage {
+    pub fn after_next_launch(&self, length: Duration) {
+        *self.armed.lock().unwrap() = Some(length);
+    }
+
+    fn launched(&self) {
+        if let Some(length) = self.armed.lock().unwrap().take() {
+            *self.until.lock().unwrap() = Some(Instant::now() + length);
+        }
+    }
+}
+
+/// [`Outage`] as an interceptor, on every SDK client the functions use.
+#[derive(Debug, Clone, Default)]
+struct Outages(Arc<Outage>);
+
+impl Intercept for Outages {
+    fn name(&self) -> &'static str {
+        "Outage"
+    }
+
+    fn read_before_transmit(
+        &self,
+        _: &BeforeTransmitInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if self.0.until.lock().unwrap().is_some_and(|until| Instant::now() < until) {
+            self.0.refused.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            return Err("connection refused: the AWS endpoint is down (injected)".into());
         }
         Ok(())
     }
@@ -284,6 +334,11 @@ impl EndToEnd {
         Ok(())
     }
 
+    /// The AWS outage the functions can be put through ([`Outage`]).
+    pub fn outage(&self) -> &Outage {
+        &self.ec2_calls.outage
+    }
+
     /// Stops the forwarder as a failed pod would (killed).
     pub fn kill_forwarder(&self) {
         if let Some(mut f) = self.forwarder.lock().unwrap().take() {
@@ -299,15 +354,26 @@ impl EndToEnd {
         let client = crate::kube::functions_client(&self.control_plane, &self.admin).await?;
         let kube = KubeAdapter::new(client).with_reporting_instance(function);
         let mut clients = self.aws.clients.clone();
+        // The outage first: the CreateFleet that starts one still goes through itself.
+        let outage = Outages(self.ec2_calls.outage.clone());
         clients.ec2 = aws_sdk_ec2::Client::from_conf(
-            aws_sdk_ec2::config::Builder::from(&self.aws.sdk).interceptor(self.ec2_calls.clone()).build(),
+            aws_sdk_ec2::config::Builder::from(&self.aws.sdk)
+                .interceptor(outage.clone())
+                .interceptor(self.ec2_calls.clone())
+                .build(),
+        );
+        clients.dynamodb = aws_sdk_dynamodb::Client::from_conf(
+            aws_sdk_dynamodb::config::Builder::from(&self.aws.sdk).interceptor(outage.clone()).build(),
+        );
+        clients.sqs = aws_sdk_sqs::Client::from_conf(
+            aws_sdk_sqs::config::Builder::from(&self.aws.sdk).interceptor(outage).build(),
         );
         let cloud = Ec2Cloud::new(&clients, &self.aws.config, World::facts());
         let ports = Ports {
             kube,
             cloud,
-            store: self.store(),
-            queue: SqsQueue::new(self.aws.clients.sqs.clone(), &self.interruption_url),
+            store: DynamoStore::new(clients.dynamodb.clone(), TABLE, CLUSTER, self.aws.config.terminated_ttl),
+            queue: SqsQueue::new(clients.sqs.clone(), &self.interruption_url),
             clock: SystemClock,
         };
         Ok(Reconciler::new(ports, Settings::new(CLUSTER, function)))
@@ -459,6 +525,27 @@ impl EndToEnd {
             let launch =
                 c.launch.map(|l| format!("{} {} {}", l.instance_id, l.instance_type, l.zone)).unwrap_or_default();
             writeln!(out, "  {} {:?} {launch}", c.name, c.phase)?;
+        }
+        writeln!(out, "--- instances:")?;
+        let described = self
+            .aws
+            .clients
+            .ec2
+            .describe_instances()
+            .filters(aws_sdk_ec2::types::Filter::builder().name("tag:dovetail.dev/cluster").values(CLUSTER).build())
+            .send()
+            .await?;
+        for i in described.reservations().iter().flat_map(|r| r.instances()) {
+            let state = i.state().and_then(|s| s.name()).map(|s| s.as_str().to_string()).unwrap_or_default();
+            let claim =
+                i.tags().iter().find(|t| t.key() == Some(dovetail_aws::ec2::TAG_NODECLAIM)).and_then(|t| t.value());
+            writeln!(
+                out,
+                "  {} {state} {:?} {:?} claim {claim:?}",
+                i.instance_id().unwrap_or_default(),
+                i.private_dns_name(),
+                i.launch_time()
+            )?;
         }
         writeln!(out, "--- nodes:")?;
         for n in self.nodes().await? {

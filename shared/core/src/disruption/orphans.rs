@@ -11,7 +11,8 @@
 //!    pods bound to it are released (pod garbage collection removes them and their controllers
 //!    recreate them as pending pods), and an Event says so.
 //! 3. **Nodes with our label but no claim.** A Node labelled `dovetail.dev/nodeclaim` or
-//!    `dovetail.dev/nodepool` that no live claim owns: if its instance is gone the Node is deleted
+//!    `dovetail.dev/nodepool` that no live claim owns (by the Node's name, its claim label, or the
+//!    claim tag of the instance its providerID names): if its instance is gone the Node is deleted
 //!    (releasing its pods); if the instance still runs, it is an orphan instance of rule 1, so the
 //!    Node is tainted `dovetail.dev/disrupted:NoSchedule` to keep new pods off until the instance
 //!    is terminated, and an Event on the Node reports it. Dovetail does not adopt such nodes: the
@@ -22,7 +23,7 @@ use std::time::Duration;
 
 use crate::decision::{Action, Decision};
 
-use crate::cluster::{Cluster, Described, Instance};
+use crate::cluster::{instance_of_node, Cluster, Described, Instance};
 use crate::labels;
 use crate::model::{Node, Taint, TaintEffect};
 use crate::nodeclaim::{NodeClaim, Phase};
@@ -146,12 +147,19 @@ fn vanished_instances(cluster: &Cluster, grace: Duration) -> Vec<Decision> {
     out
 }
 
-fn owned(cluster: &Cluster, node: &Node) -> bool {
-    let tag = node.labels.get(labels::NODECLAIM);
-    cluster
-        .claims
-        .iter()
-        .any(|c| c.phase != Phase::Terminated && (c.node_name.as_deref() == Some(&node.name) || Some(&c.name) == tag))
+/// Whether a live claim owns the Node: by the name it recorded, the Node's claim label, or the
+/// claim tag of the Node's instance. The last covers a Node that registered before its claim
+/// recorded the instance (a launch whose record write failed, finished later by the claim's
+/// repair): the Node carries only the pool's label, and the claim, still Launching, no instance.
+fn owned(cluster: &Cluster, node: &Node, instance: Option<&Instance>) -> bool {
+    let label = node.labels.get(labels::NODECLAIM);
+    let tag = instance.and_then(|i| i.tags.get(CLAIM_TAG));
+    cluster.claims.iter().filter(|c| c.phase != Phase::Terminated).any(|c| {
+        c.node_name.as_deref() == Some(&node.name)
+            || Some(&c.name) == label
+            || (Some(&c.name) == tag
+                && c.launch.as_ref().is_none_or(|l| instance.is_some_and(|i| i.id == l.instance_id)))
+    })
 }
 
 fn unowned_nodes(cluster: &Cluster) -> Vec<Decision> {
@@ -161,13 +169,19 @@ fn unowned_nodes(cluster: &Cluster) -> Vec<Decision> {
             continue;
         }
         let ours = node.labels.contains_key(labels::NODECLAIM) || node.labels.contains_key(labels::NODEPOOL);
-        if !ours || owned(cluster, node) {
+        if !ours {
             continue;
         }
-        let instance = node
-            .labels
-            .get(labels::NODECLAIM)
-            .and_then(|tag| cluster.instances.iter().find(|i| i.tags.get(CLAIM_TAG) == Some(tag) && !gone(i)));
+        // The Node's instance by its providerID; for a Node without one yet, by its claim label.
+        let instance = instance_of_node(node, cluster)
+            .or_else(|| {
+                let tag = node.labels.get(labels::NODECLAIM)?;
+                cluster.instances.iter().find(|i| i.tags.get(CLAIM_TAG) == Some(tag) && !gone(i))
+            })
+            .filter(|i| !gone(i));
+        if owned(cluster, node, instance) {
+            continue;
+        }
         match instance {
             None => {
                 let message = format!(

@@ -259,6 +259,7 @@ impl State {
         }
         i.instance.state = "running".into();
         let (reg, zone, price) = (i.registration.clone(), i.instance.zone.clone(), i.price);
+        let claim = i.instance.tags.get(labels::NODECLAIM).cloned();
         let provider_id = format!("aws:///{zone}/{id}");
         self.register_node(&reg, provider_id, id, price);
         if !reg.startup_taints.is_empty() {
@@ -267,7 +268,7 @@ impl State {
                 Happening::StartupTaintsGone { node: reg.node_name.clone() },
             );
         }
-        self.node_registered(&reg);
+        self.node_registered(&reg, claim);
     }
 
     pub(super) fn rebalance_recommendation(&mut self, id: &str) {
@@ -414,7 +415,14 @@ impl State {
             image_id: image,
             subnet_id: subnet,
             security_groups: request.resolved.security_groups.clone(),
-            labels: claim.labels.clone(),
+            // As the real launch template: the claim's name is not among the kubelet's labels
+            // (it would make a template per claim); registration labels the Node with it.
+            labels: claim
+                .labels
+                .iter()
+                .filter(|(k, _)| k.as_str() != labels::NODECLAIM)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             taints: claim.taints.clone(),
             startup_taints: claim.startup_taints.clone(),
             kubelet: request.class.kubelet.clone(),

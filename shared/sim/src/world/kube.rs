@@ -392,13 +392,14 @@ impl State {
     /// tests): the kubelet registers it as the world's own instances do, and the forwarder rings.
     pub fn join(&mut self, reg: &Registration, zone: &str, instance_id: &str, price: f64) {
         self.register_node(reg, format!("aws:///{zone}/{instance_id}"), instance_id, price);
-        self.node_registered(reg);
+        self.node_registered(reg, reg.labels.get(NODECLAIM).cloned());
     }
 
-    /// The forwarder's node doorbell, and a resume for the node's claim so registration is
-    /// recorded (and the unregistered taint removed) without waiting for the sweeper.
-    pub(super) fn node_registered(&mut self, reg: &Registration) {
-        let Some(claim) = reg.labels.get(NODECLAIM).cloned() else { return };
+    /// The forwarder's node doorbell, and a resume for the node's claim (`claim`: its instance's
+    /// tag) so registration is recorded (and the unregistered taint removed) without waiting for
+    /// the sweeper.
+    pub(super) fn node_registered(&mut self, reg: &Registration, claim: Option<String>) {
+        let Some(claim) = claim else { return };
         let body = serde_json::json!({"node": reg.node_name, "registeredAt": self.now.to_string()}).to_string();
         self.send_doorbell(body);
         self.send_interruption(serde_json::json!({ "resume": claim }).to_string(), Duration::ZERO);

@@ -129,7 +129,9 @@ fn booted_instances_register_tainted_and_pods_bind_once_untainted() {
     assert_eq!(node.provider_id.as_deref(), Some(l.provider_id().as_str()));
     assert_eq!(node.labels[labels::INSTANCE_TYPE], "m5.xlarge");
     assert_eq!(node.labels[labels::CAPACITY_TYPE], "on-demand");
-    assert_eq!(node.labels[labels::NODECLAIM], "c1");
+    // As from a real launch template: the pool's labels, not the claim's name (registration adds it).
+    assert_eq!(node.labels.get(labels::NODECLAIM), None);
+    assert_eq!(node.labels[labels::NODEPOOL], "default");
     assert!(node.taints.iter().any(|t| t.key == labels::TAINT_UNREGISTERED));
     assert_eq!(state.pending.len(), 3, "the unregistered taint keeps pods off");
     {
