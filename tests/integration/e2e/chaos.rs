@@ -4,7 +4,7 @@
 //!
 //! - the API server killed and restarted in the middle of a drain, then the forwarder killed
 //!   under a burst of pods and started again;
-//! - a burst of 300 pods whose doorbells reach two execution environments each, every batch
+//! - a burst of 1,000 pods whose doorbells reach two execution environments each, every batch
 //!   in reverse order, with a visibility timeout so short that a doorbell comes back while the
 //!   invocation it started still runs;
 //! - the AWS endpoint going down for fifteen seconds right after a CreateFleet left: the
@@ -101,7 +101,7 @@ async fn the_api_server_restarted_mid_drain_and_the_forwarder_killed_under_load(
 }
 
 /// Pods in the burst.
-const FLOOD: usize = 300;
+const FLOOD: usize = 1000;
 
 #[tokio::test]
 async fn a_burst_of_pods_doubled_reordered_and_redelivered_while_running() -> Result<()> {
