@@ -263,6 +263,30 @@ fn pools_are_tried_by_weight() {
 }
 
 #[test]
+fn the_lower_bound_honours_pool_weights() {
+    // The heavier pool may use only the dear family; the other, the cheap one, six times cheaper
+    // per core. Every pod fits the heavier pool, so every plan that honours the weights buys the
+    // dear family: a bound priced on the cheap one (what it was) says nothing of such a plan.
+    let catalog = fixed_catalog(vec![
+        fixed_type("dear.xlarge", 4, 16, 0.60, None, &["zone-a"]),
+        fixed_type("cheap.xlarge", 4, 16, 0.10, None, &["zone-a"]),
+    ]);
+    let mut preferred = pool("preferred");
+    preferred.weight = 10;
+    preferred.requirements.add(req(labels::INSTANCE_FAMILY, Operator::In, &["dear"]));
+    let snap = snapshot(pods("app", 8, 1000, 2048), vec![pool("general"), preferred]);
+    let plan = run(&snap, &catalog);
+    assert!(plan.nodeclaims.iter().all(|c| c.nodepool == "preferred"), "{}", checker::summary(&plan));
+    assert!(
+        plan.lower_bound_per_hour <= plan.cost_per_hour + 1e-9 && plan.lower_bound_per_hour >= 0.9 * plan.cost_per_hour,
+        "bound ${:.4}/h against a cost of ${:.4}/h:\n{}",
+        plan.lower_bound_per_hour,
+        plan.cost_per_hour,
+        checker::summary(&plan)
+    );
+}
+
+#[test]
 fn pool_limits_leave_later_pods_unschedulable_with_a_reason() {
     let catalog = karpenter();
     let mut p = pool("capped");

@@ -17,20 +17,27 @@ use super::pools::{Frontier, OfferingFilter, PoolFit};
 use super::Scheduler;
 
 pub(crate) fn lower_bound(s: &Scheduler<'_>, plan: &Plan) -> f64 {
-    // Pods on new claims, counted per class.
-    let on_new: rustc_hash::FxHashSet<usize> =
-        s.bins.iter().filter(|b| b.node.is_none()).flat_map(|b| b.pods.iter().copied()).collect();
+    // Pods on new claims, with the pool each went to.
+    let on_new: HashMap<usize, usize> =
+        s.bins.iter().filter(|b| b.node.is_none()).flat_map(|b| b.pods.iter().map(move |&p| (p, b.pool))).collect();
     if on_new.is_empty() || plan.nodeclaims.is_empty() {
         return 0.0;
     }
-    let counts: Vec<(usize, f64)> = s
-        .classes
-        .iter()
-        .enumerate()
-        .map(|(c, class)| (c, class.pods.iter().filter(|p| on_new.contains(p)).count() as f64))
-        .filter(|&(_, n)| n > 0.0)
-        .collect();
-    let d = dual(s, &counts);
+    // Per class, the pods on new claims and the last pool (in the order pools are tried, by
+    // weight) that holds one. Pools further down are left out of the class's shares: pods go to
+    // the first pool that can run them, so a plan that honours NodePool weights never buys a
+    // lower-weight pool's cheaper capacity for them. Pools up to that one stay in (limits, or no
+    // offering left, may have moved pods past a pool), so the bound stays below this plan's cost.
+    let mut counts = Vec::new();
+    let mut last_pool = vec![usize::MAX; s.classes.len()];
+    for (c, class) in s.classes.iter().enumerate() {
+        let pools: Vec<usize> = class.pods.iter().filter_map(|p| on_new.get(p).copied()).collect();
+        if let Some(&last) = pools.iter().max() {
+            counts.push((c, pools.len() as f64));
+            last_pool[c] = last;
+        }
+    }
+    let d = dual_within(s, &counts, &last_pool);
     d.total.max(d.single)
 }
 
@@ -45,6 +52,12 @@ pub(crate) struct Dual {
 /// Evaluates the dual bound for `counts` (class, number of pods) over every pool fit computed so
 /// far for those classes.
 pub(crate) fn dual(s: &Scheduler<'_>, counts: &[(usize, f64)]) -> Dual {
+    dual_within(s, counts, &vec![usize::MAX; s.classes.len()])
+}
+
+/// [`dual`], counting for each class `c` only the pools up to `last_pool[c]` (in the order pools
+/// are tried).
+fn dual_within(s: &Scheduler<'_>, counts: &[(usize, f64)], last_pool: &[usize]) -> Dual {
     // Per class: the usable types' prices per unit of cpu, memory and pods. Types are pruned to
     // the Pareto frontier of those three unit prices (a dominated type never gives the minimum),
     // and frontiers are shared between classes with the same pool fit.
@@ -57,7 +70,7 @@ pub(crate) fn dual(s: &Scheduler<'_>, counts: &[(usize, f64)]) -> Dual {
         let req = &class.rep(s.snap).requests;
         let mut fits = Vec::new();
         for l in 0..class.levels.len() {
-            for p in 0..s.pools.len() {
+            for p in 0..s.pools.len().min(last_pool[c].saturating_add(1)) {
                 let Some(Ok(fit)) = s.fit_cached(c, l, p) else { continue };
                 let f = *index.entry((p, &fit.reqs, &fit.types)).or_insert_with(|| {
                     frontiers.push(frontier(s, p, fit));
