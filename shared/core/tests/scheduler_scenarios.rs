@@ -6,13 +6,12 @@
 //! "KNOWN BUG" that says what is wrong (they are not weakened to pass).
 
 mod checker;
+mod synthetic;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use dovetail_core::benchmark;
-use dovetail_core::catalog::{
-    self, CapacityType, Catalog, InstanceResources, InstanceType, Offering, OfferingKey, Zone,
-};
+use dovetail_core::catalog::{self, CapacityType, Catalog, InstanceType, OfferingKey};
 use dovetail_core::labels;
 use dovetail_core::model::{
     DaemonSet, HostPort, InclusionPolicy, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind, NodePool,
@@ -24,7 +23,8 @@ use dovetail_core::resources::{Resources, NVIDIA_GPU};
 use dovetail_core::scheduler::{schedule, Plan, PlannedClaim};
 use dovetail_core::snapshot::Snapshot;
 
-const GIB: i64 = 1 << 30;
+use synthetic::{fixed_catalog, fixed_type, req, reqs};
+
 const MIB: i64 = 1 << 20;
 const TEAM: &str = "example.com/team";
 
@@ -43,14 +43,6 @@ fn pod(name: &str, cpu_m: i64, mem_mi: i64) -> Pod {
 
 fn pods(prefix: &str, n: usize, cpu_m: i64, mem_mi: i64) -> Vec<Pod> {
     (0..n).map(|i| pod(&format!("{prefix}-{i}"), cpu_m, mem_mi)).collect()
-}
-
-fn req(key: &str, op: Operator, values: &[&str]) -> Requirement {
-    Requirement::new(key, op, values).expect("well-formed")
-}
-
-fn reqs(list: Vec<Requirement>) -> Requirements {
-    list.into_iter().collect()
 }
 
 fn class() -> NodeClass {
@@ -142,45 +134,6 @@ fn zone_counts(plan: &Plan, prefix: &str) -> BTreeMap<String, usize> {
     out
 }
 
-/// A synthetic type with fixed figures, offered on demand and on spot in the given zones.
-fn fixed_type(name: &str, cores: i64, mem_gib: i64, od: f64, spot: Option<f64>, zones: &[&str]) -> InstanceType {
-    let mut offerings = Vec::new();
-    for z in zones {
-        offerings.push(Offering {
-            zone: z.to_string(),
-            capacity_type: CapacityType::OnDemand,
-            price: od,
-            available: true,
-        });
-        if let Some(s) = spot {
-            offerings.push(Offering {
-                zone: z.to_string(),
-                capacity_type: CapacityType::Spot,
-                price: s,
-                available: true,
-            });
-        }
-    }
-    let family = name.split('.').next().unwrap_or(name);
-    let mut r = reqs(vec![
-        Requirement::single(labels::INSTANCE_TYPE, name),
-        Requirement::single(labels::ARCH, "amd64"),
-        Requirement::single(labels::OS, "linux"),
-        Requirement::single(labels::INSTANCE_FAMILY, family),
-        Requirement::single(labels::INSTANCE_CPU, &cores.to_string()),
-    ]);
-    r.add(req(labels::ZONE, Operator::In, zones));
-    let cts: Vec<&str> = if spot.is_some() { vec!["on-demand", "spot"] } else { vec!["on-demand"] };
-    r.add(req(labels::CAPACITY_TYPE, Operator::In, &cts));
-    let res = Resources { cpu: cores * 1000, memory: mem_gib * GIB, ephemeral: 0, pods: 110, extended: vec![] };
-    InstanceType {
-        name: name.into(),
-        requirements: r,
-        offerings,
-        resources: InstanceResources::Fixed { capacity: res.clone(), allocatable: res },
-    }
-}
-
 fn arm64(mut t: InstanceType) -> InstanceType {
     t.requirements = t
         .requirements
@@ -190,14 +143,6 @@ fn arm64(mut t: InstanceType) -> InstanceType {
         .chain([Requirement::single(labels::ARCH, "arm64")])
         .collect();
     t
-}
-
-fn fixed_catalog(types: Vec<InstanceType>) -> Catalog {
-    let zones = ["zone-a", "zone-b", "zone-c"]
-        .iter()
-        .map(|z| Zone { name: z.to_string(), id: z.replace("zone", "id") })
-        .collect();
-    Catalog { types, zones }
 }
 
 // ---------------------------------------------------------------------------------------------
