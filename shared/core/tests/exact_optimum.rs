@@ -5,13 +5,13 @@
 //! checker), place every pod the optimum places, and cost at most [`CEILING`] times as much.
 //!
 //! The rules the optimum is held to are the scheduler's: pools are tried by weight (then name)
-//! and a pod opens a node in the first pool that can run it, so each pod shape is bound to that
-//! pool; a node is one offering (type, capacity type, zone) and holds pods up to its allocatable
+//! and a pod opens a node only in the first pool that can run it, though it may ride on a node of
+//! another pool that another pod opened; a node is one offering (type, capacity type, zone) and holds pods up to its allocatable
 //! CPU, memory and pod count. These cases have no limits, topology or existing nodes.
 //!
-//! Issue 20 asks for at most 2% above the optimum on every case; the scheduler's greedy packing
-//! is not there yet (a bin filled in the wrong direction, a tail of small nodes one large node
-//! would hold). Until it is, the ceiling below is the worst ratio measured, so a change that makes
+//! Issue 20 asks for at most 2% above the optimum on every case; the scheduler is not there yet
+//! (its repacking, `scheduler/repack.rs`, finds packings of one type, or merges of whole claims,
+//! not the mixes of types some optima need). Until it is, the ceiling below is the worst ratio measured, so a change that makes
 //! plans worse fails here, and the run prints how many cases miss 2%. Lower [`CEILING`] as the
 //! packing improves.
 //!
@@ -222,8 +222,13 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
     let mut placed: Vec<Expression> = case.shapes.iter().map(|_| Expression::from(0.0)).collect();
     let mut constraints = Vec::new();
     for c in &candidates {
+        // Any pod may ride on a node it fits, but a node is opened by a pod whose first pool is
+        // the node's: at least one of its pods has that home.
         let shapes: Vec<usize> =
-            (0..case.shapes.len()).filter(|&s| home[s] == Some(c.pool) && fits(&case.shapes[s], c)).collect();
+            (0..case.shapes.len()).filter(|&s| home[s].is_some() && fits(&case.shapes[s], c)).collect();
+        if !shapes.iter().any(|&s| home[s] == Some(c.pool)) {
+            continue;
+        }
         // Never more nodes of one candidate than pods that could go on it.
         let copies: usize = shapes.iter().map(|&s| case.shapes[s].count).sum();
         let mut previous: Option<Variable> = None;
@@ -233,6 +238,7 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
             let mut cpu = Expression::from(0.0);
             let mut memory = Expression::from(0.0);
             let mut count = Expression::from(0.0);
+            let mut openers = Expression::from(0.0);
             for &s in &shapes {
                 let shape = &case.shapes[s];
                 let x = vars.add(variable().integer().min(0).max(shape.count as f64));
@@ -240,7 +246,11 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
                 cpu += (shape.cpu_m as f64) * x;
                 memory += ((shape.mem_mib * MIB) as f64 / GIB as f64) * x;
                 count += x;
+                if home[s] == Some(c.pool) {
+                    openers += x;
+                }
             }
+            constraints.push(constraint!(openers >= open));
             constraints.push(constraint!(cpu <= (c.cpu as f64) * open));
             constraints.push(constraint!(memory <= (c.memory as f64 / GIB as f64) * open));
             constraints.push(constraint!(count <= (c.pods as f64) * open));
@@ -266,8 +276,8 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
 
 /// The worst plan/optimum ratio of the default cases (256, seed 1) as measured: issue 20's
 /// target is 1.02. Over 10,000 cases (`DOVETAIL_OPTIMUM_CASES=10000 DOVETAIL_OPTIMUM_CEILING=100`)
-/// the worst was 1.87 and the mean 1.0043, with 371 of 9,101 cases needing new nodes above 1.02.
-const CEILING: f64 = 1.38;
+/// the worst was 1.89 and the mean 1.0036, with 174 of 9,101 cases needing new nodes above 1.02.
+const CEILING: f64 = 1.32;
 
 /// [`CEILING`], or `DOVETAIL_OPTIMUM_CEILING` (to measure the distribution past it).
 fn ceiling() -> f64 {
@@ -296,6 +306,13 @@ fn check(case: &Case) -> Result<Option<f64>, TestCaseError> {
         return Ok(None);
     }
     let ratio = plan.cost_per_hour / best;
+    // No valid plan is cheaper than the optimum: one that is says the model misses a rule.
+    prop_assert!(
+        ratio >= 1.0 - 1e-6,
+        "plan ${:.4}/h below the optimum ${best:.4}/h: the model of the rules is wrong\n{}",
+        plan.cost_per_hour,
+        checker::summary(&plan)
+    );
     prop_assert!(
         ratio <= ceiling() + 1e-9,
         "plan ${:.4}/h is {:.2}% above the optimum ${best:.4}/h:\n{}",

@@ -42,9 +42,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         // Types the claim's requirements allow, priced, spot first then price: worked out once
         // per distinct (pool, requirements), since most claims of a pass share them (and kept in
         // the solve cache for the next pass).
-        let priced = cache
-            .entry((bin.pool, &bin.reqs))
-            .or_insert_with(|| s.cache.priced(bin.pool, &bin.reqs, || priced_types(s, bin.pool, &bin.reqs)));
+        let priced = cache.entry((bin.pool, &bin.reqs)).or_insert_with(|| priced(s, bin.pool, &bin.reqs));
         let fitting = |list: &[Priced]| -> Vec<Candidate<'_>> {
             let limit = if pool.has_min_values { usize::MAX } else { MAX_INSTANCE_TYPES };
             list.iter()
@@ -172,6 +170,24 @@ type Priced = (usize, CapacityType, f64, Arc<str>);
 
 /// Priced spot and on-demand candidates.
 pub(crate) type PricedTypes = (Vec<Priced>, Vec<Priced>);
+
+/// [`priced_types`], kept in the solve cache.
+pub(super) fn priced(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> Arc<PricedTypes> {
+    s.cache.priced(pool, reqs, || priced_types(s, pool, reqs))
+}
+
+/// What [`plan`] makes a claim of a pool without limits or `minValues` cost: the cheapest spot
+/// type that holds `used`, else the cheapest on-demand one; with that type's index.
+pub(super) fn claim_price(
+    s: &Scheduler<'_>,
+    pool: usize,
+    priced: &PricedTypes,
+    used: &Resources,
+) -> Option<(f64, usize)> {
+    let types = &s.pools[pool].types;
+    let first = |list: &[Priced]| list.iter().find(|c| used.fits(&types[c.0].free)).map(|c| (c.2, c.0));
+    first(&priced.0).or_else(|| first(&priced.1))
+}
 
 /// A pool's types the requirements allow, as (spot, on-demand) lists sorted by price then name.
 fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> PricedTypes {

@@ -37,6 +37,7 @@ mod fit;
 mod pass;
 mod plan;
 mod pools;
+mod repack;
 mod targets;
 mod topology;
 
@@ -93,6 +94,9 @@ fn plan_with<'c>(
     let mut s = Scheduler::new(snap, catalog.get(), prepared);
     s.strategy = strategy;
     s.run();
+    if strategy == Strategy::LowestCost {
+        s.repack();
+    }
     let mut plan = finalize::plan(&s);
     // The bound costs another pass over the pods, so only plans people read carry it.
     if with_bound {

@@ -1,0 +1,178 @@
+//! Repacking: after the pass, new claims whose pods could share one cheaper node are merged.
+//!
+//! The pass fills one claim at a time, choosing its type by value per dollar for the pods still
+//! waiting; it never reconsiders. That leaves two kinds of waste an exact packing avoids (see
+//! `tests/exact_optimum.rs`): a tail of small nodes that one larger node would hold for less
+//! (five 2-vCPU nodes of 1.5-vCPU pods where one 8-vCPU node holds them all), and nodes filled in
+//! the wrong direction. Repacking takes the claims of one pool and one set of requirements whose
+//! pods have no topology, affinity or host ports (so where they run matters only by the
+//! requirements, which the merged claim keeps), packs their pods afresh, largest first, into nodes
+//! of the one type that costs least, and then repeatedly merges the set of claims, packed largest
+//! first into one type, that saves the most — each kept only when cheaper than before, priced as
+//! the plan prices a claim.
+//!
+//! Pools with limits or `minValues` are left alone (a merged claim holds other candidates against
+//! the limits, and keeps other values), and so are groups of more than [`MAX_GROUP`] claims:
+//! large plans are packed well by the pass, and the search is quadratic in the group.
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::finalize::{claim_price, priced, PricedTypes};
+use super::Scheduler;
+use crate::requirements::Requirements;
+use crate::resources::Resources;
+
+/// The largest group of claims repacked.
+const MAX_GROUP: usize = 64;
+
+/// A node of a fresh packing: what its pods request, and the pods.
+type Node = (Resources, Vec<usize>);
+
+/// The most pods of a group packed afresh (beyond, only whole claims are merged).
+const MAX_PODS: usize = 256;
+
+impl Scheduler<'_> {
+    pub(super) fn repack(&mut self) {
+        let mut class_of = vec![usize::MAX; self.snap.pods.len()];
+        for (c, class) in self.classes.iter().enumerate() {
+            for &p in &class.pods {
+                class_of[p] = c;
+            }
+        }
+        let mut groups: HashMap<(usize, Requirements), Vec<usize>> = HashMap::default();
+        for (b, bin) in self.bins.iter().enumerate() {
+            if bin.node.is_some() {
+                continue;
+            }
+            let pool = &self.pools[bin.pool];
+            let movable = !bin.pods.is_empty()
+                && bin.ports.is_empty()
+                && bin.counts.is_empty()
+                && pool.remaining.is_none()
+                && !pool.has_min_values
+                && bin.pods.iter().all(|&p| class_of[p] != usize::MAX && self.generic[class_of[p]]);
+            if movable {
+                groups.entry((bin.pool, bin.reqs.clone())).or_default().push(b);
+            }
+        }
+        let mut groups: Vec<((usize, Requirements), Vec<usize>)> = groups.into_iter().collect();
+        // The same plan whatever the hash order.
+        groups.sort_by_key(|(_, bins)| bins[0]);
+        for ((pool, reqs), bins) in groups {
+            if bins.len() >= 2 && bins.len() <= MAX_GROUP {
+                self.repack_group(pool, &reqs, bins);
+            }
+        }
+    }
+
+    fn repack_group(&mut self, pool: usize, reqs: &Requirements, mut bins: Vec<usize>) {
+        let priced = priced(self, pool, reqs);
+        // Every type the claims may be, once, cheapest first (spot before on-demand, as priced).
+        let mut types: Vec<usize> = priced.0.iter().chain(&priced.1).map(|c| c.0).collect();
+        let mut seen = vec![false; self.pools[pool].types.len()];
+        types.retain(|&t| !std::mem::replace(&mut seen[t], true));
+        let cost = |s: &Self, used: &Resources| claim_price(s, pool, &priced, used).map(|(price, _)| price);
+
+        // First the pods themselves: all of the group's, largest first, first fit into nodes of
+        // one type, for the type that costs least (each node then priced as the plan prices it,
+        // so the last, emptier one may shrink). Taken when it beats the claims as they are.
+        let pods: usize = bins.iter().map(|&b| self.bins[b].pods.len()).sum();
+        if pods <= MAX_PODS {
+            let mut all: Vec<usize> = bins.iter().flat_map(|&b| self.bins[b].pods.iter().copied()).collect();
+            all.sort_by(|&a, &b| {
+                let (a, b) = (&self.snap.pods[a].requests, &self.snap.pods[b].requests);
+                b.cpu.cmp(&a.cpu).then(b.memory.cmp(&a.memory)).then(b.pods.cmp(&a.pods))
+            });
+            let now: Option<f64> = bins.iter().map(|&b| cost(self, &self.bins[b].used)).sum();
+            let mut best: Option<(f64, Vec<Node>)> = None;
+            'types: for &t in &types {
+                let free = &self.pools[pool].types[t].free;
+                let mut nodes: Vec<Node> = Vec::new();
+                for &p in &all {
+                    let r = &self.snap.pods[p].requests;
+                    if let Some((used, on)) = nodes.iter_mut().find(|(used, _)| used.plus(r).fits(free)) {
+                        used.add(r);
+                        on.push(p);
+                    } else if r.fits(free) && nodes.len() < bins.len() {
+                        nodes.push((r.clone(), vec![p]));
+                    } else {
+                        continue 'types;
+                    }
+                }
+                let Some(total) = nodes.iter().map(|(used, _)| cost(self, used)).sum::<Option<f64>>() else { continue };
+                if best.as_ref().is_none_or(|(b, _)| total < *b) {
+                    best = Some((total, nodes));
+                }
+            }
+            if let (Some(now), Some((total, nodes))) = (now, best) {
+                if total < now - 1e-9 {
+                    let mut nodes = nodes.into_iter();
+                    for &b in &bins {
+                        let (used, on) = nodes.next().unwrap_or_default();
+                        let bin = &mut self.bins[b];
+                        bin.pods = on;
+                        bin.used = used;
+                    }
+                    bins.retain(|&b| !self.bins[b].pods.is_empty());
+                    for &b in &bins {
+                        self.retarget(pool, &priced, b);
+                    }
+                }
+            }
+        }
+
+        // Then whole claims merged into one node, while that saves.
+        loop {
+            // Largest first, so each container takes the claims that are hardest to place.
+            bins.sort_by(|&a, &b| {
+                let (a, b) = (&self.bins[a].used, &self.bins[b].used);
+                b.cpu.cmp(&a.cpu).then(b.memory.cmp(&a.memory))
+            });
+            let mut best: Option<(f64, Vec<usize>)> = None;
+            for &t in &types {
+                let free = &self.pools[pool].types[t].free;
+                let mut used = Resources::default();
+                let mut chosen = Vec::new();
+                let mut before = 0.0;
+                for &b in &bins {
+                    let with = used.plus(&self.bins[b].used);
+                    if with.fits(free) {
+                        let Some(price) = cost(self, &self.bins[b].used) else { continue };
+                        used = with;
+                        before += price;
+                        chosen.push(b);
+                    }
+                }
+                if chosen.len() < 2 {
+                    continue;
+                }
+                let Some(after) = cost(self, &used) else { continue };
+                let saving = before - after;
+                if saving > 1e-9 && best.as_ref().is_none_or(|(s, _)| saving > *s) {
+                    best = Some((saving, chosen));
+                }
+            }
+            let Some((_, chosen)) = best else { break };
+            let (into, rest) = chosen.split_first().expect("at least two");
+            for &b in rest {
+                let pods = std::mem::take(&mut self.bins[b].pods);
+                let used = std::mem::take(&mut self.bins[b].used);
+                let bin = &mut self.bins[*into];
+                bin.pods.extend(pods);
+                bin.used = bin.used.plus(&used);
+            }
+            self.retarget(pool, &priced, *into);
+            bins.retain(|b| !rest.contains(b));
+        }
+    }
+
+    /// Points a repacked claim at the type the plan will price it as.
+    fn retarget(&mut self, pool: usize, priced: &PricedTypes, b: usize) {
+        let used = &self.bins[b].used;
+        let (_, target) = claim_price(self, pool, priced, used).expect("the repacked claim was priced");
+        let free = self.pools[pool].types[target].free.minus(used);
+        let bin = &mut self.bins[b];
+        bin.target = target;
+        bin.free = free;
+    }
+}
