@@ -19,6 +19,8 @@ set -euo pipefail
 trap 'echo "helm/install.sh: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=../go-build.sh
+source "$here/../go-build.sh"
 version="${DOVETAIL_HELM_VERSION:-$(tr -d '[:space:]' <"$here/VERSION")}"
 cache="${DOVETAIL_CACHE_DIR:-$HOME/.cache/dovetail}"
 root="$cache/helm"
@@ -37,23 +39,13 @@ if current; then
     exit 0
 fi
 
-mkdir -p "$root"
-# One build at a time per cache (developers and CI may share a machine).
-exec 9>"$root/.lock"
-if ! flock -n 9; then
-    echo "helm: another install.sh holds $root/.lock; waiting" >&2
-    flock 9
-fi
+go_build_lock "$root" helm/install.sh
 if current; then
     report
     exit 0
 fi
 
-export PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null || { echo "helm/install.sh: Go is required (expected at /usr/local/go/bin/go)" >&2; exit 1; }
-export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOWORK=off GO111MODULE=on
-export GOFLAGS="-buildvcs=false"
-export CGO_ENABLED=0
+go_build_env "$cache" helm/install.sh
 start=$SECONDS
 
 # Helm's go.mod names the client-go it is built with: its minor is the Kubernetes minor Helm
