@@ -3,7 +3,7 @@
 #
 # Installs what the tests need into caches outside the clone (rustfmt and clippy, the aarch64 target,
 # Chromium, the Python tools, cargo-lambda and zig, Node.js and the CDK app's packages, the local
-# Kubernetes control plane), then checks formatting and runs `cargo test --workspace`, linting the
+# Kubernetes control plane, Helm), then checks formatting and runs `cargo test --workspace`, linting the
 # workspace's crates with clippy as they build.
 # A warm run only checks the caches. `.ci/run` calls exactly this.
 #
@@ -33,23 +33,26 @@ step() { echo "== [+${SECONDS}s] $*"; }
 need() { command -v "$1" >/dev/null 2>&1 || { echo "run-all: $1 is required but not installed" >&2; exit 1; }; }
 need cargo
 need python3   # the embedded catalog's generator check runs it
-need go        # builds the local control plane (tests/controlplane/build.sh; Go 1.24 or newer)
-# The control plane (Go) builds in the background while the installs below and the Rust build run:
-# a 2-core cargo build leaves a core idle for long stretches (one big crate at a time), and a cold
-# control plane build takes about 8 minutes. Its log is printed if it fails; tests wait for it.
-step "control plane, in the background (tests/controlplane/build.sh: kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd; cached)"
+need go        # builds the local control plane and Helm (tests/controlplane/build.sh, tests/helm/install.sh; Go 1.26 or newer)
+# The Go tools build in the background while the installs below and the Rust build run: a 2-core
+# cargo build leaves a core idle for long stretches (one big crate at a time). First the control
+# plane (a cold build takes about 8 minutes), then Helm for the chart's tests (tests/helm/install.sh:
+# about 2 minutes cold, most of its modules shared with the control plane's), one after the other
+# so they take one core between them. Their log is printed if either fails; tests wait for both.
+step "control plane and helm, in the background (tests/controlplane/build.sh: kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd; tests/helm/install.sh; cached)"
 controlplane_log="$(mktemp)"
-DOVETAIL_GO_JOBS="${DOVETAIL_GO_JOBS:-$CARGO_BUILD_JOBS}" bash tests/controlplane/build.sh >"$controlplane_log" 2>&1 &
+export DOVETAIL_GO_JOBS="${DOVETAIL_GO_JOBS:-$CARGO_BUILD_JOBS}"
+{ bash tests/controlplane/build.sh && bash tests/helm/install.sh; } >"$controlplane_log" 2>&1 &
 controlplane_pid=$!
 controlplane_ready() {
   if ! wait "$controlplane_pid"; then
     cat "$controlplane_log" >&2
-    echo "run-all: the control plane build failed (log above)" >&2
+    echo "run-all: the control plane or helm build failed (log above)" >&2
     exit 1
   fi
-  tail -n 6 "$controlplane_log"
+  tail -n 7 "$controlplane_log"
   rm -f "$controlplane_log"
-  step "control plane ready"
+  step "control plane and helm ready"
 }
 
 # The simulator's HTML report test renders the page in headless Chromium.

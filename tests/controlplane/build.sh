@@ -33,6 +33,8 @@ set -euo pipefail
 trap 'echo "build.sh: failed (exit $?) at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 here="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=../go-build.sh
+source "$here/../go-build.sh"
 version="${DOVETAIL_KUBE_VERSION:-$(tr -d '[:space:]' <"$here/VERSION")}"
 etcd_version=3.6.4
 cache="${DOVETAIL_CACHE_DIR:-$HOME/.cache/dovetail}"
@@ -80,23 +82,13 @@ if complete; then
     exit 0
 fi
 
-mkdir -p "$root"
-# One build at a time per cache (developers and CI may share a machine).
-exec 9>"$root/.lock"
-if ! flock -n 9; then
-    log "another build.sh holds $root/.lock; waiting"
-    flock 9
-fi
+go_build_lock "$root" build.sh
 if complete; then
     report
     exit 0
 fi
 
-export PATH="$PATH:/usr/local/go/bin"
-command -v go >/dev/null || { echo "build.sh: Go is required (expected at /usr/local/go/bin/go)" >&2; exit 1; }
-export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOWORK=off GO111MODULE=on
-export GOFLAGS="-buildvcs=false"
-export CGO_ENABLED=0
+go_build_env "$cache" build.sh
 
 # Binaries are made in a stage directory, then renamed into $out one by one (a rename is atomic,
 # so tests running from the cache meanwhile see each binary either absent or whole). What $out

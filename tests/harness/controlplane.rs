@@ -64,15 +64,7 @@ impl Binaries {
     /// Finds the binaries `tests/controlplane/build.sh` built, or says what is missing.
     pub fn locate() -> Result<Self> {
         let version = std::env::var("DOVETAIL_KUBE_VERSION").unwrap_or_else(|_| VERSION_FILE.trim().to_string());
-        let cache = match std::env::var_os("DOVETAIL_CACHE_DIR") {
-            Some(dir) => PathBuf::from(dir),
-            None => {
-                let home = std::env::var_os("HOME")
-                    .ok_or_else(|| anyhow!("HOME is not set: cannot find the control-plane cache"))?;
-                Path::new(&home).join(".cache/dovetail")
-            }
-        };
-        Self::in_cache(&cache, &version)
+        Self::in_cache(&cache_root()?, &version)
     }
 
     /// The binaries of `version` under the cache root `cache`, or what is missing.
@@ -120,7 +112,20 @@ impl Binaries {
     }
 }
 
-fn is_executable(path: &Path) -> bool {
+/// Where `tests/run-all.sh` caches the tools the tests run (the control plane, Helm):
+/// `$DOVETAIL_CACHE_DIR`, else `$HOME/.cache/dovetail`.
+pub fn cache_root() -> Result<PathBuf> {
+    match std::env::var_os("DOVETAIL_CACHE_DIR") {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => {
+            let home =
+                std::env::var_os("HOME").ok_or_else(|| anyhow!("HOME is not set: cannot find the tools' cache"))?;
+            Ok(Path::new(&home).join(".cache/dovetail"))
+        }
+    }
+}
+
+pub(crate) fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }

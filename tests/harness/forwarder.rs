@@ -143,6 +143,20 @@ pub fn manifest(file: &str) -> Result<Vec<Value>> {
     Ok(documents)
 }
 
+/// Points every webhook of `configuration` (the kustomize base's or the Helm chart's) at a
+/// forwarder listening on `https://127.0.0.1:<port>/admission` (`url:` instead of the Service),
+/// its rules and selectors kept. Fails when it sets a caBundle: the forwarder sets that itself.
+pub fn served_locally(configuration: &mut ValidatingWebhookConfiguration, port: u16) -> Result<()> {
+    for webhook in configuration.webhooks.iter_mut().flatten() {
+        if webhook.client_config.ca_bundle.is_some() {
+            bail!("the webhook configuration sets a caBundle for {}: the forwarder sets it", webhook.name);
+        }
+        webhook.client_config =
+            WebhookClientConfig { url: Some(format!("https://127.0.0.1:{port}/admission")), ..Default::default() };
+    }
+    Ok(())
+}
+
 /// The manifest's webhook configuration, renamed `name` and pointed at
 /// `https://127.0.0.1:<port>/admission`, its own selectors kept. With `Some(namespace)` (a shared
 /// control plane serves other tests) it is also narrowed to pods in `namespace` and nodes
@@ -151,12 +165,8 @@ pub fn webhook_configuration(name: &str, port: u16, namespace: Option<&str>) -> 
     let mut configuration: ValidatingWebhookConfiguration =
         serde_json::from_value(manifest("webhook.yaml")?.into_iter().next().context("webhook.yaml is empty")?)?;
     configuration.metadata.name = Some(name.to_string());
+    served_locally(&mut configuration, port).context("webhook.yaml")?;
     for webhook in configuration.webhooks.iter_mut().flatten() {
-        if webhook.client_config.ca_bundle.is_some() {
-            bail!("webhook.yaml sets a caBundle for {}: the forwarder sets it", webhook.name);
-        }
-        webhook.client_config =
-            WebhookClientConfig { url: Some(format!("https://127.0.0.1:{port}/admission")), ..Default::default() };
         let Some(namespace) = namespace else { continue };
         let (selector, key) = if webhook.name.starts_with("pods.") {
             (webhook.namespace_selector.get_or_insert_with(Default::default), "kubernetes.io/metadata.name")

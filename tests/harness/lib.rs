@@ -4,6 +4,7 @@
 
 pub mod controlplane;
 pub mod forwarder;
+pub mod helm;
 pub mod lambda;
 pub mod moto;
 pub mod scale;

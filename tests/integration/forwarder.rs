@@ -159,6 +159,17 @@ pub async fn service_account_kubeconfig(
             other => bail!("rbac.yaml: unexpected kind {other:?}"),
         }
     }
+    forwarder_kubeconfig(control_plane, namespace, configuration).await
+}
+
+/// A kubeconfig for the forwarder's ServiceAccount `dovetail-forwarder` in `namespace` (the admin,
+/// impersonating it), once the RBAC that lets it read and patch webhook configuration
+/// `configuration` has taken effect; checks it may do nothing else.
+pub async fn forwarder_kubeconfig(
+    control_plane: &ControlPlane,
+    namespace: &str,
+    configuration: &str,
+) -> Result<PathBuf> {
     let user = format!("system:serviceaccount:{namespace}:dovetail-forwarder");
     let groups = vec!["system:serviceaccounts".to_string(), format!("system:serviceaccounts:{namespace}")];
 
@@ -338,6 +349,7 @@ async fn forwarder_manifests_are_valid() -> Result<()> {
             "ClusterRoleBinding",
             "Deployment",
             "Namespace",
+            "PodDisruptionBudget",
             "Service",
             "ServiceAccount",
             "ValidatingWebhookConfiguration"

@@ -40,7 +40,7 @@ const CLUSTER: &str = "prod";
 /// invocation must end well before the lease it holds does.
 const MAX_TIMEOUT_SECONDS: u64 = 100;
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the workspace").to_path_buf()
 }
 
@@ -54,7 +54,7 @@ fn venv_tool(name: &str) -> Result<PathBuf> {
 
 /// Runs `command` to completion; its output (stdout then stderr) on success, else an error with
 /// the output and the exit status.
-fn run(command: &mut Command) -> Result<String> {
+pub(crate) fn run(command: &mut Command) -> Result<String> {
     let shown = format!("{command:?}");
     let output = command.stdin(Stdio::null()).output().with_context(|| format!("starting {shown}"))?;
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
@@ -407,14 +407,14 @@ fn sam_and_cdk_make_the_same_stack() -> Result<()> {
         for key in keys {
             differences(sam.get(key).unwrap_or(&Value::Null), cdk.get(key).unwrap_or(&Value::Null), key, &mut found);
         }
-        ensure!(found.is_empty(), "{name}: SAM and CDK differ:\n{}", found.join("\n"));
+        ensure!(found.is_empty(), "{name}: SAM and CDK differ (SAM / CDK):\n{}", found.join("\n"));
     }
     Ok(())
 }
 
-/// Where `sam` and `cdk` differ, one line per differing leaf: `path: SAM … / CDK …`.
-fn differences(sam: &Value, cdk: &Value, path: &str, out: &mut Vec<String>) {
-    match (sam, cdk) {
+/// Where `left` and `right` differ, one line per differing leaf: `path: <left> / <right>`.
+pub(crate) fn differences(left: &Value, right: &Value, path: &str, out: &mut Vec<String>) {
+    match (left, right) {
         (Value::Object(a), Value::Object(b)) => {
             let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
             for key in keys {
@@ -428,7 +428,7 @@ fn differences(sam: &Value, cdk: &Value, path: &str, out: &mut Vec<String>) {
             }
         }
         (a, b) if a == b => {}
-        (a, b) => out.push(format!("{path}: SAM {a} / CDK {b}")),
+        (a, b) => out.push(format!("{path}: {a} / {b}")),
     }
 }
 
@@ -914,7 +914,7 @@ fn stacks_grant_ec2_writes_only_under_the_cluster_tag() -> Result<()> {
 // --- Kubernetes --------------------------------------------------------------------------------
 
 /// `kubectl <args>` against the shared control plane, from the repository root.
-fn kubectl(control_plane: &ControlPlane, args: &[&str]) -> Result<String> {
+pub(crate) fn kubectl(control_plane: &ControlPlane, args: &[&str]) -> Result<String> {
     let mut command = control_plane.kubectl()?;
     command.current_dir(repo()).args(args);
     run(&mut command)
@@ -953,7 +953,7 @@ fn objects_in(dir: &Path) -> Result<BTreeSet<String>> {
 }
 
 /// The `Kind/name`s in `kubectl` output of the form `<resource>.<group>/<name> <verb> (server dry run)`.
-fn dry_run_objects(output: &str) -> BTreeSet<String> {
+pub(crate) fn dry_run_objects(output: &str) -> BTreeSet<String> {
     output
         .lines()
         .filter(|line| line.ends_with("(server dry run)"))

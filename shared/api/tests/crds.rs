@@ -1,4 +1,6 @@
-//! The CRD YAML committed under `infra/k8s/crds/` must be exactly what the Rust types generate.
+//! The CRD YAML committed under `infra/k8s/crds/` (the kustomize base) and `infra/helm/dovetail/crds/`
+//! (the Helm chart, which installs its `crds/` folder as they are) must be exactly what the Rust
+//! types generate: two generated copies, byte for byte the same, never edited by hand.
 //!
 //! After changing the types, regenerate the files with
 //!
@@ -6,7 +8,7 @@
 //! DOVETAIL_BLESS=1 cargo test -p dovetail-api --test crds
 //! ```
 //!
-//! and commit them together with the change (review the YAML diff: it is what clusters get).
+//! (both folders) and commit them together with the change (review the YAML diff: it is what clusters get).
 
 use std::path::{Path, PathBuf};
 
@@ -19,15 +21,23 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).expect("shared/api has two ancestors").to_path_buf()
 }
 
+/// Where the generated CRDs live: the kustomize base's and the Helm chart's.
+const CRD_DIRS: [&str; 2] = ["infra/k8s/crds", "infra/helm/dovetail/crds"];
+
 fn check<K: CustomResourceExt>(file_name: &str) {
-    let path = repo_root().join("infra/k8s/crds").join(file_name);
     let generated = crd_yaml::<K>();
+    for dir in CRD_DIRS {
+        check_file(&repo_root().join(dir).join(file_name), &generated);
+    }
+}
+
+fn check_file(path: &Path, generated: &str) {
     if std::env::var_os("DOVETAIL_BLESS").is_some_and(|v| !v.is_empty() && v != "0") {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
+        std::fs::write(path, generated).unwrap();
         return;
     }
-    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    let committed = std::fs::read_to_string(path).unwrap_or_default();
     if committed != generated {
         let first_difference = committed
             .lines()
@@ -41,6 +51,24 @@ fn check<K: CustomResourceExt>(file_name: &str) {
              review the diff and commit it.",
             path.display(),
             first_difference + 1,
+        );
+    }
+}
+
+/// Each folder holds the generated CRDs and nothing else: a CRD file left behind in one of them
+/// (a kind renamed or removed) would still be installed by kustomize or Helm.
+#[test]
+fn crd_folders_hold_exactly_the_generated_files() {
+    for dir in CRD_DIRS {
+        let mut files: Vec<String> = std::fs::read_dir(repo_root().join(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        files.sort();
+        assert_eq!(
+            files,
+            ["dovetail.dev_ec2nodeclasses.yaml", "dovetail.dev_nodeclaims.yaml", "dovetail.dev_nodepools.yaml"],
+            "{dir}"
         );
     }
 }

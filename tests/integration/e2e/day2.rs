@@ -13,12 +13,12 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use dovetail_core::nodeclaim::object::FINALIZER;
 use dovetail_core::nodeclaim::{NodeClaim, Phase};
 use dovetail_core::reconcile::ports::{Clock, Store};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{json, Value};
 
 use super::disruption::{pool, replaced, workload, DISRUPTION_OPTIONS};
@@ -149,17 +149,7 @@ async fn nodeclaims_show_in_kubectl_and_deleting_a_node_or_a_nodeclaim_drains_it
     }
 
     // A NodeClaim made by hand is refused, and says why.
-    let by_hand = serde_json::from_value(json!({
-        "apiVersion": "dovetail.dev/v1", "kind": "NodeClaim", "metadata": {"name": "by-hand"},
-        "spec": {"nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "default"}},
-    }))?;
-    match claim_objects(&e2e).create(&PostParams::default(), &by_hand).await {
-        Ok(_) => bail!("a hand-made NodeClaim was admitted"),
-        Err(kube::Error::Api(s)) => {
-            assert!(s.message.contains("NodeClaims are created by Dovetail"), "{}", s.message);
-        }
-        Err(e) => return Err(e.into()),
-    }
+    e2e.assert_hand_made_nodeclaim_refused().await?;
 
     // 2a. kubectl delete node: the Node stays while Dovetail drains it, then goes with its instance.
     // Its pod has do-not-disrupt at first, which holds the drain: after two minutes the node and

@@ -82,8 +82,13 @@ spec:
     )
 }
 
-pub(super) const DISRUPTION_OPTIONS: Options =
-    Options { deliveries: 1, sweep_every: Some(Duration::from_secs(5)), forwarder: true, reorder: false };
+pub(super) const DISRUPTION_OPTIONS: Options = Options {
+    deliveries: 1,
+    sweep_every: Some(Duration::from_secs(5)),
+    forwarder: true,
+    reorder: false,
+    install: super::Install::Kustomize,
+};
 
 /// Waits until the instance `gone` is terminated, its Node deleted, and `replicas` pods run
 /// again, on other nodes; while waiting, at most one replica is ever unavailable (the budget).

@@ -11,6 +11,8 @@
 //! Every scenario starts its own control plane (NodePools are cluster-wide, and the provisioner
 //! reads every pending pod) and holds moto alone for its length (see `tests/harness/moto.rs`).
 //! Scenarios apply the repository's `infra/examples/` manifests, so what the README shows is what runs.
+//! The cluster side comes from the kustomize base (`infra/k8s`), or, for one scenario, from the Helm
+//! chart (`infra/helm/dovetail`, [`Install::Helm`]).
 //!
 //! Each scenario records, for every pod the forwarder rang for, the time from "marked
 //! unschedulable" (the forwarder's `unschedulableAt`: when the API server admitted the scheduler's
@@ -32,7 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use aws_sdk_ec2::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_smithy_runtime_api::box_error::BoxError;
@@ -45,7 +47,8 @@ use dovetail_kube::KubeAdapter;
 use dovetail_runtime::aws::AwsReconciler;
 use dovetail_runtime::clock::SystemClock;
 use dovetail_tests::controlplane::{resource_of, ControlPlane};
-use dovetail_tests::forwarder::{free_port, webhook_configuration, Forwarder};
+use dovetail_tests::forwarder::{free_port, served_locally, webhook_configuration, Forwarder};
+use dovetail_tests::helm::{documents, kind_name, Helm};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -54,7 +57,7 @@ use kube::Client;
 use serde_json::Value;
 
 use crate::aws::{World, CLUSTER, DISCOVERY, TABLE};
-use crate::forwarder::{service_account_kubeconfig, start_forwarder};
+use crate::forwarder::{forwarder_kubeconfig, service_account_kubeconfig, start_forwarder};
 use crate::functions::{assert_exactly_once, cluster_instances, queue_arn};
 
 /// kube-controller-manager's controllers the scenarios need (never the node lifecycle one).
@@ -69,6 +72,8 @@ const CONTROLLERS: &[&str] = &[
 ];
 /// The webhook configuration the forwarder patches.
 const WEBHOOK: &str = "dovetail-forwarder";
+/// The forwarder's namespace (the Helm release's).
+const FORWARDER_NAMESPACE: &str = "dovetail-system";
 /// Field manager of what the scenarios apply.
 const MANAGER: &str = "dovetail-e2e";
 /// How long a scenario waits for one step (launch, registration, scheduling, drain).
@@ -86,12 +91,29 @@ pub struct Options {
     pub forwarder: bool,
     /// Every doorbell batch handed over last message first (SQS standard queues keep no order).
     pub reorder: bool,
+    /// How the cluster side is installed.
+    pub install: Install,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { deliveries: 1, sweep_every: None, forwarder: true, reorder: false }
+        Options { deliveries: 1, sweep_every: None, forwarder: true, reorder: false, install: Install::Kustomize }
     }
+}
+
+/// Where the cluster side's objects come from. Either way the CRDs are the control plane's (the
+/// harness installs `infra/k8s/crds`, the same files as the chart's), the forwarder runs as a
+/// local process (the test kubelet runs no images) and its webhook configuration reaches it by
+/// `url:` instead of the Service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Install {
+    /// The kustomize base's manifests: the admission policy, the forwarder's webhook configuration
+    /// and RBAC, the functions' RBAC.
+    Kustomize,
+    /// `helm template` of the chart, applied whole: the same objects, and the forwarder's
+    /// Deployment (at 0 replicas), Service, ServiceAccount and PodDisruptionBudget. The forwarder
+    /// and the functions run under the chart's RBAC alone.
+    Helm,
 }
 
 /// A CreateFleet call: the claim it launches (from its ClientToken) and when it was made.
@@ -227,6 +249,8 @@ pub struct EndToEnd {
     forwarder: Mutex<Option<Forwarder>>,
     /// The forwarder's port and ServiceAccount kubeconfig, to start it again after a kill.
     forwarder_setup: Option<(u16, std::path::PathBuf)>,
+    /// The port the chart's webhook configuration was pointed at ([`Install::Helm`]).
+    chart_forwarder_port: Option<u16>,
     pub shared: Arc<Shared>,
     ec2_calls: Ec2Calls,
     tasks: Vec<tokio::task::JoinHandle<()>>,
@@ -289,13 +313,17 @@ impl EndToEnd {
             options,
             forwarder: Mutex::new(None),
             forwarder_setup: None,
+            chart_forwarder_port: None,
             shared: Arc::new(Shared::default()),
             ec2_calls: Ec2Calls::default(),
             tasks: vec![],
         };
-        // Everything `infra/k8s` installs besides the CRDs (the control plane installed those) and
-        // the forwarder (started below): the admission policy for NodeClaims.
-        e2e.apply_file("infra/k8s/policy/nodeclaims.yaml").await?;
+        match e2e.options.install {
+            // Everything `infra/k8s` installs besides the CRDs (the control plane installed those)
+            // and the forwarder (started below): the admission policy for NodeClaims.
+            Install::Kustomize => e2e.apply_file("infra/k8s/policy/nodeclaims.yaml").await?,
+            Install::Helm => e2e.install_chart().await?,
+        }
         if e2e.options.forwarder {
             e2e.start_forwarder().await?;
         }
@@ -303,15 +331,67 @@ impl EndToEnd {
         Ok(e2e)
     }
 
-    /// The forwarder, as its ServiceAccount, registered by the manifest's webhook configuration
-    /// (pointed at its loopback port).
-    async fn start_forwarder(&mut self) -> Result<()> {
+    /// The cluster side as `helm install dovetail infra/helm/dovetail -n dovetail-system
+    /// --create-namespace` installs it, from `helm template` of the chart: the doorbell queue is
+    /// moto's, the forwarder's Deployment has no replicas (its process runs locally), and the
+    /// webhook configuration is pointed at that process's loopback port.
+    async fn install_chart(&mut self) -> Result<()> {
         let port = free_port()?;
-        let configurations: Api<ValidatingWebhookConfiguration> = Api::all(self.admin.clone());
-        configurations.create(&PostParams::default(), &webhook_configuration(WEBHOOK, port, None)?).await?;
-        let namespace = "dovetail-system";
-        self.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n")).await?;
-        let kubeconfig = service_account_kubeconfig(&self.control_plane, &self.admin, namespace, WEBHOOK).await?;
+        let queue = format!("forwarder.doorbellQueueUrl={}", self.doorbell_url);
+        let rendered = Helm::locate()?.template(
+            "dovetail",
+            FORWARDER_NAMESPACE,
+            self.control_plane.version(),
+            &["--set", &queue, "--set", "forwarder.replicas=0"],
+        )?;
+        self.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {FORWARDER_NAMESPACE}\n")).await?;
+        for mut document in documents(&rendered)? {
+            let name = kind_name(&document);
+            match document["kind"].as_str() {
+                Some("ValidatingWebhookConfiguration") => {
+                    ensure!(name == format!("ValidatingWebhookConfiguration/{WEBHOOK}"), "the chart rendered {name}");
+                    let mut configuration: ValidatingWebhookConfiguration = serde_json::from_value(document)?;
+                    served_locally(&mut configuration, port).context("the chart's webhook configuration")?;
+                    document = serde_json::to_value(configuration)?;
+                }
+                // The forwarder process is started with the webhook configuration's name: the
+                // chart's Deployment must give it the same.
+                Some("Deployment") => {
+                    let env = &document["spec"]["template"]["spec"]["containers"][0]["env"];
+                    let configuration = env
+                        .as_array()
+                        .and_then(|env| env.iter().find(|e| e["name"] == "DOVETAIL_WEBHOOK_CONFIGURATION"))
+                        .map(|e| e["value"].clone());
+                    ensure!(
+                        configuration == Some(Value::from(WEBHOOK)),
+                        "{name}: DOVETAIL_WEBHOOK_CONFIGURATION {configuration:?}"
+                    );
+                }
+                _ => {}
+            }
+            self.apply_value(&document).await.with_context(|| format!("applying the chart's {name}"))?;
+        }
+        self.chart_forwarder_port = Some(port);
+        Ok(())
+    }
+
+    /// The forwarder, as its ServiceAccount, registered by the kustomize base's webhook
+    /// configuration (pointed at its loopback port) or the chart's (already so pointed).
+    async fn start_forwarder(&mut self) -> Result<()> {
+        let namespace = FORWARDER_NAMESPACE;
+        let (port, kubeconfig) = match self.options.install {
+            Install::Kustomize => {
+                let port = free_port()?;
+                let configurations: Api<ValidatingWebhookConfiguration> = Api::all(self.admin.clone());
+                configurations.create(&PostParams::default(), &webhook_configuration(WEBHOOK, port, None)?).await?;
+                self.apply(&format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n")).await?;
+                (port, service_account_kubeconfig(&self.control_plane, &self.admin, namespace, WEBHOOK).await?)
+            }
+            Install::Helm => {
+                let port = self.chart_forwarder_port.context("the chart was not installed")?;
+                (port, forwarder_kubeconfig(&self.control_plane, namespace, WEBHOOK).await?)
+            }
+        };
         self.forwarder_setup = Some((port, kubeconfig));
         self.restart_forwarder().await
     }
@@ -325,7 +405,7 @@ impl EndToEnd {
             &self.control_plane,
             kubeconfig,
             WEBHOOK,
-            "dovetail-system",
+            FORWARDER_NAMESPACE,
             *port,
             (&endpoint, &self.doorbell_url),
         )?;
@@ -348,10 +428,14 @@ impl EndToEnd {
     }
 
     /// A function's reconciler with the real adapters: the Kubernetes adapter as a member of
-    /// `dovetail:functions` (only what `infra/k8s/rbac` grants), EC2 through [`Ec2Calls`]
-    /// (CreateFleet recorded, moto's placeholder spot prices refused), DynamoDB, SQS.
+    /// `dovetail:functions` (only what `infra/k8s/rbac` grants, or the chart's ClusterRole),
+    /// EC2 through [`Ec2Calls`] (CreateFleet recorded, moto's placeholder spot prices refused),
+    /// DynamoDB, SQS.
     pub async fn reconciler(&self, function: &str) -> Result<AwsReconciler> {
-        let client = crate::kube::functions_client(&self.control_plane, &self.admin).await?;
+        let client = match self.options.install {
+            Install::Kustomize => crate::kube::functions_client(&self.control_plane, &self.admin).await?,
+            Install::Helm => crate::kube::functions_group_client(&self.control_plane).await?,
+        };
         let kube = KubeAdapter::new(client).with_reporting_instance(function);
         let mut clients = self.aws.clients.clone();
         // The outage first: the CreateFleet that starts one still goes through itself.
@@ -438,16 +522,18 @@ impl EndToEnd {
     /// Server-side applies every document of `yaml` (any kind the API server knows, CRDs'
     /// included).
     pub async fn apply(&self, yaml: &str) -> Result<()> {
-        for document in serde_yaml_ng::Deserializer::from_str(yaml) {
-            let value: Value = serde::Deserialize::deserialize(document)?;
-            if value.is_null() {
-                continue;
-            }
-            let (api, name) = self.api_for(&value).await?;
-            api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(&value))
-                .await
-                .with_context(|| format!("applying {} {name}", value["kind"]))?;
+        for document in documents(yaml)? {
+            self.apply_value(&document).await?;
         }
+        Ok(())
+    }
+
+    /// Server-side applies one object.
+    async fn apply_value(&self, value: &Value) -> Result<()> {
+        let (api, name) = self.api_for(value).await?;
+        api.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(value))
+            .await
+            .with_context(|| format!("applying {} {name}", value["kind"]))?;
         Ok(())
     }
 
@@ -615,6 +701,25 @@ impl EndToEnd {
         };
         assert_exactly_once(&claims, &self.instances().await, context);
         Ok(())
+    }
+
+    /// A NodeClaim made by hand (by the admin, not `dovetail:functions`) is refused by the
+    /// admission policy, which says why.
+    pub async fn assert_hand_made_nodeclaim_refused(&self) -> Result<()> {
+        let resource = kube::api::ApiResource::erase::<dovetail_api::crd::NodeClaim>(&());
+        let claims: Api<DynamicObject> = Api::all_with(self.admin.clone(), &resource);
+        let by_hand = serde_json::from_value(serde_json::json!({
+            "apiVersion": "dovetail.dev/v1", "kind": "NodeClaim", "metadata": {"name": "by-hand"},
+            "spec": {"nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "default"}},
+        }))?;
+        match claims.create(&PostParams::default(), &by_hand).await {
+            Ok(_) => bail!("a hand-made NodeClaim was admitted"),
+            Err(kube::Error::Api(s)) => {
+                ensure!(s.message.contains("NodeClaims are created by Dovetail"), "{}", s.message);
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Events about `kind/name` (in `namespace` for namespaced objects, `default` otherwise: the

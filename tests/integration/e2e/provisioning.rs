@@ -8,7 +8,7 @@ use dovetail_core::labels;
 use dovetail_core::resources::parse_cpu_millis;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::{instance_of, label, node_of, EndToEnd, Options, STEP};
+use super::{instance_of, label, node_of, EndToEnd, Install, Options, STEP};
 
 /// Checks that every pod runs on a Node of a live claim, registered as Dovetail registers nodes
 /// (claim and pool labels set, the unregistered taint gone); returns each pod's Node.
@@ -98,9 +98,12 @@ async fn gpu_pods_get_tainted_gpu_nodes_and_others_stay_off_them() -> Result<()>
     Ok(())
 }
 
+/// Installed through the Helm chart instead of the kustomize base (the only scenario that is): the
+/// forwarder and the functions run under the chart's RBAC, the forwarder patches the chart's
+/// webhook configuration, and the chart's admission policy holds the NodeClaims.
 #[tokio::test]
 async fn arm64_only_pods_get_graviton_nodes() -> Result<()> {
-    let e2e = EndToEnd::start("arm64-only", Options::default()).await?;
+    let e2e = EndToEnd::start("arm64-only", Options { install: Install::Helm, ..Options::default() }).await?;
     e2e.apply_example("arm64-only/nodepool.yaml").await?;
     e2e.apply_example("arm64-only/workload.yaml").await?;
     let pods = e2e.running("payments", "app.kubernetes.io/name=ledger", 6).await?;
@@ -108,6 +111,7 @@ async fn arm64_only_pods_get_graviton_nodes() -> Result<()> {
         // The test kubelet takes the architecture from the image Dovetail chose for the type.
         assert_eq!(label(&node, labels::ARCH), "arm64", "{}", label(&node, labels::INSTANCE_TYPE));
     }
+    e2e.assert_hand_made_nodeclaim_refused().await?;
     e2e.assert_exactly_once("arm64").await?;
     e2e.report_latency().await?;
     Ok(())
@@ -158,8 +162,13 @@ spec:
 
 /// NodePools' status is the sweeper's to write: these scenarios run it, on a faster schedule
 /// than the deployed one-minute rate.
-const SWEEPING: Options =
-    Options { deliveries: 1, sweep_every: Some(std::time::Duration::from_secs(10)), forwarder: true, reorder: false };
+const SWEEPING: Options = Options {
+    deliveries: 1,
+    sweep_every: Some(std::time::Duration::from_secs(10)),
+    forwarder: true,
+    reorder: false,
+    install: Install::Kustomize,
+};
 
 #[tokio::test]
 async fn a_pool_at_its_limit_says_so_on_the_pods_it_cannot_serve() -> Result<()> {

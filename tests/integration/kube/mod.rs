@@ -53,6 +53,12 @@ pub async fn apply_rbac(admin: &Client) -> Result<()> {
 /// user in that group), with the adapter's settings.
 pub async fn functions_client(control_plane: &ControlPlane, admin: &Client) -> Result<Client> {
     apply_rbac(admin).await?;
+    functions_group_client(control_plane).await
+}
+
+/// [`functions_client`] under whatever RBAC the cluster already has for `dovetail:functions` (the
+/// Helm chart's, when it installed the cluster side), once it has taken effect.
+pub async fn functions_group_client(control_plane: &ControlPlane) -> Result<Client> {
     let mut config = control_plane.config().clone();
     config.auth_info.impersonate = Some("dovetail-functions-test".into());
     config.auth_info.impersonate_groups = Some(vec![FUNCTIONS_GROUP.into()]);

@@ -10,8 +10,9 @@
 //! Karpenter's default, so code never sees an "unset" `expireAfter`) and in the generated CRD
 //! schema (`default:`), so objects read back from the API server carry them explicitly too.
 //!
-//! The CRD YAML under `infra/k8s/crds/` is generated from these types; see [`crd_yaml`] and the
-//! `crds` integration test, which fails when the committed files drift
+//! The CRD YAML under `infra/k8s/crds/` and `infra/helm/dovetail/crds/` (the Helm chart's) is
+//! generated from these types; see [`crd_yaml`] and the `crds` integration test, which fails when
+//! the committed files drift
 //! (`DOVETAIL_BLESS=1 cargo test -p dovetail-api --test crds` rewrites them).
 
 mod duration;
