@@ -50,14 +50,14 @@ fn forwarder_process() {
 }
 
 /// The doorbell queue on moto, and what has been received from it so far.
-struct Doorbells {
+pub(crate) struct Doorbells {
     sqs: aws_sdk_sqs::Client,
-    url: String,
+    pub(crate) url: String,
     received: Vec<Value>,
 }
 
 impl Doorbells {
-    async fn new(moto: &Session) -> Result<Doorbells> {
+    pub(crate) async fn new(moto: &Session) -> Result<Doorbells> {
         let sqs = aws_sdk_sqs::Client::new(&moto.sdk_config().await);
         let url = sqs.create_queue().queue_name("dovetail-doorbells").send().await?;
         let url = url.queue_url().context("a queue url")?.to_string();
@@ -88,9 +88,26 @@ pub fn start_forwarder(
     configuration: &str,
     namespace: &str,
     port: u16,
-    (sqs_endpoint, queue_url): (&str, &str),
+    sqs: (&str, &str),
 ) -> Result<Forwarder> {
-    let settings = Settings {
+    let settings = settings(control_plane, kubeconfig, configuration, namespace, port, sqs);
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .args(["--exact", "forwarder::forwarder_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1");
+    Forwarder::start(command, &settings)
+}
+
+/// A test forwarder's settings: its log in the control plane's directory, debug logs of its own.
+pub(crate) fn settings(
+    control_plane: &ControlPlane,
+    kubeconfig: &Path,
+    configuration: &str,
+    namespace: &str,
+    port: u16,
+    (sqs_endpoint, queue_url): (&str, &str),
+) -> Settings {
+    Settings {
         kubeconfig: kubeconfig.to_path_buf(),
         configuration: configuration.to_string(),
         namespace: namespace.to_string(),
@@ -99,16 +116,11 @@ pub fn start_forwarder(
         sqs_endpoint: sqs_endpoint.to_string(),
         log: control_plane.dir().join(format!("forwarder-{configuration}.log")),
         rust_log: "info,dovetail_forwarder=debug".into(),
-    };
-    let mut command = Command::new(std::env::current_exe()?);
-    command
-        .args(["--exact", "forwarder::forwarder_process", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1");
-    Forwarder::start(command, &settings)
+    }
 }
 
 /// Waits for a doorbell in the queue that has every field of `expected`.
-async fn doorbell(forwarder: &mut Forwarder, doorbells: &mut Doorbells, expected: Value) -> Result<Value> {
+pub(crate) async fn doorbell(forwarder: &mut Forwarder, doorbells: &mut Doorbells, expected: Value) -> Result<Value> {
     let deadline = Instant::now() + DOORBELL_TIMEOUT;
     loop {
         forwarder.check_running()?;

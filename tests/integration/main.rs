@@ -6,6 +6,7 @@ mod controlplane;
 mod e2e;
 mod forwarder;
 mod functions;
+mod image;
 mod infra;
 mod kube;
 mod scale;
