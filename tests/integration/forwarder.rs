@@ -206,21 +206,51 @@ pub async fn service_account_kubeconfig(
     Ok(path)
 }
 
+/// A test's own forwarder registration on the shared control plane: a namespace, the webhook
+/// configuration `dovetail-forwarder-<namespace>` pointed at a free loopback port and narrowed to
+/// that namespace, and a kubeconfig acting as the forwarder's ServiceAccount with only what
+/// rbac.yaml grants.
+pub(crate) struct Registration {
+    pub(crate) ns: String,
+    pub(crate) port: u16,
+    pub(crate) name: String,
+    pub(crate) kubeconfig: PathBuf,
+}
+
+impl Registration {
+    pub(crate) async fn new(control_plane: &ControlPlane, admin: &Client, prefix: &str) -> Result<Registration> {
+        let ns = control_plane.namespace(admin, prefix).await?;
+        let port = free_port()?;
+        let name = format!("dovetail-forwarder-{ns}");
+        let configuration = webhook_configuration(&name, port, Some(&ns))?;
+        Api::<ValidatingWebhookConfiguration>::all(admin.clone())
+            .create(&PostParams::default(), &configuration)
+            .await?;
+        let kubeconfig = service_account_kubeconfig(control_plane, admin, &ns, &name).await?;
+        Ok(Registration { ns, port, name, kubeconfig })
+    }
+
+    /// Deletes the webhook configuration and the forwarder's RBAC (the namespace goes with the
+    /// control plane).
+    pub(crate) async fn remove(&self, admin: &Client) -> Result<()> {
+        let name = &self.name;
+        Api::<ValidatingWebhookConfiguration>::all(admin.clone()).delete(name, &DeleteParams::default()).await?;
+        Api::<ClusterRoleBinding>::all(admin.clone()).delete(name, &DeleteParams::default()).await?;
+        Api::<ClusterRole>::all(admin.clone()).delete(name, &DeleteParams::default()).await?;
+        Ok(())
+    }
+}
+
 #[tokio::test]
 async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Result<()> {
     let control_plane = ControlPlane::shared();
     let admin = control_plane.client();
-    let ns = control_plane.namespace(&admin, "forwarder").await?;
-    let port = free_port()?;
-    let name = format!("dovetail-forwarder-{ns}");
-    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    configurations.create(&PostParams::default(), &webhook_configuration(&name, port, Some(&ns))?).await?;
-    // As its ServiceAccount, with only what rbac.yaml grants.
-    let kubeconfig = service_account_kubeconfig(control_plane, &admin, &ns, &name).await?;
+    let registration = Registration::new(control_plane, &admin, "forwarder").await?;
+    let (ns, port, name) = (registration.ns.clone(), registration.port, registration.name.clone());
+    let kubeconfig = &registration.kubeconfig;
     let moto = Moto::session()?;
     let mut doorbells = Doorbells::new(&moto).await?;
-    let mut forwarder =
-        start_forwarder(control_plane, &kubeconfig, &name, &ns, port, (&moto.endpoint, &doorbells.url))?;
+    let mut forwarder = start_forwarder(control_plane, kubeconfig, &name, &ns, port, (&moto.endpoint, &doorbells.url))?;
     forwarder.ca_bundle(&admin, &name).await?;
 
     // A DaemonSet's pod (by the label its controller sets) is left out by the objectSelector;
@@ -281,10 +311,7 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     eprintln!("pod scheduled as unschedulable, node registered and two deleted without the forwarder in {waited:.2?}");
     assert!(waited < Duration::from_secs(10), "the API server took {waited:?} without the forwarder");
 
-    configurations.delete(&name, &DeleteParams::default()).await?;
-    Api::<ClusterRoleBinding>::all(admin.clone()).delete(&name, &DeleteParams::default()).await?;
-    Api::<ClusterRole>::all(admin.clone()).delete(&name, &DeleteParams::default()).await?;
-    Ok(())
+    registration.remove(&admin).await
 }
 
 /// What the forwarder says when it cannot start: a missing webhook configuration is named, and

@@ -20,15 +20,12 @@ use std::time::Instant;
 use anyhow::{bail, ensure, Context, Result};
 use base64::Engine as _;
 use dovetail_tests::controlplane::ControlPlane;
-use dovetail_tests::forwarder::{connect, free_port, manifest, request, webhook_configuration, Forwarder};
+use dovetail_tests::forwarder::{connect, manifest, request, Forwarder};
 use dovetail_tests::moto::Moto;
 use hyper::body::Bytes;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{json, Value};
 
-use crate::forwarder::{doorbell, service_account_kubeconfig, settings, Doorbells};
+use crate::forwarder::{doorbell, settings, Doorbells, Registration};
 use crate::kube::{create_pod, test_pod, unschedulable};
 
 /// How CI (and a developer) installs what this test needs.
@@ -265,15 +262,11 @@ async fn forwarder_image_is_multi_arch_small_and_runs_from_its_root_filesystem()
 
     // Registered as the cluster's webhook, as its ServiceAccount, as in forwarder.rs.
     let admin = control_plane.client();
-    let ns = control_plane.namespace(&admin, "image").await?;
-    let port = free_port()?;
-    let name = format!("dovetail-forwarder-{ns}");
-    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    configurations.create(&PostParams::default(), &webhook_configuration(&name, port, Some(&ns))?).await?;
-    let kubeconfig = service_account_kubeconfig(control_plane, &admin, &ns, &name).await?;
+    let registration = Registration::new(control_plane, &admin, "image").await?;
+    let Registration { ns, port, name, kubeconfig } = &registration;
     let inside = rootfs.join(KUBECONFIG_IN_IMAGE);
     std::fs::create_dir_all(inside.parent().context("a directory")?)?;
-    std::fs::write(&inside, serde_json::to_vec(&self_contained_kubeconfig(&kubeconfig)?)?)?;
+    std::fs::write(&inside, serde_json::to_vec(&self_contained_kubeconfig(kubeconfig)?)?)?;
     let moto = Moto::session()?;
     let mut doorbells = Doorbells::new(&moto).await?;
 
@@ -282,28 +275,26 @@ async fn forwarder_image_is_multi_arch_small_and_runs_from_its_root_filesystem()
     let user = config["User"].as_str().context("User")?;
     let command = chrooted(&rootfs, entrypoint, user)?;
     let in_image = Path::new("/").join(KUBECONFIG_IN_IMAGE);
-    let settings = settings(control_plane, &in_image, &name, &ns, port, (&moto.endpoint, &doorbells.url));
+    let settings = settings(control_plane, &in_image, name, ns, *port, (&moto.endpoint, &doorbells.url));
     let mut forwarder = Forwarder::start(command, &settings)?;
-    let ca = forwarder.ca_bundle(&admin, &name).await?;
+    let ca = forwarder.ca_bundle(&admin, name).await?;
     let status = std::fs::read_to_string(format!("/proc/{}/status", forwarder.pid()))?;
     let uid = user.split(':').next().unwrap_or_default();
     assert!(status.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some(uid)), "{status}");
 
-    let mut client = connect(port, &ca).await?;
+    let mut client = connect(*port, &ca).await?;
     let (code, body) = request(&mut client, "GET", "/healthz", Bytes::new()).await?;
     assert_eq!((code, body.as_ref()), (200, b"ok\n".as_slice()), "GET /healthz");
 
     // One admission review round trip: the scheduler marks the pod Unschedulable, the API server
     // sends the status update to the webhook, the forwarder rings.
-    create_pod(&admin, &test_pod(&ns, "huge", "64", json!({}))?).await?;
-    unschedulable(&admin, &ns, "huge").await?;
+    create_pod(&admin, &test_pod(ns, "huge", "64", json!({}))?).await?;
+    unschedulable(&admin, ns, "huge").await?;
     doorbell(&mut forwarder, &mut doorbells, json!({"pod": format!("{ns}/huge")})).await?;
     forwarder.check_running()?;
 
     drop(forwarder);
-    configurations.delete(&name, &DeleteParams::default()).await?;
-    Api::<ClusterRoleBinding>::all(admin.clone()).delete(&name, &DeleteParams::default()).await?;
-    Api::<ClusterRole>::all(admin.clone()).delete(&name, &DeleteParams::default()).await?;
+    registration.remove(&admin).await?;
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
