@@ -2,7 +2,7 @@
 # Every test, from a fresh machine: `bash tests/run-all.sh` (README, "Two commands").
 #
 # Installs what the tests need into caches outside the clone (rustfmt and clippy, the aarch64 and musl targets,
-# Chromium, the Python tools, cargo-lambda and zig, buildah, Node.js and the CDK app's packages, the local
+# Chromium, the Python tools, cargo-lambda and zig, buildah and crane, Node.js and the CDK app's packages, the local
 # Kubernetes control plane), then checks formatting and runs `cargo test --workspace`, linting the
 # workspace's crates with clippy as they build.
 # A warm run only checks the caches. `.ci/run` calls exactly this.
@@ -103,6 +103,14 @@ if ! command -v buildah >/dev/null 2>&1; then
   $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends buildah >/dev/null
 fi
 rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl >/dev/null
+# The same test pushes the image to a local registry, `crane registry serve` (go-containerregistry,
+# from the Go module proxy; pinned, cached).
+CRANE_VERSION=v0.20.3
+crane="$HOME/.cache/dovetail/tools/crane/crane"
+if [ "$("$crane" version 2>/dev/null)" != "$CRANE_VERSION" ]; then
+  step "install crane $CRANE_VERSION into $(dirname "$crane") (Go module proxy)"
+  GOBIN="$(dirname "$crane")" go install "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
+fi
 
 # Node.js for the CDK app (infra/cdk: cdk synth, cdk-nag, its node --test assertions). Debian's
 # nodejs (18 on bookworm) runs it; aws-cdk-lib declares >= 20 but needs nothing newer, and npm

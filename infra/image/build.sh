@@ -10,6 +10,8 @@
 #                                                log in first: buildah login <registry>
 #   bash infra/image/build.sh --binaries DIR     only DIR/<arch>/dovetail-forwarder and
 #                                                DIR/ca-certificates.crt (the Dockerfile's build stage)
+#   --insecure                                   with --push: plain HTTP or an untrusted certificate
+#                                                (a local registry)
 #
 # --oci and --push may be given together. Needs cargo-lambda and zig (in $HOME/.cache/dovetail/venv
 # or on PATH: tests/run-all.sh installs them), rustup, the Debian packages ca-certificates and
@@ -20,12 +22,13 @@ here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
 die() { echo "infra/image/build.sh: $*" >&2; exit 1; }
-oci="" push="" binaries=""
+oci="" push="" binaries="" tls_verify=true
 while [ "$#" -gt 0 ]; do
   case "$1" in
     --oci) oci="${2:?--oci needs a directory}"; shift 2 ;;
     --push) push="${2:?--push needs REGISTRY/REPOSITORY[:TAG]}"; shift 2 ;;
     --binaries) binaries="${2:?--binaries needs a directory}"; shift 2 ;;
+    --insecure) tls_verify=false; shift ;;
     *) die "unknown argument $1 (see the comment at the top of the script)" ;;
   esac
 done
@@ -98,6 +101,6 @@ fi
 if [ -n "$push" ]; then
   # A tag is a colon after the last slash (a registry's port is before it).
   case "${push##*/}" in *:*) ;; *) push="$push:$version" ;; esac
-  "${b[@]}" manifest push --quiet --all "$image" "docker://$push"
+  "${b[@]}" manifest push --quiet --all --tls-verify="$tls_verify" "$image" "docker://$push"
   echo "infra/image/build.sh: pushed $push (linux/amd64, linux/arm64)"
 fi

@@ -1,12 +1,13 @@
 //! The forwarder's container image as `infra/image/build.sh` builds it (buildah running
 //! `infra/image/Dockerfile`, no Docker daemon): one OCI image index with a linux/amd64 and a
 //! linux/arm64 image, each configured as the Deployment (`infra/k8s/forwarder/deployment.yaml`)
-//! runs it and labelled from the workspace's Cargo.toml, and small; and the amd64 image's root
+//! runs it and labelled from the workspace's Cargo.toml, and small; the same index pushed to a
+//! registry (`crane registry serve` on loopback); and the amd64 image's root
 //! filesystem, unpacked, runs: its binary, chrooted into that root filesystem as the image's
 //! user, serves `/healthz` and is the real kube-apiserver's admission webhook, ringing a doorbell
 //! on moto's SQS for a pod that cannot be scheduled.
 //!
-//! Needs buildah (Debian's package; tests/run-all.sh installs it) and root (chroot(2)). The
+//! Needs buildah (Debian's package), crane (tests/run-all.sh installs both) and root (chroot(2)). The
 //! binaries are built in `$DOVETAIL_IMAGE_TARGET_DIR` (else `$HOME/.cache/dovetail/target-image`;
 //! tests/run-all.sh builds them there in the background while the tests build).
 
@@ -14,13 +15,13 @@ use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::Instant;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
 use base64::Engine as _;
 use dovetail_tests::controlplane::ControlPlane;
-use dovetail_tests::forwarder::{connect, manifest, request, Forwarder};
+use dovetail_tests::forwarder::{connect, free_port, manifest, request, Forwarder};
 use dovetail_tests::moto::Moto;
 use hyper::body::Bytes;
 use serde_json::{json, Value};
@@ -30,6 +31,8 @@ use crate::kube::{create_pod, test_pod, unschedulable};
 
 /// How CI (and a developer) installs what this test needs.
 const INSTALL: &str = "apt-get install buildah (as tests/run-all.sh does)";
+const CRANE_INSTALL: &str = "GOBIN=$HOME/.cache/dovetail/tools/crane go install \
+                             github.com/google/go-containerregistry/cmd/crane@v0.20.3 (as tests/run-all.sh does)";
 /// The most the compressed layers of one architecture's image may weigh: the binary is most of it.
 const MAX_COMPRESSED_BYTES: u64 = 10_000_000;
 /// Where the kubeconfig goes in the unpacked root filesystem (a mounted file, in a pod).
@@ -48,8 +51,55 @@ fn target_dir() -> Result<PathBuf> {
     Ok(PathBuf::from(home).join(".cache/dovetail/target-image"))
 }
 
-/// `infra/image/build.sh --oci <dir>/oci`: the OCI layout's directory.
-fn build(dir: &Path) -> Result<PathBuf> {
+/// A registry in memory on a loopback port (`crane registry serve`), stopped when dropped.
+struct Registry {
+    crane: PathBuf,
+    child: Child,
+    address: String,
+}
+
+impl Registry {
+    fn start() -> Result<Registry> {
+        let home = std::env::var_os("HOME").context("HOME is not set")?;
+        let crane = PathBuf::from(home).join(".cache/dovetail/tools/crane/crane");
+        if !crane.is_file() {
+            bail!("crane is not installed at {}: install it with {CRANE_INSTALL}", crane.display());
+        }
+        let address = format!("127.0.0.1:{}", free_port()?);
+        let child = Command::new(&crane)
+            .args(["registry", "serve", "--address", &address])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting crane registry serve")?;
+        let registry = Registry { crane, child, address };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(&registry.address).is_err() {
+            if Instant::now() > deadline {
+                bail!("crane registry serve did not listen on {} within 10 s", registry.address);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(registry)
+    }
+
+    /// What `crane <args>` prints about an image in it, as JSON.
+    fn inspect(&self, args: &[&str]) -> Result<Value> {
+        let output = Command::new(&self.crane).args(args).arg("--insecure").output()?;
+        ensure!(output.status.success(), "crane {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `infra/image/build.sh --oci <dir>/oci --push <push> --insecure`: the OCI layout's directory.
+fn build(dir: &Path, push: &str) -> Result<PathBuf> {
     if Command::new("buildah").arg("--version").output().is_err() {
         bail!("buildah is not installed: install it with {INSTALL}");
     }
@@ -59,6 +109,7 @@ fn build(dir: &Path) -> Result<PathBuf> {
         .arg(workspace().join("infra/image/build.sh"))
         .arg("--oci")
         .arg(&oci)
+        .args(["--push", push, "--insecure"])
         .env("CARGO_TARGET_DIR", target_dir()?)
         .output()
         .context("running infra/image/build.sh")?;
@@ -70,7 +121,7 @@ fn build(dir: &Path) -> Result<PathBuf> {
             String::from_utf8_lossy(&output.stderr)
         );
     }
-    eprintln!("infra/image/build.sh --oci built the image in {:.1?}", started.elapsed());
+    eprintln!("infra/image/build.sh built and pushed the image in {:.1?}", started.elapsed());
     Ok(oci)
 }
 
@@ -238,7 +289,9 @@ fn chrooted(rootfs: &Path, entrypoint: &str, user: &str) -> Result<Command> {
 async fn forwarder_image_is_multi_arch_small_and_runs_from_its_root_filesystem() -> Result<()> {
     let control_plane = ControlPlane::shared();
     let dir = control_plane.dir().join("image");
-    let oci = build(&dir)?;
+    let registry = Registry::start()?;
+    let pushed = format!("{}/dovetail-forwarder", registry.address);
+    let oci = build(&dir, &pushed)?;
 
     let deployment = manifest("deployment.yaml")?.into_iter().next().context("deployment.yaml is empty")?;
     let images = images(&oci, env!("CARGO_PKG_VERSION"))?;
@@ -251,6 +304,24 @@ async fn forwarder_image_is_multi_arch_small_and_runs_from_its_root_filesystem()
         eprintln!("{arch}: {} layer(s), {compressed} bytes compressed (gzip)", image.layers.len());
         assert!(compressed <= MAX_COMPRESSED_BYTES, "{arch}: {compressed} bytes of compressed layers");
     }
+
+    // Pushed under the crate's version as a tag: the same two images.
+    let pushed = format!("{pushed}:{}", env!("CARGO_PKG_VERSION"));
+    let index = registry.inspect(&["manifest", &pushed])?;
+    let mut platforms: Vec<&str> = index["manifests"]
+        .as_array()
+        .context("the pushed index's manifests")?
+        .iter()
+        .filter_map(|m| m["platform"]["architecture"].as_str())
+        .collect();
+    platforms.sort();
+    assert_eq!(platforms, arches, "{pushed}");
+    for (arch, image) in &images {
+        let config = registry.inspect(&["config", "--platform", &format!("linux/{arch}"), &pushed])?;
+        assert_eq!(config["config"], image.config["config"], "{arch}: pushed and OCI layout differ");
+        assert_eq!(config["rootfs"], image.config["rootfs"], "{arch}: pushed and OCI layout differ");
+    }
+    drop(registry);
 
     let (_, amd64) = images.iter().find(|(arch, _)| arch == "amd64").context("no amd64 image")?;
     let rootfs = dir.join("rootfs");
