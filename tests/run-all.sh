@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every test, from a fresh machine: `bash tests/run-all.sh` (README, "Two commands").
 #
-# Installs what the tests need into caches outside the clone (rustfmt and clippy, the aarch64 and musl targets,
-# Chromium, the Python tools, cargo-lambda and zig, buildah and crane, Node.js and the CDK app's packages, the local
-# Kubernetes control plane), then checks formatting and runs `cargo test --workspace`, linting the
-# workspace's crates with clippy as they build.
+# Installs what the tests need into caches outside the clone (rustfmt and clippy, the aarch64 and
+# musl targets, Chromium, the Python tools, cargo-lambda and zig, buildah and crane, Node.js and the
+# CDK app's packages, the local Kubernetes control plane), then checks formatting and runs
+# `cargo test --workspace`, linting the workspace's crates with clippy as they build.
 # A warm run only checks the caches. `.ci/run` calls exactly this.
 #
 #   bash tests/run-all.sh                        everything, as CI does
