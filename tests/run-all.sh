@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Every test, from a fresh machine: `bash tests/run-all.sh` (README, "Two commands").
 #
-# Installs what the tests need into caches outside the clone (rustfmt and clippy, the aarch64 target,
-# Chromium, the Python tools, cargo-lambda and zig, Node.js and the CDK app's packages, the local
-# Kubernetes control plane, Helm), then checks formatting and runs `cargo test --workspace`, linting the
-# workspace's crates with clippy as they build.
+# Installs what the tests need into caches outside the clone (rustfmt and clippy, the aarch64 and
+# musl targets, Chromium, the Python tools, cargo-lambda and zig, buildah and crane, Node.js and the
+# CDK app's packages, the local Kubernetes control plane, Helm), then checks formatting and runs
+# `cargo test --workspace`, linting the workspace's crates with clippy as they build.
 # A warm run only checks the caches. `.ci/run` calls exactly this.
 #
 #   bash tests/run-all.sh                        everything, as CI does
@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 clone="$(basename "$PWD")-$(printf %s "$PWD" | sha256sum | cut -c1-8)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/dovetail/clones/$clone/target}"
 export DOVETAIL_LAMBDA_TARGET_DIR="${DOVETAIL_LAMBDA_TARGET_DIR:-$HOME/.cache/dovetail/clones/$clone/target-lambda}"
+export DOVETAIL_IMAGE_TARGET_DIR="${DOVETAIL_IMAGE_TARGET_DIR:-$HOME/.cache/dovetail/clones/$clone/target-image}"
 export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 # Tests per test binary at once. libtest's default is one per core (2 here), but most integration
 # tests wait on a control plane, moto or a cargo-lambda build rather than compute: while the
@@ -96,6 +97,24 @@ if ! "$venv/bin/cargo-lambda" lambda --version 2>/dev/null | grep -q "cargo-lamb
 fi
 rustup target add aarch64-unknown-linux-gnu >/dev/null
 
+# The forwarder image test (tests/integration/image.rs) runs infra/image/build.sh: buildah (Debian)
+# builds infra/image/Dockerfile without a Docker daemon, from static musl binaries (cargo-lambda
+# and zig above link them).
+if ! command -v buildah >/dev/null 2>&1; then
+  step "install buildah (Debian)"
+  if [ "$(id -u)" -eq 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends buildah >/dev/null
+fi
+rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl >/dev/null
+# The same test pushes the image to a local registry, `crane registry serve` (go-containerregistry,
+# from the Go module proxy; pinned, cached).
+CRANE_VERSION=v0.20.3
+crane="$HOME/.cache/dovetail/tools/crane/crane"
+if [ "$("$crane" version 2>/dev/null)" != "$CRANE_VERSION" ]; then
+  step "install crane $CRANE_VERSION into $(dirname "$crane") (Go module proxy)"
+  GOBIN="$(dirname "$crane")" go install "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
+fi
+
 # Node.js for the CDK app (infra/cdk: cdk synth, cdk-nag, its node --test assertions). Debian's
 # nodejs (18 on bookworm) runs it; aws-cdk-lib declares >= 20 but needs nothing newer, and npm
 # only warns. The app's packages come from its package-lock.json, with npm's cache kept outside
@@ -142,6 +161,14 @@ PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="$DOVETAIL_LAMBDA_TARGET_DIR" cargo lamb
   --arm64 --lambda-dir "$packaging_out" -p dovetail-provisioner -p dovetail-interruption -p dovetail-sweeper \
   >"$packaging_log" 2>&1 &
 packaging_pid=$!
+# Likewise the forwarder image test's binaries (two more targets, the size-optimised `forwarder`
+# profile): the script with the test's target directory and environment.
+step "forwarder image's binaries, in the background (infra/image/build.sh --binaries)"
+image_log="$(mktemp)"
+image_out="$(mktemp -d)"
+PATH="$venv/bin:$PATH" CARGO_TARGET_DIR="$DOVETAIL_IMAGE_TARGET_DIR" bash infra/image/build.sh --binaries "$image_out" \
+  >"$image_log" 2>&1 &
+image_pid=$!
 step "format"
 cargo fmt --all -- --check
 step "lint and build: cargo test --workspace --all-targets --no-run (clippy -D warnings on the workspace's crates)"
@@ -155,7 +182,8 @@ status=${PIPESTATUS[0]}
 # Its outcome is the packaging test's own build (a no-op after it, or the same failure); the log
 # is for when that one failed too.
 wait "$packaging_pid" || { echo "run-all: the background arm64 build failed:"; tail -n 40 "$packaging_log"; }
-rm -rf "$packaging_log" "$packaging_out"
+wait "$image_pid" || { echo "run-all: the background image build failed:"; tail -n 40 "$image_log"; }
+rm -rf "$packaging_log" "$packaging_out" "$image_log" "$image_out"
 set -e
 # One closing line for the whole run (cargo prints one per test binary, the last being doc tests).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "%d passed, %d failed\n", p, f }' "$log"

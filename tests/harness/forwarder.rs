@@ -1,16 +1,21 @@
 //! The forwarder (`functions/forwarder`) as a process of its own, configured for a local control
 //! plane: listening on a loopback port, registered by the webhook configuration of
 //! `infra/k8s/forwarder/webhook.yaml` pointed at it by `url:`, and patching that configuration's
-//! `caBundle` itself. Used by the integration tests (which run the forwarder from the test binary)
-//! and the benchmark (which runs the release binary).
+//! `caBundle` itself; and an HTTPS client to it. Used by the integration tests (which run the
+//! forwarder from the test binary, or from its image's root filesystem) and the benchmark (which
+//! runs the release binary).
 
 use std::io::Read as _;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
 use k8s_openapi::api::admissionregistration::v1::{ValidatingWebhookConfiguration, WebhookClientConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use kube::{Api, Client};
@@ -180,4 +185,42 @@ pub fn webhook_configuration(name: &str, port: u16, namespace: Option<&str>) -> 
         });
     }
     Ok(configuration)
+}
+
+/// A keep-alive HTTP/1.1 connection to a forwarder.
+pub type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// A keep-alive HTTPS connection to the forwarder on loopback `port`, trusting only the CAs of
+/// `ca_pem` (the `caBundle` it set).
+pub async fn connect(port: u16, ca_pem: &[u8]) -> Result<Sender> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca_pem) {
+        roots.add(cert?)?;
+    }
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    tcp.set_nodelay(true)?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+/// One request on `sender`: the status and the whole body.
+pub async fn request(sender: &mut Sender, method: &str, path: &str, body: Bytes) -> Result<(u16, Bytes)> {
+    sender.ready().await?;
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .body(Full::new(body))?;
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    Ok((status, response.into_body().collect().await?.to_bytes()))
 }

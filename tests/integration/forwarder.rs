@@ -50,14 +50,14 @@ fn forwarder_process() {
 }
 
 /// The doorbell queue on moto, and what has been received from it so far.
-struct Doorbells {
+pub(crate) struct Doorbells {
     sqs: aws_sdk_sqs::Client,
-    url: String,
+    pub(crate) url: String,
     received: Vec<Value>,
 }
 
 impl Doorbells {
-    async fn new(moto: &Session) -> Result<Doorbells> {
+    pub(crate) async fn new(moto: &Session) -> Result<Doorbells> {
         let sqs = aws_sdk_sqs::Client::new(&moto.sdk_config().await);
         let url = sqs.create_queue().queue_name("dovetail-doorbells").send().await?;
         let url = url.queue_url().context("a queue url")?.to_string();
@@ -88,9 +88,26 @@ pub fn start_forwarder(
     configuration: &str,
     namespace: &str,
     port: u16,
-    (sqs_endpoint, queue_url): (&str, &str),
+    sqs: (&str, &str),
 ) -> Result<Forwarder> {
-    let settings = Settings {
+    let settings = settings(control_plane, kubeconfig, configuration, namespace, port, sqs);
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .args(["--exact", "forwarder::forwarder_process", "--ignored", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1");
+    Forwarder::start(command, &settings)
+}
+
+/// A test forwarder's settings: its log in the control plane's directory, debug logs of its own.
+pub(crate) fn settings(
+    control_plane: &ControlPlane,
+    kubeconfig: &Path,
+    configuration: &str,
+    namespace: &str,
+    port: u16,
+    (sqs_endpoint, queue_url): (&str, &str),
+) -> Settings {
+    Settings {
         kubeconfig: kubeconfig.to_path_buf(),
         configuration: configuration.to_string(),
         namespace: namespace.to_string(),
@@ -99,16 +116,11 @@ pub fn start_forwarder(
         sqs_endpoint: sqs_endpoint.to_string(),
         log: control_plane.dir().join(format!("forwarder-{configuration}.log")),
         rust_log: "info,dovetail_forwarder=debug".into(),
-    };
-    let mut command = Command::new(std::env::current_exe()?);
-    command
-        .args(["--exact", "forwarder::forwarder_process", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1");
-    Forwarder::start(command, &settings)
+    }
 }
 
 /// Waits for a doorbell in the queue that has every field of `expected`.
-async fn doorbell(forwarder: &mut Forwarder, doorbells: &mut Doorbells, expected: Value) -> Result<Value> {
+pub(crate) async fn doorbell(forwarder: &mut Forwarder, doorbells: &mut Doorbells, expected: Value) -> Result<Value> {
     let deadline = Instant::now() + DOORBELL_TIMEOUT;
     loop {
         forwarder.check_running()?;
@@ -205,21 +217,51 @@ pub async fn forwarder_kubeconfig(
     Ok(path)
 }
 
+/// A test's own forwarder registration on the shared control plane: a namespace, the webhook
+/// configuration `dovetail-forwarder-<namespace>` pointed at a free loopback port and narrowed to
+/// that namespace, and a kubeconfig acting as the forwarder's ServiceAccount with only what
+/// rbac.yaml grants.
+pub(crate) struct Registration {
+    pub(crate) ns: String,
+    pub(crate) port: u16,
+    pub(crate) name: String,
+    pub(crate) kubeconfig: PathBuf,
+}
+
+impl Registration {
+    pub(crate) async fn new(control_plane: &ControlPlane, admin: &Client, prefix: &str) -> Result<Registration> {
+        let ns = control_plane.namespace(admin, prefix).await?;
+        let port = free_port()?;
+        let name = format!("dovetail-forwarder-{ns}");
+        let configuration = webhook_configuration(&name, port, Some(&ns))?;
+        Api::<ValidatingWebhookConfiguration>::all(admin.clone())
+            .create(&PostParams::default(), &configuration)
+            .await?;
+        let kubeconfig = service_account_kubeconfig(control_plane, admin, &ns, &name).await?;
+        Ok(Registration { ns, port, name, kubeconfig })
+    }
+
+    /// Deletes the webhook configuration and the forwarder's RBAC (the namespace goes with the
+    /// control plane).
+    pub(crate) async fn remove(&self, admin: &Client) -> Result<()> {
+        let name = &self.name;
+        Api::<ValidatingWebhookConfiguration>::all(admin.clone()).delete(name, &DeleteParams::default()).await?;
+        Api::<ClusterRoleBinding>::all(admin.clone()).delete(name, &DeleteParams::default()).await?;
+        Api::<ClusterRole>::all(admin.clone()).delete(name, &DeleteParams::default()).await?;
+        Ok(())
+    }
+}
+
 #[tokio::test]
 async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Result<()> {
     let control_plane = ControlPlane::shared();
     let admin = control_plane.client();
-    let ns = control_plane.namespace(&admin, "forwarder").await?;
-    let port = free_port()?;
-    let name = format!("dovetail-forwarder-{ns}");
-    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
-    configurations.create(&PostParams::default(), &webhook_configuration(&name, port, Some(&ns))?).await?;
-    // As its ServiceAccount, with only what rbac.yaml grants.
-    let kubeconfig = service_account_kubeconfig(control_plane, &admin, &ns, &name).await?;
+    let registration = Registration::new(control_plane, &admin, "forwarder").await?;
+    let (ns, port, name) = (registration.ns.clone(), registration.port, registration.name.clone());
+    let kubeconfig = &registration.kubeconfig;
     let moto = Moto::session()?;
     let mut doorbells = Doorbells::new(&moto).await?;
-    let mut forwarder =
-        start_forwarder(control_plane, &kubeconfig, &name, &ns, port, (&moto.endpoint, &doorbells.url))?;
+    let mut forwarder = start_forwarder(control_plane, kubeconfig, &name, &ns, port, (&moto.endpoint, &doorbells.url))?;
     forwarder.ca_bundle(&admin, &name).await?;
 
     // A DaemonSet's pod (by the label its controller sets) is left out by the objectSelector;
@@ -280,10 +322,7 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     eprintln!("pod scheduled as unschedulable, node registered and two deleted without the forwarder in {waited:.2?}");
     assert!(waited < Duration::from_secs(10), "the API server took {waited:?} without the forwarder");
 
-    configurations.delete(&name, &DeleteParams::default()).await?;
-    Api::<ClusterRoleBinding>::all(admin.clone()).delete(&name, &DeleteParams::default()).await?;
-    Api::<ClusterRole>::all(admin.clone()).delete(&name, &DeleteParams::default()).await?;
-    Ok(())
+    registration.remove(&admin).await
 }
 
 /// What the forwarder says when it cannot start: a missing webhook configuration is named, and

@@ -7,6 +7,7 @@ mod e2e;
 mod forwarder;
 mod functions;
 mod helm;
+mod image;
 mod infra;
 mod kube;
 mod scale;
