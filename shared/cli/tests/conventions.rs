@@ -229,3 +229,21 @@ fn progress_is_drawn_on_a_terminal() {
         assert!(!text(&out.stdout).contains('\r'), "{args:?}: progress went to stdout");
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_is_no_failure() {
+    // `dovetail plan … | head -1`: stdout closes before (or while) the plan is written.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dovetail"))
+        .args(["plan", "-f", EXAMPLE, "-o", "json"])
+        .current_dir(root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run dovetail");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{err}");
+}
