@@ -225,9 +225,8 @@ export class DovetailStack extends Stack {
       DOVETAIL_CLUSTER_NAME: cluster,
       DOVETAIL_TABLE_NAME: this.table.tableName,
       DOVETAIL_RESUME_QUEUE_URL: this.interruptionQueue.queueUrl,
-      DOVETAIL_DOORBELL_QUEUE_URL: this.doorbellQueue.queueUrl,
       DOVETAIL_PRICING_REGION: s.pricingRegion,
-      RUST_LOG: s.logLevel,
+      RUST_LOG: s.logFilter,
     };
     const fn = (name: keyof typeof FUNCTIONS) => {
       const spec = FUNCTIONS[name];
@@ -242,6 +241,7 @@ export class DovetailStack extends Stack {
         role: this.functionsRole,
         environment,
         loggingFormat: lambda.LoggingFormat.JSON,
+        applicationLogLevelV2: s.applicationLogLevel as lambda.ApplicationLogLevel,
         logGroup: logGroups[name],
       });
     };

@@ -20,8 +20,10 @@ export interface DovetailSettings {
   readonly forwarderIdentity: ForwarderIdentity;
   readonly forwarderNamespace: string;
   readonly forwarderServiceAccount: string;
-  /** RUST_LOG of the functions. */
-  readonly logLevel: string;
+  /** The functions' LoggingConfig ApplicationLogLevel (AWS_LAMBDA_LOG_LEVEL in the functions). */
+  readonly applicationLogLevel: ApplicationLogLevel;
+  /** RUST_LOG of the functions: a tracing filter by module under the level; '' for none. */
+  readonly logFilter: string;
   readonly logRetentionDays: number;
   readonly pricingRegion: string;
   /** Where `cargo lambda build` left `<binary>/bootstrap` for each function. */
@@ -32,6 +34,9 @@ export interface DovetailSettings {
 export const RETENTION_DAYS = [
   1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 ];
+/** Lambda's application log levels (LoggingConfig ApplicationLogLevel). */
+export const APPLICATION_LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL'] as const;
+export type ApplicationLogLevel = (typeof APPLICATION_LOG_LEVELS)[number];
 /** Regions with a Price List API endpoint. */
 export const PRICING_REGIONS = ['us-east-1', 'eu-central-1', 'ap-south-1', 'cn-northwest-1'];
 /** The binaries `cargo lambda build --release --arm64` makes, one per function. */
@@ -104,7 +109,8 @@ export function readSettings(get: Lookup, env: NodeJS.ProcessEnv, cdkDir: string
     forwarderIdentity: oneOf<ForwarderIdentity>('forwarderIdentity', ['PodIdentity', 'IRSA'], 'PodIdentity'),
     forwarderNamespace: matching('forwarderNamespace', DNS_LABEL, 'dovetail')!,
     forwarderServiceAccount: matching('forwarderServiceAccount', DNS_SUBDOMAIN, 'dovetail-forwarder')!,
-    logLevel: text('logLevel', 'info')!,
+    applicationLogLevel: oneOf<ApplicationLogLevel>('applicationLogLevel', APPLICATION_LOG_LEVELS, 'INFO'),
+    logFilter: text('logFilter', '')!,
     logRetentionDays: oneOf('logRetentionDays', RETENTION_DAYS, 30),
     pricingRegion: oneOf('pricingRegion', PRICING_REGIONS, 'us-east-1'),
     lambdaDir: lambdaDir(text('lambdaDir'), env, cdkDir),

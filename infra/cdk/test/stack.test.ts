@@ -29,7 +29,8 @@ function settings(overrides: Partial<DovetailSettings> = {}): DovetailSettings {
     forwarderIdentity: 'PodIdentity',
     forwarderNamespace: 'dovetail',
     forwarderServiceAccount: 'dovetail-forwarder',
-    logLevel: 'info',
+    applicationLogLevel: 'INFO',
+    logFilter: '',
     logRetentionDays: 30,
     pricingRegion: 'us-east-1',
     lambdaDir: LAMBDA_DIR,
@@ -98,9 +99,9 @@ describe('the functions', () => {
       // An invocation must end well before the provisioning lease it may hold expires.
       assert.ok(p.Timeout <= 100 && p.Timeout < LEASE_TTL.toSeconds(), `${spec.id} timeout ${p.Timeout}`);
       assert.equal(p.LoggingConfig.LogFormat, 'JSON');
+      assert.equal(p.LoggingConfig.ApplicationLogLevel, 'INFO');
       assert.deepEqual(Object.keys(p.Environment.Variables).sort(), [
         'DOVETAIL_CLUSTER_NAME',
-        'DOVETAIL_DOORBELL_QUEUE_URL',
         'DOVETAIL_PRICING_REGION',
         'DOVETAIL_RESUME_QUEUE_URL',
         'DOVETAIL_TABLE_NAME',
@@ -109,7 +110,6 @@ describe('the functions', () => {
       const env = p.Environment.Variables;
       assert.equal(env.DOVETAIL_CLUSTER_NAME, 'prod');
       assert.deepEqual(env.DOVETAIL_RESUME_QUEUE_URL, ref(one(t, 'AWS::SQS::Queue', 'InterruptionQueue')[0]));
-      assert.deepEqual(env.DOVETAIL_DOORBELL_QUEUE_URL, ref(one(t, 'AWS::SQS::Queue', 'DoorbellQueue')[0]));
       assert.deepEqual(env.DOVETAIL_TABLE_NAME, ref(one(t, 'AWS::DynamoDB::Table', 'Table')[0]));
       assert.deepEqual(p.Role, arnOf(one(t, 'AWS::IAM::Role', 'FunctionsRole')[0]));
     }
@@ -439,6 +439,10 @@ describe('settings', () => {
       (e: Error) => e instanceof SettingsError && /forwarderIdentity="Kiam": must be one of PodIdentity, IRSA/.test(e.message),
     );
     assert.throws(() => readSettings(context({ ...base, logRetentionDays: '31' }), {}, CDK_DIR), /logRetentionDays="31"/);
+    assert.throws(
+      () => readSettings(context({ ...base, applicationLogLevel: 'VERBOSE' }), {}, CDK_DIR),
+      /applicationLogLevel="VERBOSE": must be one of TRACE, DEBUG, INFO, WARN, ERROR, FATAL/,
+    );
     assert.throws(() => readSettings(context({ ...base, createNodeAccessEntry: 'yes' }), {}, CDK_DIR), /expected true or false/);
     const ok = readSettings(context({ ...base, logRetentionDays: '90', createNodeAccessEntry: 'false' }), {}, CDK_DIR);
     assert.equal(ok.logRetentionDays, 90);

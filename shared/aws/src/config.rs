@@ -6,7 +6,6 @@
 //! | `DOVETAIL_CLUSTER_NAME` | EKS cluster name: tags (`dovetail.dev/cluster`), DynamoDB partition, user data, token | required |
 //! | `DOVETAIL_TABLE_NAME` | DynamoDB table of NodeClaims, leases and unavailable offerings | required |
 //! | `DOVETAIL_RESUME_QUEUE_URL` | SQS queue for delayed "resume this claim" messages (drains) | required |
-//! | `DOVETAIL_DOORBELL_QUEUE_URL` | SQS queue of pod doorbells (the forwarder and the sweeper's safety net ring it) | unset |
 //! | `AWS_REGION` | region of every client but Pricing (Lambda sets it) | the SDK's default chain |
 //! | `DOVETAIL_PRICING_REGION` | region of the Pricing API endpoint | `us-east-1` |
 //! | `DOVETAIL_SSM_PREFIX` | prepended to `/aws/service/eks/optimized-ami/...` when resolving AMI aliases (tests write parameters under e.g. `/test`, as `/aws/` is reserved) | empty |
@@ -29,7 +28,6 @@ pub struct Config {
     pub cluster_name: String,
     pub table_name: String,
     pub resume_queue_url: String,
-    pub doorbell_queue_url: Option<String>,
     /// `None`: the SDK's default region chain.
     pub region: Option<String>,
     pub pricing_region: String,
@@ -48,7 +46,6 @@ impl Config {
             cluster_name: cluster_name.to_string(),
             table_name: table_name.to_string(),
             resume_queue_url: resume_queue_url.to_string(),
-            doorbell_queue_url: None,
             region: None,
             pricing_region: "us-east-1".to_string(),
             ssm_prefix: String::new(),
@@ -84,7 +81,6 @@ impl Config {
             )));
         }
         Ok(Config {
-            doorbell_queue_url: get("DOVETAIL_DOORBELL_QUEUE_URL"),
             region: get("AWS_REGION"),
             pricing_region: get("DOVETAIL_PRICING_REGION").unwrap_or(defaults.pricing_region.clone()),
             ssm_prefix,

@@ -13,6 +13,8 @@
 
 use std::time::{Duration, Instant};
 
+use std::process::ExitCode;
+
 use anyhow::{ensure, Result};
 use dovetail_core::benchmark;
 use dovetail_core::catalog::Catalog;
@@ -20,16 +22,23 @@ use dovetail_core::scheduler::{schedule, schedule_cached, schedule_with, Plan, S
 use dovetail_core::snapshot::Snapshot;
 use serde::Serialize;
 
-use crate::Format;
+use crate::progress::Progress;
+use crate::{output, Format, OutputArgs};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  dovetail bench                                       # every suite at 1 to 20,000 pods
+  dovetail bench --suite karpenter-mix --sizes 100,1000 --samples 3 --seconds 1
+  dovetail bench --sizes 5000 -o json > bench.json";
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Pod counts to run.
     #[arg(long, value_delimiter = ',', default_value = "1,100,1000,5000,20000")]
     sizes: Vec<usize>,
-    /// Minimum timed runs per size.
-    #[arg(long, default_value_t = 5)]
-    samples: usize,
+    /// Minimum timed runs per size (at least 1).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..))]
+    samples: u16,
     /// Target wall time per size, in seconds (more runs are made while time remains).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
@@ -37,8 +46,8 @@ pub struct Args {
     /// pool (c/m/r, generation > 2), the same with every instance type allowed, or all three.
     #[arg(long, value_enum, default_value = "all")]
     suite: Suite,
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    output: Format,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -84,11 +93,11 @@ struct Report {
 
 /// Times `solve` (after one warm-up run, whose plan is returned) until `samples` runs and `budget`
 /// are both spent (at most 1,000 runs); the durations come sorted.
-fn time(samples: usize, budget: Duration, mut solve: impl FnMut() -> Plan) -> (Vec<Duration>, Plan) {
+fn time(samples: u16, budget: Duration, mut solve: impl FnMut() -> Plan) -> (Vec<Duration>, Plan) {
     let plan = solve();
     let started = Instant::now();
     let mut runs = Vec::new();
-    while runs.len() < samples || (started.elapsed() < budget && runs.len() < 1000) {
+    while runs.len() < usize::from(samples) || (started.elapsed() < budget && runs.len() < 1000) {
         let t = Instant::now();
         let p = solve();
         runs.push(t.elapsed());
@@ -140,38 +149,50 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], warm: &[Duration], p
     }
 }
 
-pub fn run(args: Args) -> Result<()> {
+pub fn run(args: Args) -> Result<ExitCode> {
+    let format = args.output.format.unwrap_or(Format::Table);
+    let workloads = [
+        (Suite::KarpenterMix, "karpenter-mix"),
+        (Suite::RealCatalog, "real-catalog-generic"),
+        (Suite::RealCatalogAnyType, "real-catalog-any-type"),
+    ];
+    let chosen: Vec<_> = workloads.into_iter().filter(|(s, _)| args.suite == Suite::All || args.suite == *s).collect();
+    let total = chosen.len() * args.sizes.len();
+    let mut bar = Progress::stderr("bench");
+    if format == Format::Table {
+        output::print(
+            "suite                   size         cold: median time                             warm: median time        throughput  result\n",
+        )?;
+    }
     let mut rows = Vec::new();
-    if args.output == Format::Table {
-        println!(
-            "suite                   size         cold: median time                             warm: median time        throughput  result"
-        );
-    }
-    if args.suite != Suite::RealCatalog {
-        let catalog = benchmark::karpenter_catalog(400);
+    for (suite, name) in chosen {
+        let karpenter_catalog;
+        let catalog = if suite == Suite::KarpenterMix {
+            karpenter_catalog = benchmark::karpenter_catalog(400);
+            &karpenter_catalog
+        } else {
+            dovetail_core::catalog::embedded()
+        };
         for &n in &args.sizes {
-            let snap = benchmark::snapshot(benchmark::karpenter_pods(n, benchmark::SEED));
-            rows.push(measure("karpenter-mix", &snap, &catalog, &args)?);
-            progress(args.output, rows.last().expect("just pushed"));
-        }
-    }
-    let catalog = dovetail_core::catalog::embedded();
-    for (suite, name, any_type) in [
-        (Suite::RealCatalog, "real-catalog-generic", false),
-        (Suite::RealCatalogAnyType, "real-catalog-any-type", true),
-    ] {
-        if args.suite != Suite::All && args.suite != suite {
-            continue;
-        }
-        for &n in &args.sizes {
-            let pods = benchmark::generic_pods(n, benchmark::SEED);
-            let snap = if any_type { benchmark::eks_snapshot(pods) } else { benchmark::general_purpose_snapshot(pods) };
-            rows.push(measure(name, &snap, catalog, &args)?);
-            progress(args.output, rows.last().expect("just pushed"));
+            bar.relabel(format!("{name} {n} pods"));
+            bar.update(rows.len() as f64 / total as f64);
+            let snap = match suite {
+                Suite::KarpenterMix => benchmark::snapshot(benchmark::karpenter_pods(n, benchmark::SEED)),
+                Suite::RealCatalog => benchmark::general_purpose_snapshot(benchmark::generic_pods(n, benchmark::SEED)),
+                Suite::RealCatalogAnyType | Suite::All => {
+                    benchmark::eks_snapshot(benchmark::generic_pods(n, benchmark::SEED))
+                }
+            };
+            let row = measure(name, &snap, catalog, &args)?;
+            bar.clear();
+            if format == Format::Table {
+                output::print(&table_row(&row))?;
+            }
+            rows.push(row);
         }
     }
     let mut growth = Vec::new();
-    for suite in ["karpenter-mix", "real-catalog-generic", "real-catalog-any-type"] {
+    for (_, suite) in workloads {
         let of = |n: usize| rows.iter().find(|r| r.suite == suite && r.pods == n);
         let largest = rows.iter().filter(|r| r.suite == suite).map(|r| r.pods).max();
         if let (Some(k), Some(l)) = (of(1000), largest.and_then(of)) {
@@ -181,23 +202,19 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let report = Report { rows, growth_1k_to_largest: growth };
-    match args.output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Table => {
-            for (suite, g) in &report.growth_1k_to_largest {
-                println!("{suite}: time grows {g:.1}x from 1,000 pods to the largest size");
-            }
-        }
-    }
-    Ok(())
+    // The table's rows went out as they were measured; only the growth lines are left.
+    let growth_lines = || {
+        let lines = report.growth_1k_to_largest.iter();
+        lines.map(|(suite, g)| format!("{suite}: time grows {g:.1}x from 1,000 pods to the largest size\n")).collect()
+    };
+    output::print(&output::render(format, &report, growth_lines)?)?;
+    Ok(ExitCode::SUCCESS)
 }
 
-fn progress(format: Format, r: &Row) {
-    if format != Format::Table {
-        return;
-    }
-    println!(
-        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>4} runs)  {:>9.2} ms (min {:>8.2})  {:>8.0} pods/s  {:>5} nodes ${:>9.3}/h  bound ${:>9.3}/h  {:.3}x  FFD {:>5} nodes ${:>9.3}/h ({:.3}x ours){}",
+/// One measured row of the table.
+fn table_row(r: &Row) -> String {
+    format!(
+        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>4} runs)  {:>9.2} ms (min {:>8.2})  {:>8.0} pods/s  {:>5} nodes ${:>9.3}/h  bound ${:>9.3}/h  {:.3}x  FFD {:>5} nodes ${:>9.3}/h ({:.3}x ours){}\n",
         r.suite,
         r.pods,
         r.median_ms,
@@ -215,5 +232,5 @@ fn progress(format: Format, r: &Row) {
         r.ffd_cost_per_hour,
         if r.cost_per_hour > 0.0 { r.ffd_cost_per_hour / r.cost_per_hour } else { 1.0 },
         if r.unschedulable > 0 { format!("  ({} unschedulable)", r.unschedulable) } else { String::new() }
-    );
+    )
 }

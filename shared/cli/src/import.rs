@@ -1,9 +1,11 @@
-//! `dovetail import [FILE…] [-o FILE]`: Karpenter v1 NodePools and EC2NodeClasses into Dovetail's.
+//! `dovetail import [-f FILE…] [-o yaml|json|table] [--output-file FILE]`: Karpenter v1 NodePools
+//! and EC2NodeClasses into Dovetail's.
 //!
 //! The conversion is `dovetail_api::import` (a pure function); this reads the files, prints the
-//! YAML and the warnings, and sets the exit code: 0 when every object converted (warnings or
-//! not), 2 when a file or an object could not be converted (the others are still printed), 1 for
-//! anything else (the output file cannot be written).
+//! manifests (YAML documents, a JSON `List`, or a table of what was converted) and the warnings,
+//! and sets the exit code: 0 when every object converted (warnings or not), 2 when a file or an
+//! object could not be converted (the others are still printed), 1 for anything else (the output
+//! file cannot be written).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -11,9 +13,12 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use dovetail_api::import::{self, Converted, Report};
 use dovetail_api::manifest::{self, LoadError};
+use serde_json::{json, Value};
+
+use crate::{output, Format, OutputArgs};
 
 /// The user's guide to `dovetail import`, shown by `dovetail import --help`.
-const HELP: &str = "\
+pub const HELP: &str = "\
 What changes:
   apiVersion                      karpenter.sh/v1 and karpenter.k8s.aws/v1 become dovetail.dev/v1
   nodeClassRef.group              karpenter.k8s.aws becomes dovetail.dev
@@ -52,26 +57,38 @@ defined twice, a file that is not YAML or JSON.
 When moving workloads over, note that Dovetail's instances are tagged dovetail.dev/nodepool,
 dovetail.dev/nodeclaim and dovetail.dev/cluster (not karpenter.sh/*), and that its drain and
 registration taints are dovetail.dev/disrupted and dovetail.dev/unregistered: tolerations of
-Karpenter's taints do not match them.
+Karpenter's taints do not match them.";
 
+pub const EXAMPLES: &str = "\
 Examples:
-  dovetail import nodepools.yaml ec2nodeclasses.yaml > dovetail.yaml
-  kubectl get nodepools.karpenter.sh,ec2nodeclasses.karpenter.k8s.aws -o yaml | dovetail import -o dovetail.yaml
-  dovetail import karpenter/ -o dovetail.yaml && dovetail plan -f dovetail.yaml -f workloads/";
+  dovetail import -f nodepools.yaml -f ec2nodeclasses.yaml > dovetail.yaml
+  kubectl get nodepools.karpenter.sh,ec2nodeclasses.karpenter.k8s.aws -o yaml | dovetail import --output-file dovetail.yaml
+  dovetail import karpenter/ --output-file dovetail.yaml && dovetail plan -f dovetail.yaml -f workloads/
+  dovetail import karpenter/ -o table                 # what converts, and its warnings";
 
 #[derive(clap::Args)]
-#[command(after_long_help = HELP)]
 pub struct Args {
     /// Karpenter manifests: files, directories (their *.yaml, *.yml, *.json) or `-` for stdin
     /// (the default). Multi-document YAML, JSON and `kubectl get -o yaml` lists are read.
+    #[arg(value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Writes the Dovetail manifests to FILE instead of stdout.
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
-    output: Option<PathBuf>,
+    /// The same as the FILE arguments, kubectl's way (repeatable; `-` for stdin).
+    #[arg(short = 'f', long = "filename", value_name = "FILE")]
+    filenames: Vec<PathBuf>,
+    /// yaml (the default: the manifests), json (a `List`) or table (what was converted).
+    #[command(flatten)]
+    output: OutputArgs,
+    /// Writes the output to FILE instead of stdout.
+    #[arg(long = "output-file", value_name = "FILE")]
+    output_file: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let paths = if args.files.is_empty() { vec![PathBuf::from("-")] } else { args.files };
+    let mut paths = args.files;
+    paths.extend(args.filenames);
+    if paths.is_empty() {
+        paths.push(PathBuf::from("-"));
+    }
     // One path at a time, so an unreadable file stops only itself.
     let mut texts = Vec::new();
     let mut unreadable: Vec<LoadError> = Vec::new();
@@ -82,10 +99,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let report = import::convert(texts.iter().map(|(name, text)| (name.as_str(), text.as_str())));
-    let yaml = report.yaml();
-    match &args.output {
-        Some(path) => std::fs::write(path, &yaml).with_context(|| format!("cannot write {}", path.display()))?,
-        None => print!("{yaml}"),
+    let text = match args.output.format.unwrap_or(Format::Yaml) {
+        Format::Yaml => report.yaml(),
+        Format::Json => serde_json::to_string_pretty(&list(&report))? + "\n",
+        Format::Table => table(&report),
+    };
+    match &args.output_file {
+        Some(path) => std::fs::write(path, &text).with_context(|| format!("cannot write {}", path.display()))?,
+        None => output::print(&text)?,
     }
     for w in &report.warnings {
         eprintln!("dovetail: warning: {w}");
@@ -110,4 +131,39 @@ fn summary(report: &Report, errors: usize) -> String {
         count(report.warnings.len(), "warning", "warnings"),
         count(errors, "error", "errors"),
     )
+}
+
+/// The converted objects as one JSON `List`, as `kubectl get -o json` prints several.
+fn list(report: &Report) -> Value {
+    let items: Vec<Value> = report
+        .objects
+        .iter()
+        .map(|o| match o {
+            Converted::NodePool(p) => serde_json::to_value(p),
+            Converted::EC2NodeClass(c) => serde_json::to_value(c),
+        })
+        .collect::<Result<_, _>>()
+        .expect("NodePools and EC2NodeClasses always serialize");
+    json!({ "apiVersion": "v1", "kind": "List", "items": items })
+}
+
+/// What was converted, one object a line, with how many warnings it has (they follow on stderr).
+fn table(report: &Report) -> String {
+    let rows: Vec<[String; 3]> = report
+        .objects
+        .iter()
+        .map(|o| {
+            let object = format!("{} {}", o.kind(), o.name());
+            let warnings = report.warnings.iter().filter(|w| w.object == object).count();
+            [o.kind().to_string(), o.name().to_string(), warnings.to_string()]
+        })
+        .collect();
+    let header = ["KIND", "NAME", "WARNINGS"];
+    let width = |i: usize| rows.iter().map(|r| r[i].len()).chain([header[i].len()]).max().unwrap_or(0);
+    let (kind, name) = (width(0), width(1));
+    let mut out = format!("{:<kind$}  {:<name$}  {}\n", header[0], header[1], header[2]);
+    for [k, n, w] in &rows {
+        out.push_str(&format!("{k:<kind$}  {n:<name$}  {w}\n"));
+    }
+    out
 }

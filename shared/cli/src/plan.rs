@@ -12,15 +12,22 @@ use dovetail_api::manifest;
 use dovetail_core::catalog::{self, Zone};
 use dovetail_core::scheduler::{schedule, Plan};
 
-use crate::Format;
+use crate::{bad_input, output, Format, OutputArgs};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  dovetail plan -f infra/examples/web-zone-spread
+  dovetail plan -f nodepools.yaml -f pods/ -o yaml
+  kubectl get nodepools.dovetail.dev,ec2nodeclasses.dovetail.dev,nodes,pods -A -o yaml | dovetail plan -f -
+  dovetail plan -f infra/examples/gpu --zones us-east-1a,us-east-1b -o json";
 
 #[derive(clap::Args)]
 pub struct Args {
     /// Manifest files or directories (their *.yaml, *.yml, *.json); `-` reads stdin.
     #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
     files: Vec<PathBuf>,
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    output: Format,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Availability zones offerings are priced in, as `name` or `name=zone-id`.
     #[arg(long, value_delimiter = ',')]
     zones: Vec<String>,
@@ -47,16 +54,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         eprintln!("dovetail: note: {}: {} {} is not used for planning", s.source, s.kind, s.name);
     }
     let plan = schedule(&snap, catalog);
-    match args.output {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&plan)?),
-        Format::Table => print!("{}", table(&plan)),
-    }
+    output::print(&output::render(args.output.format.unwrap_or(Format::Table), &plan, || table(&plan))?)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn bad_input(e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("dovetail: {e}");
-    ExitCode::from(2)
 }
 
 /// `us-east-1a` or `us-east-1a=use1-az1`; a bare name gets its id from the default zones, or

@@ -1,23 +1,33 @@
-//! `dovetail simulate [SCENARIO.yaml | --scenario NAME]`: the whole event-driven pipeline over
+//! `dovetail simulate [-f SCENARIO.yaml | --scenario NAME]`: the whole event-driven pipeline over
 //! virtual time — the same reconcilers the Lambdas run, against an in-memory AWS and cluster —
 //! with a cost and latency report, optionally side by side with a Cluster Autoscaler baseline.
 //!
 //! Exit codes: 0 after a run, 2 when the scenario is bad (the message names the file, the
 //! object and the field; nothing is printed on stdout), 1 for anything else.
 
-use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use dovetail_api::manifest;
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::time::Time;
 use dovetail_sim::driver::{self, Options, Policy};
 use dovetail_sim::report;
 use dovetail_sim::scenario::{builtin, Scenario};
 
-use crate::Format;
+use crate::progress::Progress;
+use crate::{bad_input, output, Format, OutputArgs};
+
+pub const EXAMPLES: &str = "\
+Examples:
+  dovetail simulate                                   # the built-in default day
+  dovetail simulate --list
+  dovetail simulate --scenario black-friday --compare cluster-autoscaler --html report.html
+  dovetail simulate -f my-scenario.yaml --hours 2 -o json
+  cat my-scenario.yaml | dovetail simulate -f - --decisions decisions.jsonl";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Baseline {
@@ -26,8 +36,11 @@ pub enum Baseline {
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A scenario file (YAML); without one, the built-in `default` scenario runs.
-    #[arg(conflicts_with = "scenario")]
+    /// A scenario file (YAML), `-` for stdin; without one, the built-in `default` scenario runs.
+    #[arg(short = 'f', long = "filename", value_name = "FILE", conflicts_with_all = ["scenario", "file"])]
+    filename: Option<PathBuf>,
+    /// The scenario file, as an argument (the same as `-f`).
+    #[arg(value_name = "FILE", conflicts_with = "scenario")]
     file: Option<PathBuf>,
     /// A built-in scenario by name (`--list` shows them).
     #[arg(long)]
@@ -35,8 +48,8 @@ pub struct Args {
     /// Also run the scenario under a Cluster Autoscaler-like policy and print both.
     #[arg(long, value_enum)]
     compare: Option<Baseline>,
-    #[arg(short = 'o', long, value_enum, default_value = "table")]
-    output: Format,
+    #[command(flatten)]
+    output: OutputArgs,
     /// Also write a self-contained HTML report (charts and tables) to this file.
     #[arg(long)]
     html: Option<PathBuf>,
@@ -55,24 +68,43 @@ pub struct Args {
     list: bool,
 }
 
-fn bad_input(e: &dyn std::fmt::Display) -> ExitCode {
-    eprintln!("dovetail: {e}");
-    ExitCode::from(2)
+/// One built-in scenario in `--list`.
+#[derive(serde::Serialize)]
+struct Listed {
+    name: &'static str,
+    description: String,
+}
+
+/// A scenario file, or stdin for `-` (its `manifestFiles` are then relative to the current
+/// directory).
+fn load(path: &Path) -> Result<Scenario, String> {
+    if path != Path::new("-") {
+        return Scenario::load(path).map_err(|e| e.to_string());
+    }
+    let read = manifest::read_paths(&[path]).map_err(|e| e.to_string())?;
+    let (name, text) = read.into_iter().next().expect("one path read");
+    Scenario::parse(&name, &text, None).map_err(|e| e.to_string())
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
+    let format = args.output.format.unwrap_or(Format::Table);
     if args.list {
+        let mut listed = Vec::new();
         for name in builtin::NAMES {
             let s = Scenario::builtin(name).with_context(|| format!("built-in scenario {name}"))?;
-            let first = s.description.lines().next().unwrap_or_default();
-            println!("{name:16} {first}");
+            listed.push(Listed { name, description: s.description });
         }
+        let table = || {
+            let first = |l: &Listed| l.description.lines().next().unwrap_or_default().to_owned();
+            listed.iter().map(|l| format!("{:16} {}\n", l.name, first(l))).collect()
+        };
+        output::print(&output::render(format, &listed, table)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let loaded = match (&args.file, &args.scenario) {
-        (Some(path), _) => Scenario::load(path),
-        (None, Some(name)) => Scenario::builtin(name),
-        (None, None) => Scenario::builtin(builtin::NAMES[0]),
+    let loaded = match (args.filename.as_ref().or(args.file.as_ref()), &args.scenario) {
+        (Some(path), _) => load(path),
+        (None, Some(name)) => Scenario::builtin(name).map_err(|e| e.to_string()),
+        (None, None) => Scenario::builtin(builtin::NAMES[0]).map_err(|e| e.to_string()),
     };
     let scenario = match loaded {
         Ok(s) => s,
@@ -99,9 +131,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let mut log_error = None;
     let mut runs = Vec::new();
-    let show_progress = std::io::stderr().is_terminal();
     for policy in policies {
-        let mut bar = Progress::new(policy.name(), show_progress);
+        let mut bar = Progress::stderr(policy.name());
         let mut progress = |f: f64| bar.update(f);
         let mut write = |t: Time, function: &str, d: &Decision| {
             let Some(out) = log.as_mut() else { return };
@@ -124,7 +155,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             ..Options::new(policy)
         };
         let run = driver::run(&scenario, opts)?;
-        bar.finish();
+        bar.clear();
         runs.push(run);
     }
     if let Some(path) = &args.decisions {
@@ -141,53 +172,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         std::fs::write(path, report::html(&runs)).with_context(|| format!("writing {}", path.display()))?;
         eprintln!("dovetail: HTML report written to {}", path.display());
     }
-    match args.output {
-        Format::Table => print!("{}", report::table(&runs)),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report::json(&runs))?),
-    }
+    output::print(&output::render(format, &report::json(&runs), || report::table(&runs))?)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// A one-line progress bar on stderr, drawn only on a terminal and only when it changes.
-struct Progress {
-    label: &'static str,
-    enabled: bool,
-    shown: Option<usize>,
-}
-
-impl Progress {
-    const WIDTH: usize = 30;
-
-    fn new(label: &'static str, enabled: bool) -> Self {
-        Progress { label, enabled, shown: None }
-    }
-
-    fn update(&mut self, fraction: f64) {
-        if !self.enabled {
-            return;
-        }
-        let percent = (fraction.clamp(0.0, 1.0) * 100.0) as usize;
-        if self.shown == Some(percent) {
-            return;
-        }
-        self.shown = Some(percent);
-        let filled = percent * Self::WIDTH / 100;
-        let mut err = std::io::stderr().lock();
-        let _ = write!(
-            err,
-            "\r{:<20} [{}{}] {percent:3}%",
-            self.label,
-            "#".repeat(filled),
-            ".".repeat(Self::WIDTH - filled)
-        );
-        let _ = err.flush();
-    }
-
-    fn finish(&mut self) {
-        if self.enabled && self.shown.is_some() {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r{}\r", " ".repeat(20 + Self::WIDTH + 8));
-            let _ = err.flush();
-        }
-    }
 }

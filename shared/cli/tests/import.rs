@@ -1,5 +1,5 @@
 //! `dovetail import`, run as a user runs it: the built binary on realistic Karpenter manifests, on
-//! files, on stdin, with `-o`.
+//! files, on stdin, with `--output-file`, in each `-o` format.
 //!
 //! Each `fixtures/import/<name>.yaml` must print `expected/<name>.yaml` on stdout (the Dovetail
 //! manifests) and `expected/<name>.stderr` (the warnings and errors, each naming file, document,
@@ -176,9 +176,9 @@ fn stdin_by_default_or_dash_and_an_output_file() {
     assert!(err.ends_with("dovetail: converted 2 NodePools and 2 EC2NodeClasses, 14 warnings, 0 errors\n"), "{err}");
 
     let file = scratch("stdin").join("dovetail.yaml");
-    let out = dovetail(&["import", "-", "-o", file.to_str().unwrap()], Some(input.as_bytes()));
+    let out = dovetail(&["import", "-f", "-", "--output-file", file.to_str().unwrap()], Some(input.as_bytes()));
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "", "with -o nothing goes to stdout");
+    assert_eq!(text(&out.stdout), "", "with --output-file nothing goes to stdout");
     assert_eq!(read(&file), yaml);
 }
 
@@ -197,7 +197,7 @@ fn the_migration_example_imports_and_plans_the_same() {
     let example = "infra/examples/karpenter-migration";
     let file = scratch("example").join("dovetail.yaml");
     let (pool, class) = (format!("{example}/nodepool.yaml"), format!("{example}/ec2nodeclass.yaml"));
-    let out = dovetail(&["import", &pool, &class, "-o", file.to_str().unwrap()], None);
+    let out = dovetail(&["import", "-f", &pool, "-f", &class, "--output-file", file.to_str().unwrap()], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let imported = read(&file);
     check_golden(&root().join(example).join("expected/import.yaml"), &imported, "import");
@@ -215,7 +215,56 @@ fn help_explains_the_conversion() {
     let out = dovetail(&["import", "--help"], None);
     assert!(out.status.success());
     let help = text(&out.stdout);
-    for part in ["What changes:", "Warnings (stderr)", "Errors (stderr, exit code 2)", "-o, --output <FILE>"] {
+    for part in [
+        "What changes:",
+        "Warnings (stderr)",
+        "Errors (stderr, exit code 2)",
+        "-o, --output <FORMAT>",
+        "--output-file <FILE>",
+        "Examples:",
+        "Exit codes:",
+    ] {
         assert!(help.contains(part), "{part:?} missing from:\n{help}");
     }
+}
+
+#[test]
+fn the_old_output_file_form_says_where_files_went() {
+    let file = scratch("old-form").join("dovetail.yaml");
+    let example = "infra/examples/karpenter-migration/nodepool.yaml";
+    let out = dovetail(&["import", example, "-o", file.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    let err = text(&out.stderr);
+    let says =
+        format!("unknown output format '{}' (table|json|yaml); to write files use --output-file", file.display());
+    assert!(err.contains(&says), "{err}");
+    assert_eq!(text(&out.stdout), "");
+    assert!(!file.exists(), "nothing written");
+}
+
+#[test]
+fn json_and_table_show_the_same_conversion() {
+    let example = "infra/examples/karpenter-migration";
+    let (pool, class) = (format!("{example}/nodepool.yaml"), format!("{example}/ec2nodeclass.yaml"));
+    let report = convert([(pool.as_str(), read(&pool).as_str()), (class.as_str(), read(&class).as_str())]);
+
+    let json = dovetail(&["import", "-o", "json", &pool, &class], None);
+    assert_eq!(json.status.code(), Some(0), "{}", text(&json.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
+    assert_eq!((list["apiVersion"].as_str(), list["kind"].as_str()), (Some("v1"), Some("List")));
+    // The same objects as the YAML output, item for item.
+    let yaml: Vec<serde_json::Value> =
+        report.yaml().split("---\n").map(|doc| serde_yaml_ng::from_str(doc).expect("a YAML document")).collect();
+    assert_eq!(list["items"].as_array().expect("items"), &yaml);
+
+    let table = dovetail(&["import", "-o", "table", &pool, &class], None);
+    assert_eq!(table.status.code(), Some(0), "{}", text(&table.stderr));
+    let warnings = |object: &str| report.warnings.iter().filter(|w| w.object == object).count();
+    let expected = format!(
+        "KIND          NAME     WARNINGS\nNodePool      default  {}\nEC2NodeClass  default  {}\n",
+        warnings("NodePool default"),
+        warnings("EC2NodeClass default")
+    );
+    assert_eq!(text(&table.stdout), expected);
+    assert!(warnings("NodePool default") > 0 && warnings("EC2NodeClass default") > 0, "{:?}", report.warnings);
 }

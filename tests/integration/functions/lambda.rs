@@ -118,11 +118,14 @@ async fn the_provisioner_binary_serves_a_recorded_sqs_event_under_cargo_lambda()
         .env("DOVETAIL_CLUSTER_NAME", CLUSTER)
         .env("DOVETAIL_TABLE_NAME", TABLE)
         .env("DOVETAIL_RESUME_QUEUE_URL", &rig.interruption_url)
-        .env("DOVETAIL_DOORBELL_QUEUE_URL", &rig.doorbell_url)
         .env("DOVETAIL_ENDPOINT_URL", rig.aws.config.endpoint_url.as_deref().unwrap())
         .env("DOVETAIL_SSM_PREFIX", SSM_PREFIX)
         .env("DOVETAIL_KUBECONFIG", control_plane.kubeconfig())
-        .env("RUST_LOG", "info")
+        // What Lambda sets from the stacks' LoggingConfig (LogFormat JSON, ApplicationLogLevel
+        // INFO), and a RUST_LOG asking for more: the level caps it, with a warning.
+        .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
+        .env("AWS_LAMBDA_LOG_LEVEL", "INFO")
+        .env("RUST_LOG", "debug")
         .stdin(Stdio::null())
         .stdout(out.try_clone().unwrap())
         .stderr(out)
@@ -168,6 +171,15 @@ async fn the_provisioner_binary_serves_a_recorded_sqs_event_under_cargo_lambda()
     let lines: Vec<Value> =
         function_log.lines().filter_map(|l| serde_json::from_str(&l[l.find('{')?..]).ok()).collect();
     assert!(lines.iter().any(|l| l["fields"]["action"] == "Launch"), "a Launch decision logged:\n{function_log}");
+    // Lambda's level filtering reads "level"; nothing finer than AWS_LAMBDA_LOG_LEVEL is written
+    // (RUST_LOG=debug alone would log the SDK's and kube's requests), and the capped RUST_LOG
+    // is said once.
+    let levels: Vec<&str> = lines.iter().filter_map(|l| l["level"].as_str()).collect();
+    assert!(levels.iter().all(|l| ["INFO", "WARN", "ERROR"].contains(l)), "{levels:?}\n{function_log}");
+    let capped = lines.iter().filter(|l| {
+        l["level"] == "WARN" && l["fields"]["message"].as_str().is_some_and(|m| m.contains("ApplicationLogLevel"))
+    });
+    assert_eq!(capped.count(), 1, "one warning that RUST_LOG is capped:\n{function_log}");
     let emf = lines.iter().find(|l| l.get("_aws").is_some()).expect("an EMF document");
     assert_eq!(emf["Function"], "provisioner");
     assert_eq!(emf["ClaimsLaunched"], 1);
