@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use dovetail_tests::controlplane::ControlPlane;
+use dovetail_tests::forwarder::{connect, request};
 use dovetail_tests::forwarder::{free_port, webhook_configuration, Forwarder, Settings};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
@@ -166,41 +167,6 @@ async fn fake_sqs(received: Arc<AtomicU64>) -> Result<u16> {
         }
     });
     Ok(port)
-}
-
-type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-/// A keep-alive HTTPS connection to the forwarder, trusting only `ca_pem`.
-async fn connect(port: u16, ca_pem: &[u8]) -> Result<Sender> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca_pem) {
-        roots.add(cert?)?;
-    }
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
-    tcp.set_nodelay(true)?;
-    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config)).connect(name, tcp).await?;
-    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
-    tokio::spawn(connection);
-    Ok(sender)
-}
-
-async fn request(sender: &mut Sender, method: &str, path: &str, body: Bytes) -> Result<(u16, Bytes)> {
-    sender.ready().await?;
-    let request = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", "127.0.0.1")
-        .header("content-type", "application/json")
-        .body(Full::new(body))?;
-    let response = sender.send_request(request).await?;
-    let status = response.status().as_u16();
-    Ok((status, response.into_body().collect().await?.to_bytes()))
 }
 
 /// The recorded pods/status update that marks a pod Unschedulable, for pod `load-<i>`.

@@ -171,3 +171,44 @@ pub fn webhook_configuration(name: &str, port: u16, namespace: Option<&str>) -> 
     }
     Ok(configuration)
 }
+
+pub type Sender = hyper::client::conn::http1::SendRequest<http_body_util::Full<hyper::body::Bytes>>;
+
+/// A keep-alive HTTPS connection to the forwarder, trusting only `ca_pem`.
+pub async fn connect(port: u16, ca_pem: &[u8]) -> Result<Sender> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(ca_pem) {
+        roots.add(cert?)?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    tcp.set_nodelay(true)?;
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1")?;
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config)).connect(name, tcp).await?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls)).await?;
+    tokio::spawn(connection);
+    Ok(sender)
+}
+
+/// One request on `sender`: the status and the body.
+pub async fn request(
+    sender: &mut Sender,
+    method: &str,
+    path: &str,
+    body: hyper::body::Bytes,
+) -> Result<(u16, hyper::body::Bytes)> {
+    sender.ready().await?;
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "127.0.0.1")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(body))?;
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    Ok((status, http_body_util::BodyExt::collect(response.into_body()).await?.to_bytes()))
+}
