@@ -33,6 +33,9 @@ pub struct Metric {
     pub unit: &'static str,
     pub dimensions: &'static [&'static str],
     pub kind: Kind,
+    /// Also aggregated over the cluster alone (a second EMF dimension set), for alarms: they
+    /// cannot search across a dimension's values.
+    pub rollup: bool,
     pub karpenter: &'static str,
 }
 
@@ -44,6 +47,7 @@ pub const PODS_PENDING: Metric = Metric {
     unit: "Count",
     dimensions: CLUSTER,
     kind: Kind::State,
+    rollup: false,
     karpenter: "karpenter_pods_state{phase=\"Pending\"}",
 };
 pub const NODECLAIMS: Metric = Metric {
@@ -51,6 +55,7 @@ pub const NODECLAIMS: Metric = Metric {
     unit: "Count",
     dimensions: &["Cluster", "State"],
     kind: Kind::State,
+    rollup: false,
     karpenter: "operator_nodeclaim_status_condition_count",
 };
 pub const FLEET_COST: Metric = Metric {
@@ -58,13 +63,15 @@ pub const FLEET_COST: Metric = Metric {
     unit: "None",
     dimensions: CLUSTER,
     kind: Kind::State,
-    karpenter: "(none; karpenter_cloudprovider_instance_type_offering_price_estimate per offering)",
+    rollup: false,
+    karpenter: "(none)",
 };
 pub const NODECLAIMS_CREATED: Metric = Metric {
     name: "NodeClaimsCreated",
     unit: "Count",
     dimensions: &["Cluster", "NodePool"],
     kind: Kind::Count,
+    rollup: true,
     karpenter: "karpenter_nodeclaims_created_total{nodepool}",
 };
 pub const NODECLAIMS_TERMINATED: Metric = Metric {
@@ -72,6 +79,7 @@ pub const NODECLAIMS_TERMINATED: Metric = Metric {
     unit: "Count",
     dimensions: CLUSTER,
     kind: Kind::Count,
+    rollup: false,
     karpenter: "karpenter_nodeclaims_terminated_total",
 };
 pub const NODECLAIMS_DISRUPTED: Metric = Metric {
@@ -79,6 +87,7 @@ pub const NODECLAIMS_DISRUPTED: Metric = Metric {
     unit: "Count",
     dimensions: &["Cluster", "Reason"],
     kind: Kind::Count,
+    rollup: false,
     karpenter: "karpenter_nodeclaims_disrupted_total{reason}",
 };
 pub const LAUNCH_FAILURES: Metric = Metric {
@@ -86,6 +95,7 @@ pub const LAUNCH_FAILURES: Metric = Metric {
     unit: "Count",
     dimensions: &["Cluster", "Error"],
     kind: Kind::Count,
+    rollup: true,
     karpenter: "karpenter_cloudprovider_errors_total{method=\"Create\",error}",
 };
 pub const INTERRUPTIONS: Metric = Metric {
@@ -93,6 +103,7 @@ pub const INTERRUPTIONS: Metric = Metric {
     unit: "Count",
     dimensions: &["Cluster", "MessageType"],
     kind: Kind::Count,
+    rollup: false,
     karpenter: "karpenter_interruption_received_messages_total{message_type}",
 };
 pub const ERRORS: Metric = Metric {
@@ -100,6 +111,7 @@ pub const ERRORS: Metric = Metric {
     unit: "Count",
     dimensions: FUNCTION,
     kind: Kind::Count,
+    rollup: false,
     karpenter: "controller_runtime_reconcile_errors_total",
 };
 pub const DURATION: Metric = Metric {
@@ -107,6 +119,7 @@ pub const DURATION: Metric = Metric {
     unit: "Milliseconds",
     dimensions: FUNCTION,
     kind: Kind::State,
+    rollup: false,
     karpenter:
         "controller_runtime_reconcile_time_seconds (provisioner: karpenter_provisioner_scheduling_duration_seconds)",
 };
@@ -205,6 +218,10 @@ pub fn documents(function: &str, cluster: &str, report: &Report, latency: Durati
 
 fn emf(doc: Document<'_>, timestamp_ms: i64) -> Value {
     let names: Vec<&str> = doc.dimensions.iter().map(|(k, _)| *k).collect();
+    let mut sets = vec![names.clone()];
+    if doc.values.iter().any(|(m, _)| m.rollup) && names != CLUSTER {
+        sets.push(CLUSTER.to_vec());
+    }
     let mut out = Map::new();
     out.insert(
         "_aws".into(),
@@ -212,7 +229,7 @@ fn emf(doc: Document<'_>, timestamp_ms: i64) -> Value {
             "Timestamp": timestamp_ms,
             "CloudWatchMetrics": [{
                 "Namespace": NAMESPACE,
-                "Dimensions": [names],
+                "Dimensions": sets,
                 "Metrics": doc.values.iter().map(|(m, _)| json!({"Name": m.name, "Unit": m.unit})).collect::<Vec<_>>(),
             }],
         }),
@@ -261,8 +278,13 @@ mod tests {
         for doc in &docs {
             let directive = &doc["_aws"]["CloudWatchMetrics"][0];
             assert_eq!(directive["Namespace"], NAMESPACE);
-            let dims: Vec<&str> =
-                directive["Dimensions"][0].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
+            let sets: Vec<Vec<&str>> = directive["Dimensions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|set| set.as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect())
+                .collect();
+            let dims = sets[0].clone();
             for d in &dims {
                 assert!(doc[*d].is_string(), "dimension {d} has a value in {doc}");
             }
@@ -270,6 +292,8 @@ mod tests {
                 let name = m["Name"].as_str().unwrap();
                 let def = METRICS.iter().find(|x| x.name == name).unwrap_or_else(|| panic!("{name} is in METRICS"));
                 assert_eq!(def.dimensions, dims.as_slice(), "{name}");
+                let rolled = if def.rollup { vec![dims.clone(), CLUSTER.to_vec()] } else { vec![dims.clone()] };
+                assert_eq!(sets, rolled, "{name}'s dimension sets");
                 assert_eq!(m["Unit"], def.unit);
                 assert!(doc[name].is_number(), "{name} has a value");
                 seen.insert(name);
@@ -286,5 +310,18 @@ mod tests {
         assert_eq!(value(&docs, &LAUNCH_FAILURES, &[("Error", "InsufficientInstanceCapacity")]), Some(&json!(2)));
         assert_eq!(value(&docs, &LAUNCH_FAILURES, &[("Error", "CloudError")]), Some(&json!(0)));
         assert!(docs.iter().all(|d| d["Cluster"] == "prod"));
+    }
+
+    #[test]
+    fn the_operations_guide_lists_every_metric_with_its_karpenter_name() {
+        let guide = include_str!("../../../docs/operations.md");
+        for m in METRICS {
+            let row = format!("| `{}` | {} |", m.name, m.dimensions.join(", "));
+            let line = guide.lines().find(|l| l.starts_with(&format!("| `{}` |", m.name)));
+            let line = line.unwrap_or_else(|| panic!("docs/operations.md has a row for {}", m.name));
+            assert!(line.starts_with(&row) || line.contains(" (and Cluster alone) |"), "{row}… in {line}");
+            let karpenter = m.karpenter.split(' ').next().unwrap_or_default().split('{').next().unwrap_or_default();
+            assert!(line.contains(karpenter), "{}'s row names {karpenter}: {line}", m.name);
+        }
     }
 }
