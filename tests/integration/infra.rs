@@ -1155,3 +1155,37 @@ fn dashboard_and_alarms_query_the_metrics_the_functions_emit() -> Result<()> {
     ensure!(alarmed.len() >= 3, "alarms on pending pods and launches: {alarmed:?}");
     Ok(())
 }
+
+/// The Grafana dashboard (`infra/grafana/dovetail.json`, for the CloudWatch data source) parses,
+/// has the CloudWatch dashboard's panels, and queries exactly the metrics the functions emit.
+#[test]
+fn grafana_dashboard_has_the_cloudwatch_panels_and_queries_the_emitted_metrics() -> Result<()> {
+    let read = |path: &str| -> Result<Value> {
+        let text = std::fs::read_to_string(repo().join(path)).with_context(|| format!("reading {path}"))?;
+        serde_json::from_str(&text).with_context(|| format!("{path} is JSON"))
+    };
+    let grafana = read("infra/grafana/dovetail.json")?;
+    let cloudwatch = read("infra/dashboard/cloudwatch.json")?;
+    let titles = |items: &Value, title: &dyn Fn(&Value) -> &Value| -> Vec<String> {
+        items.as_array().into_iter().flatten().map(|w| scalar_text(title(w))).collect()
+    };
+    let panels = titles(&grafana["panels"], &|p| &p["title"]);
+    let widgets = titles(&cloudwatch["widgets"], &|w| &w["properties"]["title"]);
+    ensure!(panels == widgets, "Grafana panels {panels:?}, CloudWatch widgets {widgets:?}");
+    for panel in grafana["panels"].as_array().context("panels")? {
+        let targets = panel["targets"].as_array().filter(|t| !t.is_empty());
+        ensure!(targets.is_some(), "panel {} queries nothing", panel["title"]);
+        for t in targets.into_iter().flatten() {
+            ensure!(
+                t["datasource"]["type"] == "cloudwatch",
+                "panel {}: not the CloudWatch data source",
+                panel["title"]
+            );
+        }
+    }
+    let emitted: BTreeSet<String> = dovetail_runtime::metrics::METRICS.iter().map(|m| m.name.to_string()).collect();
+    let mut queried = BTreeSet::new();
+    dovetail_metrics_in(&grafana, &mut queried);
+    ensure!(queried == emitted, "Grafana queries {queried:?}; the functions emit {emitted:?}");
+    Ok(())
+}
