@@ -213,7 +213,15 @@ pub fn documents(function: &str, cluster: &str, report: &Report, latency: Durati
             values: vec![(&INTERRUPTIONS, json!(n))],
         });
     }
-    docs.into_iter().map(|d| emf(d, timestamp_ms)).collect()
+    // Every document names its function as a plain field (a dimension only where declared), so
+    // Logs Insights and tests can tell whose invocation wrote it.
+    docs.into_iter()
+        .map(|d| {
+            let mut doc = emf(d, timestamp_ms);
+            doc["Function"] = Value::String(function.to_string());
+            doc
+        })
+        .collect()
 }
 
 fn emf(doc: Document<'_>, timestamp_ms: i64) -> Value {
@@ -309,7 +317,7 @@ mod tests {
         assert_eq!(value(&docs, &INTERRUPTIONS, &[("MessageType", "spot_interrupted")]), Some(&json!(1)));
         assert_eq!(value(&docs, &LAUNCH_FAILURES, &[("Error", "InsufficientInstanceCapacity")]), Some(&json!(2)));
         assert_eq!(value(&docs, &LAUNCH_FAILURES, &[("Error", "CloudError")]), Some(&json!(0)));
-        assert!(docs.iter().all(|d| d["Cluster"] == "prod"));
+        assert!(docs.iter().all(|d| d["Cluster"] == "prod" && d["Function"] == "provisioner"));
     }
 
     #[test]
