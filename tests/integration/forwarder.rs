@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use dovetail_tests::controlplane::{resource_of, ControlPlane};
-use dovetail_tests::forwarder::{free_port, manifest, webhook_configuration, Forwarder, Settings};
+use dovetail_tests::forwarder::{connect, free_port, manifest, request, webhook_configuration, Forwarder, Settings};
 use dovetail_tests::moto::{Moto, Session};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Node;
@@ -262,7 +262,7 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     let moto = Moto::session()?;
     let mut doorbells = Doorbells::new(&moto).await?;
     let mut forwarder = start_forwarder(control_plane, kubeconfig, &name, &ns, port, (&moto.endpoint, &doorbells.url))?;
-    forwarder.ca_bundle(&admin, &name).await?;
+    let ca = forwarder.ca_bundle(&admin, &name).await?;
 
     // A DaemonSet's pod (by the label its controller sets) is left out by the objectSelector;
     // the scheduler's status update reaches the API server before `unschedulable` returns, so
@@ -279,6 +279,22 @@ async fn forwarder_rings_for_pods_and_nodes_and_the_cluster_outlives_it() -> Res
     at.parse::<k8s_openapi::jiff::Timestamp>().with_context(|| format!("unschedulableAt {at:?} is not RFC 3339"))?;
     let received = doorbells.drain().await?;
     assert!(!received.iter().any(|d| d["pod"] == format!("{ns}/daemon")), "a DaemonSet pod rang: {received:?}");
+
+    // Prometheus scrapes `/metrics` on the webhook's own HTTPS port: the review that rang was
+    // timed and its doorbell counted as sent.
+    let mut scrape = connect(port, &ca).await?;
+    let (status, text) = request(&mut scrape, "GET", "/metrics", hyper::body::Bytes::new()).await?;
+    let text = String::from_utf8(text.to_vec())?;
+    assert_eq!(status, 200, "{text}");
+    let sample = |series: &str| -> Result<f64> {
+        let line = text.lines().find(|l| l.starts_with(series)).with_context(|| format!("{series} in:\n{text}"))?;
+        Ok(line[series.len()..].trim().parse()?)
+    };
+    let reviews = sample("dovetail_forwarder_request_duration_seconds_count{result=\"pod_doorbell\"}")?;
+    assert!(reviews >= 1.0, "the pod's review is timed:\n{text}");
+    let seconds = sample("dovetail_forwarder_request_duration_seconds_sum{result=\"pod_doorbell\"}")?;
+    assert!(seconds > 0.0 && seconds < reviews * 2.0, "{seconds} s for {reviews} reviews:\n{text}");
+    assert!(sample("dovetail_forwarder_messages_sent_total")? >= 1.0, "the doorbell is counted:\n{text}");
 
     // A node registers and turns Ready (the harness acts as its kubelet), heartbeats, and goes.
     let node = test_node(&admin, &ns, "n1", json!([])).await?;

@@ -607,6 +607,45 @@ fn comparable(resources: &BTreeMap<String, Value>, flavour: Flavour) -> Result<B
                     pick(p, &["MaximumRetryAttempts", "MaximumEventAgeInSeconds", "FunctionName"]),
                 );
             }
+            "AWS::CloudWatch::Alarm" => {
+                let mut alarm = pick(
+                    p,
+                    &[
+                        "AlarmDescription",
+                        "Namespace",
+                        "MetricName",
+                        "Dimensions",
+                        "Statistic",
+                        "Period",
+                        "EvaluationPeriods",
+                        "DatapointsToAlarm",
+                        "Threshold",
+                        "ComparisonOperator",
+                        "TreatMissingData",
+                        "Metrics",
+                        "AlarmActions",
+                        "OKActions",
+                    ],
+                );
+                // The SAM template's `!If [HasAlarmTopic, …, !Ref AWS::NoValue]` is CDK's absent key.
+                if let Value::Object(map) = &mut alarm {
+                    map.retain(|_, v| v != "${AWS::NoValue}");
+                    // Numbers from parameters arrive as text (CloudFormation's spelling), CDK's as numbers.
+                    for v in map.values_mut() {
+                        if let Some(n) = v.as_str().and_then(|t| t.parse::<f64>().ok()) {
+                            *v = json!(n);
+                        } else if let Some(n) = v.as_f64() {
+                            *v = json!(n);
+                        }
+                    }
+                }
+                out.insert(format!("alarm {id}"), alarm);
+            }
+            "AWS::CloudWatch::Dashboard" => {
+                let body = p["DashboardBody"].as_str().with_context(|| format!("{id}: DashboardBody"))?;
+                let body: Value = serde_json::from_str(body).with_context(|| format!("{id}: DashboardBody is JSON"))?;
+                out.insert(format!("dashboard {id}"), json!({"DashboardName": p["DashboardName"], "Body": body}));
+            }
             // Checked by each stack's own tests: CDK grants EventBridge more SQS actions than the
             // SAM template, and splits the queue policies differently.
             "AWS::SQS::QueuePolicy" | "AWS::IAM::Policy" | "AWS::CDK::Metadata" => {}
@@ -785,13 +824,23 @@ impl<'a> Normalizer<'a> {
                 ))
             }
             "Fn::Sub" => {
-                let template = arguments.as_str().context("Fn::Sub with variables")?;
+                // `!Sub text` or `!Sub [text, {name: value}]`.
+                let (template, variables) = match arguments {
+                    Value::Array(parts) => (parts.first(), parts.get(1).and_then(Value::as_object)),
+                    text => (Some(text), None),
+                };
+                let template = template.and_then(Value::as_str).context("Fn::Sub text")?;
                 let mut out = String::new();
                 let mut rest = template;
                 while let Some(start) = rest.find("${") {
                     out.push_str(&rest[..start]);
                     let end = rest[start..].find('}').context("unclosed ${ in Fn::Sub")? + start;
                     let name = &rest[start + 2..end];
+                    if let Some(value) = variables.and_then(|v| v.get(name)) {
+                        out.push_str(&text(value)?);
+                        rest = &rest[end + 1..];
+                        continue;
+                    }
                     match self.parameters.get(name) {
                         Some(value) => out.push_str(&scalar_text(value)),
                         None => {
@@ -1044,5 +1093,100 @@ async fn k8s_examples_apply_on_the_api_server_and_validate() -> Result<()> {
     let _ = std::fs::remove_dir_all(&broken);
     let message = format!("{:#}", refused.err().context("the API server accepted Gt five")?);
     ensure!(message.contains("'Gt' or 'Lt' must have a single non-negative integer value"), "{message}");
+    Ok(())
+}
+
+/// The `Dovetail` metrics `value` queries, wherever it names one: a CloudWatch dashboard's
+/// `["Dovetail", "<name>", …]` rows and `SEARCH('… MetricName="<name>" …')` expressions, an alarm's
+/// `Namespace`/`MetricName` (CloudFormation) and a Grafana CloudWatch target's
+/// `namespace`/`metricName`.
+fn dovetail_metrics_in(value: &Value, out: &mut BTreeSet<String>) {
+    match value {
+        Value::Array(items) => {
+            if let (Some("Dovetail"), Some(name)) =
+                (items.first().and_then(Value::as_str), items.get(1).and_then(Value::as_str))
+            {
+                out.insert(name.to_string());
+            }
+            items.iter().for_each(|v| dovetail_metrics_in(v, out));
+        }
+        Value::Object(map) => {
+            for (namespace, metric) in [("Namespace", "MetricName"), ("namespace", "metricName")] {
+                if let (Some("Dovetail"), Some(name)) =
+                    (map.get(namespace).and_then(Value::as_str), map.get(metric).and_then(Value::as_str))
+                {
+                    out.insert(name.to_string());
+                }
+            }
+            map.values().for_each(|v| dovetail_metrics_in(v, out));
+        }
+        Value::String(text) if text.contains("SEARCH(") && text.contains("Dovetail") => {
+            for part in text.split("MetricName=\"").skip(1) {
+                if let Some(name) = part.split(['"', '\\']).next() {
+                    out.insert(name.to_string());
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The dashboard and the alarms query only metrics the functions emit
+/// (`functions/runtime/src/metrics.rs`), and the dashboard shows every one of them.
+#[test]
+fn dashboard_and_alarms_query_the_metrics_the_functions_emit() -> Result<()> {
+    let emitted: BTreeSet<String> = dovetail_runtime::metrics::METRICS.iter().map(|m| m.name.to_string()).collect();
+    let sam = sam_resources(&[])?;
+    let mut shown = BTreeSet::new();
+    let mut alarmed = BTreeSet::new();
+    for (id, resource) in &sam {
+        match resource["Type"].as_str() {
+            Some("AWS::CloudWatch::Dashboard") => {
+                let body: Value =
+                    serde_json::from_str(resource["Properties"]["DashboardBody"].as_str().context("body")?)
+                        .with_context(|| format!("{id}: DashboardBody is JSON"))?;
+                dovetail_metrics_in(&body, &mut shown);
+            }
+            Some("AWS::CloudWatch::Alarm") => dovetail_metrics_in(&resource["Properties"], &mut alarmed),
+            _ => {}
+        }
+    }
+    ensure!(shown == emitted, "the dashboard shows {shown:?}; the functions emit {emitted:?}");
+    ensure!(alarmed.is_subset(&emitted), "alarms on {alarmed:?}; the functions emit {emitted:?}");
+    ensure!(alarmed.len() >= 3, "alarms on pending pods and launches: {alarmed:?}");
+    Ok(())
+}
+
+/// The Grafana dashboard (`infra/grafana/dovetail.json`, for the CloudWatch data source) parses,
+/// has the CloudWatch dashboard's panels, and queries exactly the metrics the functions emit.
+#[test]
+fn grafana_dashboard_has_the_cloudwatch_panels_and_queries_the_emitted_metrics() -> Result<()> {
+    let read = |path: &str| -> Result<Value> {
+        let text = std::fs::read_to_string(repo().join(path)).with_context(|| format!("reading {path}"))?;
+        serde_json::from_str(&text).with_context(|| format!("{path} is JSON"))
+    };
+    let grafana = read("infra/grafana/dovetail.json")?;
+    let cloudwatch = read("infra/dashboard/cloudwatch.json")?;
+    let titles = |items: &Value, title: &dyn Fn(&Value) -> &Value| -> Vec<String> {
+        items.as_array().into_iter().flatten().map(|w| scalar_text(title(w))).collect()
+    };
+    let panels = titles(&grafana["panels"], &|p| &p["title"]);
+    let widgets = titles(&cloudwatch["widgets"], &|w| &w["properties"]["title"]);
+    ensure!(panels == widgets, "Grafana panels {panels:?}, CloudWatch widgets {widgets:?}");
+    for panel in grafana["panels"].as_array().context("panels")? {
+        let targets = panel["targets"].as_array().filter(|t| !t.is_empty());
+        ensure!(targets.is_some(), "panel {} queries nothing", panel["title"]);
+        for t in targets.into_iter().flatten() {
+            ensure!(
+                t["datasource"]["type"] == "cloudwatch",
+                "panel {}: not the CloudWatch data source",
+                panel["title"]
+            );
+        }
+    }
+    let emitted: BTreeSet<String> = dovetail_runtime::metrics::METRICS.iter().map(|m| m.name.to_string()).collect();
+    let mut queried = BTreeSet::new();
+    dovetail_metrics_in(&grafana, &mut queried);
+    ensure!(queried == emitted, "Grafana queries {queried:?}; the functions emit {emitted:?}");
     Ok(())
 }

@@ -38,6 +38,92 @@ pub struct Metrics {
     pub messages_failed: AtomicU64,
     pub batches_sent: AtomicU64,
     pub batch_retries: AtomicU64,
+    /// How long AdmissionReview requests took to answer, from routing to the reply, by result.
+    pub request_seconds: Latency,
+}
+
+/// The `result` label of an AdmissionReview request: what it meant ([`Outcome`]), or `unread`
+/// for a body refused before decoding. Also the `outcome` label of `reviews_total`.
+pub fn result_of(outcome: &Outcome) -> &'static str {
+    match outcome {
+        Outcome::Doorbell(crate::doorbell::Doorbell::Pod { .. }) => "pod_doorbell",
+        Outcome::Doorbell(crate::doorbell::Doorbell::Node { .. }) => "node_doorbell",
+        Outcome::Doorbell(crate::doorbell::Doorbell::Deleted { kind: Deleted::NodeClaim, .. }) => "nodeclaim_doorbell",
+        Outcome::Doorbell(crate::doorbell::Doorbell::Deleted { kind: Deleted::NodePool, .. }) => "nodepool_doorbell",
+        Outcome::Ignored => "ignored",
+        Outcome::DryRun => "dry_run",
+        Outcome::Malformed(_) => "malformed",
+        Outcome::Unhandled => "unhandled",
+        Outcome::NotReview(_) => "not_admission_review",
+    }
+}
+
+/// The `result` of a request whose body was not read.
+pub const UNREAD: &str = "unread";
+
+/// Every `result` label, in the order the histogram keeps them.
+const RESULTS: [&str; 10] = [
+    "pod_doorbell",
+    "node_doorbell",
+    "nodeclaim_doorbell",
+    "nodepool_doorbell",
+    "ignored",
+    "dry_run",
+    "malformed",
+    "unhandled",
+    "not_admission_review",
+    UNREAD,
+];
+
+/// Upper bounds (seconds) of the latency buckets: an answer is a parse and a channel send, so
+/// most fall under a millisecond; the API server's webhook timeout (10 s by default) bounds
+/// the top.
+const BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0];
+
+/// A Prometheus histogram per `result`, in atomics (no lock on the request path).
+#[derive(Debug, Default)]
+pub struct Latency {
+    series: [Series; RESULTS.len()],
+}
+
+#[derive(Debug, Default)]
+struct Series {
+    /// Observations per bucket (not cumulative; the last is +Inf's own).
+    buckets: [AtomicU64; BUCKETS.len() + 1],
+    sum_nanos: AtomicU64,
+}
+
+impl Latency {
+    pub fn observe(&self, result: &str, took: Duration) {
+        let Some(i) = RESULTS.iter().position(|r| *r == result) else {
+            debug_assert!(false, "{result} is one of RESULTS");
+            return;
+        };
+        let series = &self.series[i];
+        let seconds = took.as_secs_f64();
+        let bucket = BUCKETS.iter().position(|b| seconds <= *b).unwrap_or(BUCKETS.len());
+        bump(&series.buckets[bucket], 1);
+        bump(&series.sum_nanos, took.as_nanos().min(u64::MAX as u128) as u64);
+    }
+
+    fn render(&self, out: &mut String) {
+        const NAME: &str = "dovetail_forwarder_request_duration_seconds";
+        let _ = writeln!(
+            out,
+            "# HELP {NAME} Time to answer an AdmissionReview request, by result.\n# TYPE {NAME} histogram"
+        );
+        for (result, series) in RESULTS.iter().zip(&self.series) {
+            let mut cumulative = 0;
+            for (i, count) in series.buckets.iter().enumerate() {
+                cumulative += count.load(Ordering::Relaxed);
+                let le = BUCKETS.get(i).map_or_else(|| "+Inf".to_string(), |b| b.to_string());
+                let _ = writeln!(out, "{NAME}_bucket{{result=\"{result}\",le=\"{le}\"}} {cumulative}");
+            }
+            let sum = series.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+            let _ = writeln!(out, "{NAME}_sum{{result=\"{result}\"}} {sum}");
+            let _ = writeln!(out, "{NAME}_count{{result=\"{result}\"}} {cumulative}");
+        }
+    }
 }
 
 fn bump(counter: &AtomicU64, by: u64) {
@@ -144,6 +230,7 @@ impl Metrics {
             }
             .expect("writing to a String");
         }
+        self.request_seconds.render(&mut out);
         out
     }
 
@@ -222,7 +309,32 @@ mod tests {
         assert!(text.contains("dovetail_forwarder_reviews_total{outcome=\"ignored\"} 2\n"), "{text}");
         assert!(text.contains("dovetail_forwarder_messages_sent_total 7\n"), "{text}");
         assert_eq!(text.matches("# TYPE dovetail_forwarder_reviews_total counter").count(), 1, "{text}");
-        assert_eq!(text.matches("# TYPE").count(), 7, "{text}");
+        assert_eq!(text.matches("# TYPE").count(), 8, "{text}");
+    }
+
+    #[test]
+    fn renders_the_latency_histogram_cumulatively() {
+        let metrics = Metrics::default();
+        metrics.request_seconds.observe("ignored", Duration::from_micros(200));
+        metrics.request_seconds.observe("ignored", Duration::from_millis(3));
+        metrics.request_seconds.observe("ignored", Duration::from_secs(20));
+        metrics.request_seconds.observe(UNREAD, Duration::from_millis(1));
+        let text = metrics.render();
+        let name = "dovetail_forwarder_request_duration_seconds";
+        assert_eq!(text.matches(&format!("# TYPE {name} histogram")).count(), 1, "{text}");
+        for (le, n) in [("0.0001", 0), ("0.00025", 1), ("0.0025", 1), ("0.005", 2), ("10", 2), ("+Inf", 3)] {
+            let line = format!("{name}_bucket{{result=\"ignored\",le=\"{le}\"}} {n}\n");
+            assert!(text.contains(&line), "{line} in {text}");
+        }
+        assert!(text.contains(&format!("{name}_count{{result=\"ignored\"}} 3\n")), "{text}");
+        assert!(text.contains(&format!("{name}_sum{{result=\"ignored\"}} 20.0032\n")), "{text}");
+        assert!(text.contains(&format!("{name}_count{{result=\"unread\"}} 1\n")), "{text}");
+        assert!(text.contains(&format!("{name}_count{{result=\"pod_doorbell\"}} 0\n")), "{text}");
+        // Every line is `name{labels} value` with a number for a value.
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let value = line.rsplit(' ').next().unwrap();
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
 use crate::dispatch::Doorbells;
-use crate::metrics::{LogLimiter, Metrics};
+use crate::metrics::{result_of, LogLimiter, Metrics, UNREAD as UNREAD_RESULT};
 use crate::review::{self, Outcome};
 
 /// The path the webhook configuration names.
@@ -150,7 +150,12 @@ where
 
 async fn handle(request: Request<Incoming>, state: Arc<State>) -> Result<Response<Full<Bytes>>, Infallible> {
     let response = match (request.method(), request.uri().path()) {
-        (&Method::POST, ADMISSION_PATH) => admission(request, &state).await,
+        (&Method::POST, ADMISSION_PATH) => {
+            let started = Instant::now();
+            let (response, result) = admission(request, &state).await;
+            state.metrics.request_seconds.observe(result, started.elapsed());
+            response
+        }
         (&Method::GET, "/healthz") => reply(StatusCode::OK, "text/plain", Bytes::from_static(b"ok\n")),
         (&Method::GET, "/metrics") => {
             reply(StatusCode::OK, "text/plain; version=0.0.4", Bytes::from(state.metrics.render()))
@@ -160,12 +165,13 @@ async fn handle(request: Request<Incoming>, state: Arc<State>) -> Result<Respons
     Ok(response)
 }
 
-async fn admission(request: Request<Incoming>, state: &State) -> Response<Full<Bytes>> {
+/// The answer, and its `result` label for the latency histogram.
+async fn admission(request: Request<Incoming>, state: &State) -> (Response<Full<Bytes>>, &'static str) {
     let limits = state.limits;
     // Declared too large: refused before a byte of the body is read.
     let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limits.max_body as u64) {
-        return unread(state, StatusCode::PAYLOAD_TOO_LARGE, "body larger than the limit".into());
+        return (unread(state, StatusCode::PAYLOAD_TOO_LARGE, "body larger than the limit".into()), UNREAD_RESULT);
     }
     let read = async {
         let _held = state.bodies.acquire().await.expect("the semaphore is never closed");
@@ -176,12 +182,15 @@ async fn admission(request: Request<Incoming>, state: &State) -> Response<Full<B
         Ok(Err(error)) => {
             let too_large = error.downcast_ref::<http_body_util::LengthLimitError>().is_some();
             let status = if too_large { StatusCode::PAYLOAD_TOO_LARGE } else { StatusCode::BAD_REQUEST };
-            return unread(state, status, error.to_string());
+            return (unread(state, status, error.to_string()), UNREAD_RESULT);
         }
-        Err(_) => return unread(state, StatusCode::REQUEST_TIMEOUT, "body not received in time".into()),
+        Err(_) => {
+            return (unread(state, StatusCode::REQUEST_TIMEOUT, "body not received in time".into()), UNREAD_RESULT)
+        }
     };
     let reviewed = review::review(&body, Timestamp::now());
     state.metrics.review(&reviewed.outcome);
+    let result = result_of(&reviewed.outcome);
     match reviewed.outcome {
         Outcome::Doorbell(doorbell) => {
             tracing::debug!(kind = doorbell.kind(), body = %doorbell.body(), "doorbell");
@@ -205,11 +214,14 @@ async fn admission(request: Request<Incoming>, state: &State) -> Response<Full<B
             if let Some(held) = MALFORMED.allow(Instant::now()) {
                 tracing::warn!(%reason, malformed_since_last_line = held, "request that is not an AdmissionReview refused");
             }
-            return reply(StatusCode::BAD_REQUEST, "text/plain", Bytes::from_static(b"not an AdmissionReview\n"));
+            return (
+                reply(StatusCode::BAD_REQUEST, "text/plain", Bytes::from_static(b"not an AdmissionReview\n")),
+                result,
+            );
         }
         Outcome::Ignored | Outcome::DryRun => {}
     }
-    reply(StatusCode::OK, "application/json", Bytes::from(reviewed.response))
+    (reply(StatusCode::OK, "application/json", Bytes::from(reviewed.response)), result)
 }
 
 /// A body refused before it was decoded: counted, logged now and then, answered with `status`.

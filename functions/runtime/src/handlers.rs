@@ -15,12 +15,13 @@ use dovetail_core::reconcile::{Deadline, Reconciler, Report};
 
 use crate::{logging, metrics, sqs};
 
-/// What a handler answered and what its reconciler did (the report is logged already; tests and
-/// benchmarks read it).
+/// What a handler answered, what its reconciler did and the EMF documents it published (the
+/// report is logged and the documents printed already; tests and benchmarks read them).
 #[derive(Debug, Clone)]
 pub struct Handled<R> {
     pub response: R,
     pub report: Report,
+    pub metrics: Vec<serde_json::Value>,
 }
 
 /// The provisioner: a batch of doorbells. Their content does not matter — any doorbell means
@@ -48,8 +49,8 @@ pub async fn doorbells<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
         Ok(report) => (report, sqs::response(&[])),
         Err(e) => (could_not_run(e), sqs::all_failed(event)),
     };
-    finish(function, &reconciler.settings.cluster, &report, started);
-    Handled { response, report }
+    let metrics = finish(function, &reconciler.settings.cluster, &report, started);
+    Handled { response, report, metrics }
 }
 
 /// The interruption function: EventBridge events and `{"resume": …}` messages, each standing
@@ -62,8 +63,8 @@ pub async fn interruptions<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
 ) -> Handled<SqsBatchResponse> {
     let started = Instant::now();
     let batch = reconciler.interrupt_by(&sqs::messages(event), deadline).await;
-    finish(function, &reconciler.settings.cluster, &batch.report, started);
-    Handled { response: sqs::response(&batch.failed), report: batch.report }
+    let metrics = finish(function, &reconciler.settings.cluster, &batch.report, started);
+    Handled { response: sqs::response(&batch.failed), report: batch.report, metrics }
 }
 
 /// The sweeper (a scheduled event, whatever its payload). An error means the sweep could not
@@ -79,7 +80,7 @@ pub async fn sweep<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock>(
         Ok(report) => report.clone(),
         Err(e) => could_not_run(e.clone()),
     };
-    finish(function, &reconciler.settings.cluster, &report, started);
+    let _ = finish(function, &reconciler.settings.cluster, &report, started);
     result
 }
 
@@ -88,7 +89,7 @@ fn could_not_run(e: PortError) -> Report {
     Report { errors: vec![format!("the reconcile could not run: {e}")], ..Report::default() }
 }
 
-fn finish(function: &str, cluster: &str, report: &Report, started: Instant) {
+fn finish(function: &str, cluster: &str, report: &Report, started: Instant) -> Vec<serde_json::Value> {
     logging::log_report(report);
-    metrics::publish(function, cluster, report, started.elapsed());
+    metrics::publish(function, cluster, report, started.elapsed())
 }

@@ -1,7 +1,11 @@
 // Dovetail for one EKS cluster: the same resources as infra/sam/template.yaml (the SAM template
 // explains each choice at length; the comments here say what differs or what CDK does for us).
 
-import { Aws, CfnOutput, Duration, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+import { Aws, CfnOutput, Duration, Fn, RemovalPolicy, Stack, StackProps, Validations } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as eks from 'aws-cdk-lib/aws-eks';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -340,6 +344,13 @@ export class DovetailStack extends Stack {
       });
     }
 
+    this.observe(s, { provisioner, interruption, sweeper }, [
+      ['DoorbellQueueName', this.doorbellQueue],
+      ['InterruptionQueueName', this.interruptionQueue],
+      ['DoorbellDeadLetterQueueName', doorbellDlq],
+      ['InterruptionDeadLetterQueueName', interruptionDlq],
+    ]);
+
     // --- Outputs (the same names as the SAM template's).
     const output = (name: string, value: string, description?: string) =>
       new CfnOutput(this, name, { value, description });
@@ -361,6 +372,102 @@ export class DovetailStack extends Stack {
     output('SweeperFunctionName', sweeper.functionName);
 
     this.acknowledgeNagFindings();
+  }
+
+  /**
+   * The dashboard (infra/dashboard/cloudwatch.json, which the SAM template embeds) and the alarms,
+   * as the SAM template makes them (docs/operations.md, "Metrics, dashboards and alarms").
+   */
+  private observe(
+    s: DovetailSettings,
+    functions: Record<'provisioner' | 'interruption' | 'sweeper', lambda.Function>,
+    queues: [string, sqs.Queue][],
+  ): void {
+    const cluster = s.clusterName;
+    const body = fs.readFileSync(path.join(__dirname, '..', '..', '..', 'dashboard', 'cloudwatch.json'), 'utf8');
+    const variables: Record<string, string> = {
+      ClusterName: cluster,
+      ProvisionerFunction: functions.provisioner.functionName,
+      InterruptionFunction: functions.interruption.functionName,
+      SweeperFunction: functions.sweeper.functionName,
+    };
+    for (const [name, queue] of queues) variables[name] = queue.queueName;
+    new cloudwatch.CfnDashboard(this, 'Dashboard', {
+      dashboardName: `Dovetail-${cluster}`,
+      dashboardBody: Fn.sub(body, variables),
+    });
+    const actions = s.alarmTopicArn ? [s.alarmTopicArn] : undefined;
+    const alarm = (id: string, props: cloudwatch.CfnAlarmProps) =>
+      new cloudwatch.CfnAlarm(this, id, {
+        comparisonOperator: 'GreaterThanThreshold',
+        treatMissingData: 'notBreaching',
+        alarmActions: actions,
+        okActions: actions,
+        ...props,
+      });
+    const deadLetter = (id: string, queue: sqs.Queue, what: string) =>
+      alarm(id, {
+        alarmDescription: `Dovetail (${cluster}): ${what} dead-letter queue is not empty`,
+        namespace: 'AWS/SQS',
+        metricName: 'ApproximateNumberOfMessagesVisible',
+        dimensions: [{ name: 'QueueName', value: queue.queueName }],
+        statistic: 'Maximum',
+        period: 300,
+        evaluationPeriods: 1,
+        threshold: 0,
+      });
+    const byName = Object.fromEntries(queues);
+    deadLetter('DoorbellDeadLetterAlarm', byName.DoorbellDeadLetterQueueName, 'the doorbell');
+    deadLetter('InterruptionDeadLetterAlarm', byName.InterruptionDeadLetterQueueName, 'the interruption');
+    for (const [name, fn] of Object.entries(functions)) {
+      const id = FUNCTIONS[name as keyof typeof FUNCTIONS].id;
+      alarm(`${id}ErrorsAlarm`, {
+        alarmDescription: `Dovetail (${cluster}): ${id}Function invocations failing`,
+        namespace: 'AWS/Lambda',
+        metricName: 'Errors',
+        dimensions: [{ name: 'FunctionName', value: fn.functionName }],
+        statistic: 'Sum',
+        period: 300,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 2,
+        threshold: 0,
+      });
+    }
+    alarm('PodsPendingAlarm', {
+      alarmDescription: `Dovetail (${cluster}): pods pending for ${s.pendingPodsAlarmMinutes} minutes`,
+      namespace: 'Dovetail',
+      metricName: 'PodsPending',
+      dimensions: [{ name: 'Cluster', value: cluster }],
+      // The fewest pending in each minute: above zero only if some pod was pending all minute.
+      statistic: 'Minimum',
+      period: 60,
+      evaluationPeriods: s.pendingPodsAlarmMinutes,
+      threshold: 0,
+    });
+    const perCluster = (id: string, metricName: string): cloudwatch.CfnAlarm.MetricDataQueryProperty => ({
+      id,
+      returnData: false,
+      metricStat: {
+        metric: { namespace: 'Dovetail', metricName, dimensions: [{ name: 'Cluster', value: cluster }] },
+        period: 300,
+        stat: 'Sum',
+      },
+    });
+    alarm('LaunchFailureRateAlarm', {
+      alarmDescription: `Dovetail (${cluster}): more than ${s.launchFailureAlarmPercent}% of launch attempts failing`,
+      metrics: [
+        perCluster('failures', 'CloudProviderErrors'),
+        perCluster('created', 'NodeClaimsCreated'),
+        {
+          id: 'rate',
+          label: 'launch failure percent',
+          expression: '100 * FILL(failures, 0) / (FILL(failures, 0) + FILL(created, 0))',
+          returnData: true,
+        },
+      ],
+      evaluationPeriods: 3,
+      threshold: s.launchFailureAlarmPercent,
+    });
   }
 
   private createNodeRole(cluster: string): iam.Role {

@@ -26,6 +26,12 @@ export interface DovetailSettings {
   readonly logFilter: string;
   readonly logRetentionDays: number;
   readonly pricingRegion: string;
+  /** SNS topic the alarms notify; undefined: the alarms have no actions. */
+  readonly alarmTopicArn?: string;
+  /** Alarm when pods stay pending this many minutes. */
+  readonly pendingPodsAlarmMinutes: number;
+  /** Alarm when launch failures exceed this percentage of launch attempts. */
+  readonly launchFailureAlarmPercent: number;
   /** Where `cargo lambda build` left `<binary>/bootstrap` for each function. */
   readonly lambdaDir: string;
 }
@@ -46,6 +52,7 @@ const CLUSTER_NAME = /^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/;
 const ROLE_NAME = /^[\w+=,.@-]{1,64}$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/;
+const SNS_TOPIC_ARN = /^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.-]+$/;
 
 /** A setting or an input the user must fix; the app prints its message without a stack trace. */
 export class SettingsError extends Error {}
@@ -90,6 +97,16 @@ export function readSettings(get: Lookup, env: NodeJS.ProcessEnv, cdkDir: string
     return found;
   };
 
+  const whole = (key: string, min: number, max: number, fallback: number): number => {
+    const raw = get(key);
+    if (raw === undefined || raw === null || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < min || value > max) {
+      throw new SettingsError(`context ${key}=${JSON.stringify(raw)}: must be a whole number from ${min} to ${max}`);
+    }
+    return value;
+  };
+
   const clusterName = matching('clusterName', CLUSTER_NAME);
   if (clusterName === undefined) {
     throw new SettingsError('context clusterName is required: the EKS cluster to scale (cdk synth -c clusterName=<name>)');
@@ -113,6 +130,9 @@ export function readSettings(get: Lookup, env: NodeJS.ProcessEnv, cdkDir: string
     logFilter: text('logFilter', '')!,
     logRetentionDays: oneOf('logRetentionDays', RETENTION_DAYS, 30),
     pricingRegion: oneOf('pricingRegion', PRICING_REGIONS, 'us-east-1'),
+    alarmTopicArn: matching('alarmTopicArn', SNS_TOPIC_ARN),
+    pendingPodsAlarmMinutes: whole('pendingPodsAlarmMinutes', 2, 1440, 10),
+    launchFailureAlarmPercent: whole('launchFailureAlarmPercent', 1, 100, 50),
     lambdaDir: lambdaDir(text('lambdaDir'), env, cdkDir),
   };
 }

@@ -33,6 +33,8 @@ function settings(overrides: Partial<DovetailSettings> = {}): DovetailSettings {
     logFilter: '',
     logRetentionDays: 30,
     pricingRegion: 'us-east-1',
+    pendingPodsAlarmMinutes: 10,
+    launchFailureAlarmPercent: 50,
     lambdaDir: LAMBDA_DIR,
     ...overrides,
   };
@@ -481,5 +483,43 @@ describe('settings', () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('alarms', () => {
+  const topic = 'arn:aws:sns:us-east-1:123456789012:oncall';
+
+  it('notify the topic given, and exist without actions when none is', () => {
+    const alarms = (t: Template) => byType(t, 'AWS::CloudWatch::Alarm');
+    const quiet = alarms(synth());
+    assert.deepEqual(quiet.map(([id]) => id).sort(), [
+      'DoorbellDeadLetterAlarm',
+      'InterruptionDeadLetterAlarm',
+      'InterruptionErrorsAlarm',
+      'LaunchFailureRateAlarm',
+      'PodsPendingAlarm',
+      'ProvisionerErrorsAlarm',
+      'SweeperErrorsAlarm',
+    ]);
+    for (const [id, a] of quiet) assert.equal(a.Properties.AlarmActions, undefined, id);
+    for (const [id, a] of alarms(synth({ alarmTopicArn: topic }))) {
+      assert.deepEqual(a.Properties.AlarmActions, [topic], id);
+      assert.deepEqual(a.Properties.OKActions, [topic], id);
+    }
+  });
+
+  it('take their thresholds from the settings', () => {
+    const t = synth({ pendingPodsAlarmMinutes: 15, launchFailureAlarmPercent: 30 });
+    assert.equal(one(t, 'AWS::CloudWatch::Alarm', 'PodsPendingAlarm')[1].Properties.EvaluationPeriods, 15);
+    assert.equal(one(t, 'AWS::CloudWatch::Alarm', 'LaunchFailureRateAlarm')[1].Properties.Threshold, 30);
+    const get = (values: Record<string, unknown>) => (key: string) => values[key];
+    assert.throws(
+      () => readSettings(get({ clusterName: 'prod', pendingPodsAlarmMinutes: '1' }), {}, CDK_DIR),
+      /pendingPodsAlarmMinutes="1": must be a whole number from 2 to 1440/,
+    );
+    assert.throws(
+      () => readSettings(get({ clusterName: 'prod', alarmTopicArn: 'oncall' }), {}, CDK_DIR),
+      /alarmTopicArn="oncall": must match/,
+    );
   });
 });

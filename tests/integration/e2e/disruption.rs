@@ -156,6 +156,12 @@ async fn a_spot_interruption_warning_replaces_and_drains_the_node_then_terminate
     assert_eq!(nodes.iter().map(|n| n.metadata.name.clone()).collect::<BTreeSet<_>>().len(), 3);
     let batches = e2e.shared.batches.lock().unwrap().get("dovetail-interruption").copied().unwrap_or(0);
     assert!(batches >= 1, "the interruption function was invoked");
+    // Its metrics: one spot warning received, one NodeClaim disrupted for it.
+    use dovetail_runtime::metrics::{INTERRUPTIONS, NODECLAIMS_DISRUPTED};
+    let interruption = "dovetail-interruption";
+    assert_eq!(e2e.metric_sum(interruption, &INTERRUPTIONS, &[("MessageType", "spot_interrupted")]), 1.0);
+    assert_eq!(e2e.metric_sum(interruption, &INTERRUPTIONS, &[]), 1.0, "no other message counted");
+    assert_eq!(e2e.metric_sum(interruption, &NODECLAIMS_DISRUPTED, &[("Reason", "SpotInterrupted")]), 1.0);
     let overridden = e2e
         .until("the ProtectionOverridden Event on the interrupted node", STEP, || async {
             let events = e2e.events("default", "Node", &node_name).await?;

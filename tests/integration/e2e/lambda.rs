@@ -97,8 +97,12 @@ impl Poller {
                 .count();
             shared.redelivered.fetch_add(again, std::sync::atomic::Ordering::SeqCst);
             self.deliver(&event, &shared, environments.len(), |i| {
-                let (reconciler, event) = (&environments[i], &event);
-                async move { handlers::doorbells(self.function, reconciler, event, Deadline::NONE).await.response }
+                let (reconciler, event, shared) = (&environments[i], &event, &shared);
+                async move {
+                    let handled = handlers::doorbells(self.function, reconciler, event, Deadline::NONE).await;
+                    shared.metrics.lock().unwrap().extend(handled.metrics);
+                    handled.response
+                }
             })
             .await;
         }
@@ -112,8 +116,12 @@ impl Poller {
                 continue;
             }
             self.deliver(&event, &shared, environments.len(), |i| {
-                let (reconciler, event) = (&environments[i], &event);
-                async move { handlers::interruptions(self.function, reconciler, event, Deadline::NONE).await.response }
+                let (reconciler, event, shared) = (&environments[i], &event, &shared);
+                async move {
+                    let handled = handlers::interruptions(self.function, reconciler, event, Deadline::NONE).await;
+                    shared.metrics.lock().unwrap().extend(handled.metrics);
+                    handled.response
+                }
             })
             .await;
         }

@@ -221,6 +221,9 @@ pub struct Shared {
     pub batches: Mutex<BTreeMap<&'static str, usize>>,
     /// Doorbells received more than once (a visibility timeout ran out before they were deleted).
     pub redelivered: std::sync::atomic::AtomicUsize,
+    /// The EMF documents the provisioner's and the interruption function's invocations published,
+    /// in order (what CloudWatch would make metrics of).
+    pub metrics: Mutex<Vec<serde_json::Value>>,
     /// Until when the background tasks' failures are expected (the test took the API server
     /// down): logged, not counted.
     pub expect_failures_until: Mutex<Option<Instant>>,
@@ -733,6 +736,17 @@ impl EndToEnd {
     /// Every pod's latency from "marked unschedulable" to the CreateFleet of the claim it was
     /// nominated to; written for the summary and printed. Pods nominated to capacity launched
     /// before they were marked are left out (nothing was launched for them).
+    /// The sum of `metric` over the EMF documents `function` published whose dimensions include
+    /// every `(name, value)` of `on`.
+    pub fn metric_sum(&self, function: &str, metric: &dovetail_runtime::metrics::Metric, on: &[(&str, &str)]) -> f64 {
+        let docs = self.shared.metrics.lock().unwrap();
+        docs.iter()
+            .filter(|d| d["Function"] == function)
+            .filter(|d| on.iter().all(|(k, v)| d[*k] == *v))
+            .filter_map(|d| d.get(metric.name).and_then(serde_json::Value::as_f64))
+            .sum()
+    }
+
     pub async fn report_latency(&self) -> Result<()> {
         let rung = self.shared.rung.lock().unwrap().clone();
         let calls = self.ec2_calls.fleets.lock().unwrap().clone();

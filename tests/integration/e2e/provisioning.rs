@@ -31,6 +31,34 @@ async fn on_dovetail_nodes(e2e: &EndToEnd, pods: &[Pod]) -> Result<Vec<Node>> {
     Ok(nodes)
 }
 
+/// The EMF documents of the first provisioner invocation that launched: its N launches count as
+/// N `NodeClaimsCreated`, are among its `NodeClaims` in state Launched (none left Launching), and
+/// their price is in its `FleetCostPerHour` — the state after the launches, not the read before.
+fn launch_metrics_describe_the_state_after_the_launch(e2e: &EndToEnd) -> Result<()> {
+    use dovetail_runtime::metrics::{value, FLEET_COST, NODECLAIMS, NODECLAIMS_CREATED};
+    let docs = e2e.shared.metrics.lock().unwrap().clone();
+    let provisioner: Vec<&serde_json::Value> =
+        docs.iter().filter(|d| d["Function"] == "dovetail-provisioner").collect();
+    let launching = provisioner
+        .iter()
+        .find(|d| d.get(NODECLAIMS_CREATED.name).and_then(serde_json::Value::as_u64).unwrap_or(0) > 0)
+        .context("a provisioner invocation that launched")?;
+    // One invocation's documents share its timestamp.
+    let invocation: Vec<serde_json::Value> = provisioner
+        .iter()
+        .filter(|d| d["_aws"]["Timestamp"] == launching["_aws"]["Timestamp"])
+        .map(|d| (*d).clone())
+        .collect();
+    let created: u64 = invocation.iter().filter_map(|d| d.get(NODECLAIMS_CREATED.name)?.as_u64()).sum();
+    let in_state = |state: &str| value(&invocation, &NODECLAIMS, &[("State", state)]).and_then(|v| v.as_u64());
+    ensure!(created >= 1, "{invocation:?}");
+    ensure!(in_state("Launching") == Some(0), "every launch finished: {invocation:?}");
+    ensure!(in_state("Launched").is_some_and(|n| n >= created), "{created} launched claims shown: {invocation:?}");
+    let cost = value(&invocation, &FLEET_COST, &[]).and_then(|v| v.as_f64()).context("FleetCostPerHour")?;
+    ensure!(cost > 0.0, "the launched capacity's $/h, after the launches: {invocation:?}");
+    Ok(())
+}
+
 #[tokio::test]
 async fn a_zone_spread_deployment_runs_on_nodes_dovetail_launched() -> Result<()> {
     let e2e = EndToEnd::start("zone-spread", Options::default()).await?;
@@ -51,6 +79,7 @@ async fn a_zone_spread_deployment_runs_on_nodes_dovetail_launched() -> Result<()
         e2e.live_claims().await?.into_iter().filter_map(|c| c.launch.map(|l| l.zone)).collect();
     assert_eq!(launched.len(), 3, "capacity launched in the three zones: {launched:?}");
     e2e.assert_exactly_once("zone spread").await?;
+    launch_metrics_describe_the_state_after_the_launch(&e2e)?;
     e2e.report_latency().await?;
     Ok(())
 }

@@ -180,8 +180,13 @@ async fn the_provisioner_binary_serves_a_recorded_sqs_event_under_cargo_lambda()
         l["level"] == "WARN" && l["fields"]["message"].as_str().is_some_and(|m| m.contains("ApplicationLogLevel"))
     });
     assert_eq!(capped.count(), 1, "one warning that RUST_LOG is capped:\n{function_log}");
-    let emf = lines.iter().find(|l| l.get("_aws").is_some()).expect("an EMF document");
-    assert_eq!(emf["Function"], "provisioner");
-    assert_eq!(emf["ClaimsLaunched"], 1);
-    assert_eq!(emf["PendingPods"], 1);
+    let emf: Vec<Value> = lines.iter().filter(|l| l.get("_aws").is_some()).cloned().collect();
+    let function =
+        dovetail_runtime::metrics::value(&emf, &dovetail_runtime::metrics::ERRORS, &[("Function", "provisioner")]);
+    assert!(function.is_some(), "the provisioner's document among the EMF documents:\n{emf:?}");
+    assert_eq!(
+        dovetail_runtime::metrics::value(&emf, &dovetail_runtime::metrics::NODECLAIMS_CREATED, &[]),
+        Some(&json!(1))
+    );
+    assert_eq!(dovetail_runtime::metrics::value(&emf, &dovetail_runtime::metrics::PODS_PENDING, &[]), Some(&json!(1)));
 }

@@ -57,6 +57,19 @@ pub enum Message {
 }
 
 impl Message {
+    /// The message's kind as Karpenter's `karpenter_interruption_received_messages_total` labels
+    /// it (`message_type`), for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::SpotInterruption { .. } => "spot_interrupted",
+            Message::RebalanceRecommendation { .. } => "rebalance_recommendation",
+            Message::StateChange { .. } => "instance_state_change",
+            Message::ScheduledChange { .. } => "scheduled_change",
+            Message::CapacityReservationInterruption { .. } => "capacity_reservation_interrupted",
+            Message::Unknown { .. } => "no_op",
+        }
+    }
+
     /// The instances the message is about.
     pub fn instance_ids(&self) -> Vec<&str> {
         match self {

@@ -133,6 +133,9 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                     && view.cluster.claims.iter().find(|x| x.name == next.name).is_none_or(|x| x.disruption.is_none());
                 p.store.put_claim(&next).await?;
                 view.record(&next);
+                if let Some(d) = next.disruption.as_ref().filter(|_| newly_disrupted) {
+                    *report.disruptions.entry(d.reason).or_default() += 1;
+                }
                 if newly_disrupted {
                     // Start the drain now rather than at the next sweep, by the caller or by a
                     // resume message; the resume chain then carries it (each step asks for the next).

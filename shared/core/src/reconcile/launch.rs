@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use super::ports::{Clock, Cloud, Kube, LaunchOutcome, LaunchRequest, PortError, PortResult, Queue, Store};
-use super::{Reconciler, Report, View};
+use super::{LaunchFailure, Reconciler, Report, View};
 use crate::decision::{Action, Decision};
 use crate::interruption::SPOT_UNAVAILABLE_FOR as UNAVAILABLE_FOR;
 use crate::nodeclaim::{launched_labels, Launch, NodeClaim, Phase};
@@ -83,6 +83,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 "cannot launch {name}: EC2NodeClass {} is missing, invalid or not resolved (see its errors)",
                 attempt.nodeclass
             );
+            report.count_launch_failure(LaunchFailure::NodeClassNotReady);
             return self.give_up(&attempt, why, view, report).await;
         };
         loop {
@@ -92,11 +93,16 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                     "cannot launch {name}: every offering of its {} candidate types is unavailable; its pods are planned again",
                     attempt.instance_types.len()
                 );
+                report.count_launch_failure(LaunchFailure::NoOfferingLeft);
                 return self.give_up(&attempt, why, view, report).await;
             };
             let request =
                 LaunchRequest { claim: attempt.clone(), class: class.clone(), resolved: resolved.clone(), offers };
-            match self.ports.cloud.launch(&request).await? {
+            let outcome = self.ports.cloud.launch(&request).await;
+            if outcome.is_err() {
+                report.count_launch_failure(LaunchFailure::CloudError);
+            }
+            match outcome? {
                 LaunchOutcome::Launched(launch) => {
                     let why = format!(
                         "launched {} ({} {} in {}, ${:.4}/h) for {name}",
@@ -111,6 +117,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                         if offerings.is_empty() { request.offers.iter().map(|o| o.key()).collect() } else { offerings };
                     let until = self.ports.clock.now().plus(UNAVAILABLE_FOR);
                     for o in &failed {
+                        report.count_launch_failure(LaunchFailure::InsufficientCapacity);
                         self.ports.store.mark_unavailable(o, until).await?;
                         view.cluster.unavailable.insert(o.clone());
                         let why = format!(

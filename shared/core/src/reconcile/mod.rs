@@ -35,7 +35,7 @@ pub mod scope;
 mod status;
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, TryLockError};
 use std::time::Duration;
 
@@ -107,15 +107,64 @@ pub struct QueueMessage {
 pub struct Report {
     pub decisions: Vec<Decision>,
     pub errors: Vec<String>,
-    /// From the last read: pods waiting for capacity, and what the live claims cost per hour.
+    /// The state after the invocation's actions ([`View::measure`]): pods waiting for capacity
+    /// (a pod a launch is for stays pending until its node registers, as in Kubernetes), what
+    /// the live claims cost per hour (launched ones included), and the claims by phase.
     pub pending_pods: usize,
     pub fleet_cost_per_hour: f64,
+    #[serde(default)]
+    pub claims_by_phase: BTreeMap<Phase, usize>,
+    /// What happened during the invocation, by low-cardinality kind (for metrics): claims newly
+    /// disrupted by reason, interruption messages by kind
+    /// ([`interruption::Message::kind`]), and launch failures by reason ([`LaunchFailure`]).
+    #[serde(default)]
+    pub disruptions: BTreeMap<crate::nodeclaim::Reason, usize>,
+    #[serde(default)]
+    pub interruptions: BTreeMap<String, usize>,
+    #[serde(default)]
+    pub launch_failures: BTreeMap<String, usize>,
     /// Stopped at its [`Deadline`] with work left, which the next invocation picks up.
     #[serde(default)]
     pub unfinished: bool,
 }
 
+/// Why a launch did not give a claim its instance, as the launch-failure metric names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaunchFailure {
+    /// EC2 had no capacity for an offering (`InsufficientInstanceCapacity` and its kin): counted
+    /// once per offering ruled out.
+    InsufficientCapacity,
+    /// Every offering of the claim's candidate types is unavailable: the claim is given up.
+    NoOfferingLeft,
+    /// The claim's EC2NodeClass is missing, invalid or unresolved.
+    NodeClassNotReady,
+    /// The CreateFleet call itself failed (an error other than capacity).
+    CloudError,
+}
+
+impl LaunchFailure {
+    pub const ALL: [LaunchFailure; 4] = [
+        LaunchFailure::InsufficientCapacity,
+        LaunchFailure::NoOfferingLeft,
+        LaunchFailure::NodeClassNotReady,
+        LaunchFailure::CloudError,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LaunchFailure::InsufficientCapacity => "InsufficientInstanceCapacity",
+            LaunchFailure::NoOfferingLeft => "NoOfferingLeft",
+            LaunchFailure::NodeClassNotReady => "NodeClassNotReady",
+            LaunchFailure::CloudError => "CloudError",
+        }
+    }
+}
+
 impl Report {
+    fn count_launch_failure(&mut self, why: LaunchFailure) {
+        *self.launch_failures.entry(why.as_str().to_string()).or_default() += 1;
+    }
+
     fn note(&mut self, claim: Option<&str>, why: impl Into<String>) {
         self.decisions.push(Decision::note(claim, why));
     }
@@ -228,6 +277,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             }
             let replan = match self.provision_pass(&mut report, scope, deadline).await {
                 Ok(view) => {
+                    view.measure(&mut report);
                     let replan = view.replan;
                     last = Some(view);
                     replan
@@ -393,6 +443,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 Parsed::Resume(claim) => self.step_claim(&claim, true, &mut view, &mut batch.report).await,
                 Parsed::Event(_) if self.out_of_time(deadline, &mut batch.report) => true,
                 Parsed::Event(message) => {
+                    *batch.report.interruptions.entry(message.kind().to_string()).or_default() += 1;
                     let decisions = interruption::decide(&message, &view.cluster, &view.catalog);
                     // The drain starts here and now: a spot warning gives two minutes, and a resume
                     // message would be a queue hop and a read later. Its first step taints the
@@ -421,6 +472,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 batch.failed.push(m.id.clone());
             }
         }
+        view.measure(&mut batch.report);
         batch
     }
 
@@ -430,6 +482,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let claims = [claim.to_string()];
         let mut view = self.read(&mut report, Scope::Named { claims: &claims, instances: &[] }).await?;
         self.step_claim(claim, true, &mut view, &mut report).await;
+        view.measure(&mut report);
         Ok(report)
     }
 
@@ -464,6 +517,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         };
         let decisions = sweep::sweep_with(&view.cluster, &view.catalog, &self.quiet);
         self.apply(decisions, &mut view, &mut report).await;
+        view.measure(&mut report);
         if self.out_of_time(deadline, &mut report) {
             return Ok(report);
         }

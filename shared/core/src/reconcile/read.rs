@@ -82,15 +82,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         for p in &mut cluster.nodepools {
             p.usage = usage.get(&p.name).cloned().unwrap_or_default();
         }
-        report.pending_pods = cluster.pending.len();
-        report.fleet_cost_per_hour = cluster
-            .claims
-            .iter()
-            .filter(|c| c.phase != Phase::Terminated)
-            .filter_map(|c| c.launch.as_ref())
-            // Folded from +0.0: a float sum of nothing is -0.0, which metrics would show as such.
-            .fold(0.0, |total, l| total + l.price);
-        Ok(View {
+        let view = View {
             cluster,
             catalog,
             invalid: kube.invalid,
@@ -99,11 +91,34 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             written: BTreeSet::new(),
             deadline: Deadline::NONE,
             unresolved,
-        })
+        };
+        // Measured now, so a pass that stops early still reports what it read; measured again
+        // after the actions by whoever ends the invocation.
+        view.measure(report);
+        Ok(view)
     }
 }
 
 impl View {
+    /// Puts the view's state into the report's gauges. Called at the end of an invocation, after
+    /// its actions (which the view records), so a launch counts among the claims and their cost
+    /// in the same invocation's metrics, not the next one's.
+    pub fn measure(&self, report: &mut Report) {
+        let cluster = &self.cluster;
+        report.pending_pods = cluster.pending.len();
+        report.fleet_cost_per_hour = cluster
+            .claims
+            .iter()
+            .filter(|c| c.phase != Phase::Terminated)
+            .filter_map(|c| c.launch.as_ref())
+            // Folded from +0.0: a float sum of nothing is -0.0, which metrics would show as such.
+            .fold(0.0, |total, l| total + l.price);
+        report.claims_by_phase.clear();
+        for c in &cluster.claims {
+            *report.claims_by_phase.entry(c.phase).or_default() += 1;
+        }
+    }
+
     /// Puts a claim's new state into the view later decisions of the same pass read.
     pub fn record(&mut self, claim: &crate::nodeclaim::NodeClaim) {
         self.cluster.record(claim);
