@@ -69,10 +69,11 @@ async fn every_doorbell_three_times_and_concurrent_invocations_launch_once() {
     // Two provisioners take batches of the same doorbells while the sweeper runs.
     let first = rig.receive(&rig.doorbell_url).await;
     let second = rig.receive(&rig.doorbell_url).await;
+    // Boxed: three handlers' states side by side overflow a debug build's 2 MiB test stack.
     let (x, y, z) = tokio::join!(
-        handlers::doorbells("provisioner", &a, &first, Deadline::NONE),
-        handlers::doorbells("provisioner", &b, &second, Deadline::NONE),
-        handlers::sweep("sweeper", &sweeper, Deadline::NONE)
+        Box::pin(handlers::doorbells("provisioner", &a, &first, Deadline::NONE)),
+        Box::pin(handlers::doorbells("provisioner", &b, &second, Deadline::NONE)),
+        Box::pin(handlers::sweep("sweeper", &sweeper, Deadline::NONE))
     );
     assert!(x.response.batch_item_failures.is_empty() && y.response.batch_item_failures.is_empty());
     z.expect("the sweep ran");
