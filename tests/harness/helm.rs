@@ -55,17 +55,7 @@ impl Helm {
     pub fn run(&self, args: &[&str]) -> Result<String> {
         let mut command = self.command();
         command.args(args);
-        let shown = format!("helm {}", args.join(" "));
-        let output = command.output().with_context(|| format!("starting {shown}"))?;
-        if !output.status.success() {
-            bail!(
-                "{shown} failed ({}):\n{}{}",
-                output.status,
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        String::from_utf8(output.stdout).context("helm's output is not UTF-8")
+        crate::completed(&mut command, &format!("helm {}", args.join(" ")))
     }
 
     /// `helm template <release> infra/helm/dovetail --namespace <namespace> --include-crds

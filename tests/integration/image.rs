@@ -105,22 +105,14 @@ fn build(dir: &Path, push: &str) -> Result<PathBuf> {
     }
     let oci = dir.join("oci");
     let started = Instant::now();
-    let output = Command::new("bash")
+    let mut command = Command::new("bash");
+    command
         .arg(workspace().join("infra/image/build.sh"))
         .arg("--oci")
         .arg(&oci)
         .args(["--push", push, "--insecure"])
-        .env("CARGO_TARGET_DIR", target_dir()?)
-        .output()
-        .context("running infra/image/build.sh")?;
-    if !output.status.success() {
-        bail!(
-            "infra/image/build.sh failed ({}):\n{}{}",
-            output.status,
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+        .env("CARGO_TARGET_DIR", target_dir()?);
+    dovetail_tests::completed(&mut command, "infra/image/build.sh")?;
     eprintln!("infra/image/build.sh built and pushed the image in {:.1?}", started.elapsed());
     Ok(oci)
 }
