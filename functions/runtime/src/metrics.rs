@@ -50,6 +50,14 @@ pub const PODS_PENDING: Metric = Metric {
     rollup: false,
     karpenter: "karpenter_pods_state{phase=\"Pending\"}",
 };
+pub const PODS_UNBOUND_TIME: Metric = Metric {
+    name: "PodsUnboundTime",
+    unit: "Seconds",
+    dimensions: CLUSTER,
+    kind: Kind::State,
+    rollup: false,
+    karpenter: "karpenter_pods_unbound_time_seconds (its largest)",
+};
 pub const NODECLAIMS: Metric = Metric {
     name: "NodeClaims",
     unit: "Count",
@@ -125,8 +133,9 @@ pub const DURATION: Metric = Metric {
 };
 
 /// Every metric the functions emit.
-pub const METRICS: [Metric; 10] = [
+pub const METRICS: [Metric; 11] = [
     PODS_PENDING,
+    PODS_UNBOUND_TIME,
     NODECLAIMS,
     FLEET_COST,
     NODECLAIMS_CREATED,
@@ -171,6 +180,7 @@ pub fn documents(function: &str, cluster: &str, report: &Report, latency: Durati
             dimensions: on(None),
             values: vec![
                 (&PODS_PENDING, json!(report.pending_pods)),
+                (&PODS_UNBOUND_TIME, json!(report.oldest_pending_seconds)),
                 (&FLEET_COST, json!(report.fleet_cost_per_hour)),
                 (&NODECLAIMS_TERMINATED, json!(report.terminations())),
             ],
@@ -276,7 +286,8 @@ mod tests {
 
     #[test]
     fn every_metric_is_declared_with_its_dimensions_and_valued() {
-        let mut report = Report { pending_pods: 7, fleet_cost_per_hour: 1.25, ..Report::default() };
+        let mut report =
+            Report { pending_pods: 7, oldest_pending_seconds: 95.5, fleet_cost_per_hour: 1.25, ..Report::default() };
         report.claims_by_phase.insert(Phase::Launched, 3);
         report.disruptions.insert(Reason::SpotInterrupted, 1);
         report.interruptions.insert("spot_interrupted".into(), 1);
@@ -310,6 +321,7 @@ mod tests {
         // Created needs a launch; the rest are all here.
         assert_eq!(seen.len(), METRICS.len() - 1, "{seen:?}");
         assert_eq!(value(&docs, &PODS_PENDING, &[]), Some(&json!(7)));
+        assert_eq!(value(&docs, &PODS_UNBOUND_TIME, &[]), Some(&json!(95.5)));
         assert_eq!(value(&docs, &DURATION, &[("Function", "provisioner")]), Some(&json!(42.0)));
         assert_eq!(value(&docs, &NODECLAIMS, &[("State", "Launched")]), Some(&json!(3)));
         assert_eq!(value(&docs, &NODECLAIMS, &[("State", "Draining")]), Some(&json!(0)));

@@ -30,6 +30,9 @@ fn as_f64(v: Option<&serde_json::Value>) -> f64 {
 #[test]
 fn a_launch_counts_in_its_own_invocations_claims_and_cost() {
     let w = fixtures::pending(12);
+    // The pods were created at the world's start; the provisioner wakes 90 s later.
+    let created = w.lock().now;
+    w.advance(created.plus(std::time::Duration::from_secs(90)));
     let handled =
         block_on(handlers::doorbells("provisioner", &reconciler(&w), &sqs("d1", r#"{"pod":"a/b"}"#), Deadline::NONE));
     assert!(handled.report.errors.is_empty(), "{:?}", handled.report.errors);
@@ -50,6 +53,7 @@ fn a_launch_counts_in_its_own_invocations_claims_and_cost() {
     assert!(price > 0.0 && (cost - price).abs() < 1e-9, "$/h after the launches: {cost}, launched {price}");
     // The pods stay pending until their nodes register (as Kubernetes shows them).
     assert_eq!(value(docs, &metrics::PODS_PENDING, &[]), Some(&json!(12)));
+    assert_eq!(value(docs, &metrics::PODS_UNBOUND_TIME, &[]), Some(&json!(90.0)), "the oldest pending pod's age");
     assert_eq!(value(docs, &metrics::LAUNCH_FAILURES, &[("Error", "InsufficientInstanceCapacity")]), Some(&json!(0)));
 }
 

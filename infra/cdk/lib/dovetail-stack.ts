@@ -433,17 +433,6 @@ export class DovetailStack extends Stack {
         threshold: 0,
       });
     }
-    alarm('PodsPendingAlarm', {
-      alarmDescription: `Dovetail (${cluster}): pods pending for ${s.pendingPodsAlarmMinutes} minutes`,
-      namespace: 'Dovetail',
-      metricName: 'PodsPending',
-      dimensions: [{ name: 'Cluster', value: cluster }],
-      // The fewest pending in each minute: above zero only if some pod was pending all minute.
-      statistic: 'Minimum',
-      period: 60,
-      evaluationPeriods: s.pendingPodsAlarmMinutes,
-      threshold: 0,
-    });
     const perCluster = (id: string, metricName: string): cloudwatch.CfnAlarm.MetricDataQueryProperty => ({
       id,
       returnData: false,
@@ -452,6 +441,24 @@ export class DovetailStack extends Stack {
         period: 300,
         stat: 'Sum',
       },
+    });
+    alarm('PodsPendingAlarm', {
+      alarmDescription: `Dovetail (${cluster}): a pod pending longer than ${s.pendingPodsAlarmMinutes} minutes`,
+      metrics: [
+        {
+          id: 'age',
+          returnData: false,
+          metricStat: {
+            metric: { namespace: 'Dovetail', metricName: 'PodsUnboundTime', dimensions: [{ name: 'Cluster', value: cluster }] },
+            period: 60,
+            stat: 'Maximum',
+          },
+        },
+        // In minutes, as the SAM template compares (a parameter there, which it cannot multiply).
+        { id: 'minutes', label: 'oldest pending pod, minutes', expression: 'age / 60', returnData: true },
+      ],
+      evaluationPeriods: 1,
+      threshold: s.pendingPodsAlarmMinutes,
     });
     alarm('LaunchFailureRateAlarm', {
       alarmDescription: `Dovetail (${cluster}): more than ${s.launchFailureAlarmPercent}% of launch attempts failing`,

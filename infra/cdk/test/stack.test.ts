@@ -510,7 +510,9 @@ describe('alarms', () => {
 
   it('take their thresholds from the settings', () => {
     const t = synth({ pendingPodsAlarmMinutes: 15, launchFailureAlarmPercent: 30 });
-    assert.equal(one(t, 'AWS::CloudWatch::Alarm', 'PodsPendingAlarm')[1].Properties.EvaluationPeriods, 15);
+    const pending = one(t, 'AWS::CloudWatch::Alarm', 'PodsPendingAlarm')[1].Properties;
+    assert.equal(pending.Metrics[0].MetricStat.Metric.MetricName, 'PodsUnboundTime');
+    assert.equal(pending.Threshold, 15);
     assert.equal(one(t, 'AWS::CloudWatch::Alarm', 'LaunchFailureRateAlarm')[1].Properties.Threshold, 30);
     const get = (values: Record<string, unknown>) => (key: string) => values[key];
     assert.throws(

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use anyhow::{ensure, Context, Result};
 use dovetail_core::labels;
+use dovetail_core::reconcile::ports::Store;
 use dovetail_core::resources::parse_cpu_millis;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
@@ -31,31 +32,82 @@ async fn on_dovetail_nodes(e2e: &EndToEnd, pods: &[Pod]) -> Result<Vec<Node>> {
     Ok(nodes)
 }
 
-/// The EMF documents of the first provisioner invocation that launched: its N launches count as
-/// N `NodeClaimsCreated`, are among its `NodeClaims` in state Launched (none left Launching), and
-/// their price is in its `FleetCostPerHour` — the state after the launches, not the read before.
-fn launch_metrics_describe_the_state_after_the_launch(e2e: &EndToEnd) -> Result<()> {
-    use dovetail_runtime::metrics::{value, FLEET_COST, NODECLAIMS, NODECLAIMS_CREATED};
-    let docs = e2e.shared.metrics.lock().unwrap().clone();
-    let provisioner: Vec<&serde_json::Value> =
-        docs.iter().filter(|d| d["Function"] == "dovetail-provisioner").collect();
-    let launching = provisioner
-        .iter()
-        .find(|d| d.get(NODECLAIMS_CREATED.name).and_then(serde_json::Value::as_u64).unwrap_or(0) > 0)
-        .context("a provisioner invocation that launched")?;
-    // One invocation's documents share its timestamp.
-    let invocation: Vec<serde_json::Value> = provisioner
-        .iter()
-        .filter(|d| d["_aws"]["Timestamp"] == launching["_aws"]["Timestamp"])
-        .map(|d| (*d).clone())
-        .collect();
+/// The EMF documents of the first provisioner invocation that launched, checked value by value
+/// against what happened, read as soon as they are published (before consolidation can change the
+/// claims). Which claims it launched is taken from the CreateFleet calls moto was sent before the
+/// documents' timestamp: nothing launches before the first launching pass (nothing to replace),
+/// and one execution environment takes one batch at a time. Its N launches are N
+/// `NodeClaimsCreated` by pool, its `NodeClaims` are those N, up (launched, registered or
+/// initialized) and none launching or going, its
+/// `FleetCostPerHour` is exactly what DynamoDB records those N cost — the state after the
+/// launches, not the read before — and `PodsUnboundTime` is the age of a pod of `selector`.
+async fn launch_metrics_describe_the_state_after_the_launch(
+    e2e: &EndToEnd,
+    namespace: &str,
+    selector: &str,
+) -> Result<()> {
+    use dovetail_runtime::metrics::{
+        value, FLEET_COST, NODECLAIMS, NODECLAIMS_CREATED, PODS_PENDING, PODS_UNBOUND_TIME,
+    };
+    let invocation: Vec<serde_json::Value> = e2e
+        .until("a provisioner invocation that launched", STEP, || async move {
+            let docs = e2e.shared.metrics.lock().unwrap().clone();
+            let provisioner: Vec<serde_json::Value> =
+                docs.into_iter().filter(|d| d["Function"] == "dovetail-provisioner").collect();
+            let Some(launching) = provisioner
+                .iter()
+                .find(|d| d.get(NODECLAIMS_CREATED.name).and_then(serde_json::Value::as_u64).unwrap_or(0) > 0)
+            else {
+                return Ok(None);
+            };
+            // One invocation's documents share its timestamp.
+            let stamp = launching["_aws"]["Timestamp"].clone();
+            Ok(Some(provisioner.into_iter().filter(|d| d["_aws"]["Timestamp"] == stamp).collect()))
+        })
+        .await?;
+    let stamp = invocation[0]["_aws"]["Timestamp"].as_i64().context("the documents' timestamp")?;
+    let published = std::time::UNIX_EPOCH + std::time::Duration::from_millis(stamp as u64);
+    let launched: std::collections::BTreeSet<String> =
+        e2e.ec2_calls.fleets.lock().unwrap().iter().filter(|f| f.at <= published).map(|f| f.claim.clone()).collect();
+    let claims: Vec<_> = e2e.store().claims().await?.into_iter().filter(|c| launched.contains(&c.name)).collect();
+    ensure!(claims.len() == launched.len(), "every launched claim is in DynamoDB: {launched:?}");
+    let mut by_pool: BTreeMap<&str, u64> = BTreeMap::new();
+    for c in &claims {
+        *by_pool.entry(c.nodepool.as_str()).or_default() += 1;
+    }
     let created: u64 = invocation.iter().filter_map(|d| d.get(NODECLAIMS_CREATED.name)?.as_u64()).sum();
+    ensure!(
+        created == launched.len() as u64,
+        "{created} NodeClaimsCreated for {} launches: {invocation:?}",
+        launched.len()
+    );
+    for (pool, n) in &by_pool {
+        let shown = value(&invocation, &NODECLAIMS_CREATED, &[("NodePool", pool)]).and_then(|v| v.as_u64());
+        ensure!(shown == Some(*n), "NodeClaimsCreated{{NodePool={pool}}} is {shown:?}, launched {n}");
+    }
+    // The pass may see its nodes register and initialize before it ends (the test kubelet is quick).
     let in_state = |state: &str| value(&invocation, &NODECLAIMS, &[("State", state)]).and_then(|v| v.as_u64());
-    ensure!(created >= 1, "{invocation:?}");
-    ensure!(in_state("Launching") == Some(0), "every launch finished: {invocation:?}");
-    ensure!(in_state("Launched").is_some_and(|n| n >= created), "{created} launched claims shown: {invocation:?}");
+    let up: Option<u64> = ["Launched", "Registered", "Initialized"].iter().map(|s| in_state(s)).sum();
+    ensure!(up == Some(launched.len() as u64), "NodeClaims up {up:?}, launched {}: {invocation:?}", launched.len());
+    for state in ["Launching", "Draining", "Terminating", "Terminated"] {
+        ensure!(in_state(state) == Some(0), "NodeClaims{{State={state}}} is {:?}: {invocation:?}", in_state(state));
+    }
+    let price: f64 = claims.iter().map(|c| c.launch.as_ref().map_or(0.0, |l| l.price)).sum();
     let cost = value(&invocation, &FLEET_COST, &[]).and_then(|v| v.as_f64()).context("FleetCostPerHour")?;
-    ensure!(cost > 0.0, "the launched capacity's $/h, after the launches: {invocation:?}");
+    ensure!(price > 0.0 && (cost - price).abs() < 1e-9, "FleetCostPerHour {cost}, the launched claims cost {price}");
+    let pending = value(&invocation, &PODS_PENDING, &[]).and_then(|v| v.as_u64()).context("PodsPending")?;
+    let pods = e2e.pods(namespace, selector).await?;
+    ensure!((1..=pods.len() as u64).contains(&pending), "PodsPending {pending} of {} pods", pods.len());
+    // creationTimestamp has whole seconds: the oldest pod waited at most this long.
+    let first = pods
+        .iter()
+        .filter_map(|p| p.metadata.creation_timestamp.as_ref())
+        .map(|t| t.0.as_millisecond())
+        .min()
+        .context("the pods' creationTimestamp")?;
+    let waited = value(&invocation, &PODS_UNBOUND_TIME, &[]).and_then(|v| v.as_f64()).context("PodsUnboundTime")?;
+    let most = (stamp - first) as f64 / 1000.0 + 1.0;
+    ensure!(waited > 0.0 && waited <= most, "PodsUnboundTime {waited} s, the first pod was created {most} s before");
     Ok(())
 }
 
@@ -64,6 +116,7 @@ async fn a_zone_spread_deployment_runs_on_nodes_dovetail_launched() -> Result<()
     let e2e = EndToEnd::start("zone-spread", Options::default()).await?;
     e2e.apply_example("web-zone-spread/nodepool.yaml").await?;
     e2e.apply_example("web-zone-spread/web.yaml").await?;
+    launch_metrics_describe_the_state_after_the_launch(&e2e, "web", "app.kubernetes.io/name=frontend").await?;
     let pods = e2e.running("web", "app.kubernetes.io/name=frontend", 9).await?;
     let nodes = on_dovetail_nodes(&e2e, &pods).await?;
     // The scheduler spreads over the zones that have nodes when it binds; Dovetail planned for
@@ -79,7 +132,6 @@ async fn a_zone_spread_deployment_runs_on_nodes_dovetail_launched() -> Result<()
         e2e.live_claims().await?.into_iter().filter_map(|c| c.launch.map(|l| l.zone)).collect();
     assert_eq!(launched.len(), 3, "capacity launched in the three zones: {launched:?}");
     e2e.assert_exactly_once("zone spread").await?;
-    launch_metrics_describe_the_state_after_the_launch(&e2e)?;
     e2e.report_latency().await?;
     Ok(())
 }

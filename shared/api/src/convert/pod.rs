@@ -49,6 +49,7 @@ pub fn pod_from_k8s(pod: &k8s::Pod) -> Result<Pod, ConvertError> {
         .as_ref()
         .and_then(|s| s.start_time.as_ref())
         .map(|t| dovetail_core::time::Time(t.0.as_millisecond()));
+    out.created_at = pod.metadata.creation_timestamp.as_ref().map(|t| dovetail_core::time::Time(t.0.as_millisecond()));
     Ok(out)
 }
 

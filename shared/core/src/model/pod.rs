@@ -121,6 +121,10 @@ pub struct Pod {
     pub termination_grace_seconds: i64,
     /// When the pod started running (`status.startTime`), for duration-valued do-not-disrupt.
     pub started_at: Option<crate::time::Time>,
+    /// When the pod was created (`metadata.creationTimestamp`): how long a pending pod has waited
+    /// for a node, Karpenter's `karpenter_pods_unbound_time_seconds`.
+    #[serde(default)]
+    pub created_at: Option<crate::time::Time>,
 }
 
 impl Pod {
@@ -153,6 +157,7 @@ impl Pod {
             node_name: None,
             termination_grace_seconds: 30,
             started_at: None,
+            created_at: None,
         }
     }
 

@@ -111,6 +111,9 @@ pub struct Report {
     /// (a pod a launch is for stays pending until its node registers, as in Kubernetes), what
     /// the live claims cost per hour (launched ones included), and the claims by phase.
     pub pending_pods: usize,
+    /// How long the longest-waiting of those pods has existed, in seconds (0 with none pending).
+    #[serde(default)]
+    pub oldest_pending_seconds: f64,
     pub fleet_cost_per_hour: f64,
     #[serde(default)]
     pub claims_by_phase: BTreeMap<Phase, usize>,

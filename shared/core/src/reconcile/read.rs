@@ -106,6 +106,12 @@ impl View {
     pub fn measure(&self, report: &mut Report) {
         let cluster = &self.cluster;
         report.pending_pods = cluster.pending.len();
+        report.oldest_pending_seconds = cluster
+            .pending
+            .iter()
+            .filter_map(|p| p.created_at)
+            .min()
+            .map_or(0.0, |created| cluster.now.since(created).as_secs_f64());
         report.fleet_cost_per_hour = cluster
             .claims
             .iter()

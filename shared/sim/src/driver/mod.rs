@@ -245,7 +245,7 @@ pub fn run(scenario: &Scenario, mut opts: Options<'_>) -> Result<Run, RunError> 
             .kube
             .unbound()
             .filter(|p| !p.pod.is_daemon())
-            .map(|p| now.since(p.created_at).as_millis() as u64)
+            .map(|p| now.since(p.created_at()).as_millis() as u64)
             .collect(),
         functions: tally,
         baseline,

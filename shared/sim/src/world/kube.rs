@@ -83,7 +83,6 @@ pub struct SimPod {
     pub pod: Pod,
     /// Tells this pod from a later one of the same name.
     pub uid: u64,
-    pub created_at: Time,
     pub bound_at: Option<Time>,
     /// Has a deletion timestamp: stopping, still on its node.
     pub terminating: bool,
@@ -93,6 +92,13 @@ pub struct SimPod {
     pub workload: Option<String>,
     /// Runs to completion this long after starting (Job pods).
     pub runs_for: Option<Duration>,
+}
+
+impl SimPod {
+    /// When the pod was created: every pod the world creates carries its creation time.
+    pub fn created_at(&self) -> Time {
+        self.pod.created_at.unwrap_or_default()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -368,11 +374,11 @@ impl State {
             let key = pod.key();
             let uid = self.kube.next_uid();
             pod.started_at = Some(now);
+            pod.created_at = Some(now);
             self.kube.names.insert(key, uid);
             let sim = SimPod {
                 pod,
                 uid,
-                created_at: now,
                 bound_at: Some(now),
                 terminating: false,
                 unschedulable: false,
@@ -409,6 +415,7 @@ impl State {
     pub fn create_pod(&mut self, mut pod: Pod, workload: Option<String>, runs_for: Option<Duration>) -> String {
         pod.node_name = None;
         pod.started_at = None;
+        pod.created_at = Some(self.now);
         let key = pod.key();
         // A name still taken by a pod that is going (or a scenario reusing one) goes to the new pod.
         if let Some(old) = self.kube.names.get(&key).copied() {
@@ -418,7 +425,6 @@ impl State {
         let sim = SimPod {
             pod,
             uid,
-            created_at: self.now,
             bound_at: None,
             terminating: false,
             unschedulable: false,
@@ -446,7 +452,7 @@ impl State {
         p.pod.started_at = Some(now);
         p.bound_at = Some(now);
         p.unschedulable = false;
-        let (uid, runs_for, waited) = (p.uid, p.runs_for, now.since(p.created_at));
+        let (uid, runs_for, waited) = (p.uid, p.runs_for, now.since(p.created_at()));
         let counts = p.pod.marks_pod_event();
         if let Some(n) = self.kube.nodes.get_mut(node) {
             n.pods.insert(uid);

@@ -113,7 +113,7 @@ impl State {
         let have = active.len();
         if have > want {
             let mut extra: Vec<(bool, Time, String)> =
-                active.iter().map(|p| (p.pod.node_name.is_some(), p.created_at, p.pod.key())).collect();
+                active.iter().map(|p| (p.pod.node_name.is_some(), p.created_at(), p.pod.key())).collect();
             // Unbound first, then newest first.
             extra.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(b.2.cmp(&a.2)));
             for (_, _, k) in extra.into_iter().take(have - want) {

@@ -18,6 +18,19 @@ const GI: i64 = 1 << 30;
 const MI: i64 = 1 << 20;
 
 #[test]
+fn creation_and_start_times_are_kept() {
+    let p = convert(
+        "metadata: {name: web, namespace: shop, creationTimestamp: '2026-11-27T03:00:00Z'}\n\
+         spec: {containers: [{name: app}]}\nstatus: {startTime: '2026-11-27T03:01:30Z'}\n",
+    );
+    let created = dovetail_core::time::Time::from_secs(1_795_748_400);
+    assert_eq!(p.created_at, Some(created), "metadata.creationTimestamp");
+    assert_eq!(p.started_at, Some(created.plus(std::time::Duration::from_secs(90))), "status.startTime");
+    let bare = convert("metadata: {name: web}\nspec: {containers: [{name: app}]}\n");
+    assert_eq!((bare.created_at, bare.started_at), (None, None));
+}
+
+#[test]
 fn containers_add_up_and_take_a_pod_slot() {
     let p = convert(
         r#"
