@@ -85,6 +85,10 @@ impl Script {
         let deadline = Instant::now() + timeout;
         while !done(&mut self.child)? {
             if let Some(status) = self.child.try_wait()? {
+                // It may have got there just before it exited.
+                if done(&mut self.child)? {
+                    break;
+                }
                 bail!("the README's commands exited ({status}) before {what}; their output:\n{}", self.output());
             }
             if Instant::now() > deadline {
@@ -190,8 +194,17 @@ async fn check_installed(kubeconfig: &Path, registry: &str) -> Result<()> {
     Ok(())
 }
 
-fn refuses_connections(address: &str) -> bool {
-    std::net::TcpStream::connect(address).is_err()
+/// Whether nothing listens on `address` any more, within a few seconds (`kill` returns before the
+/// process it signals has exited).
+async fn refuses_connections(address: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(address).is_ok() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    true
 }
 
 #[tokio::test]
@@ -254,10 +267,10 @@ async fn readme_commands_build_the_image_and_install_the_chart_into_the_local_co
     let output = script.output();
     ensure!(!cluster_dir.exists(), "{} is still there after `local-cluster stop`", cluster_dir.display());
     ensure!(
-        refuses_connections(&server_address),
+        refuses_connections(&server_address).await,
         "kube-apiserver still answers on {server_address} after the clean-up"
     );
-    ensure!(refuses_connections(&registry), "the registry still answers on {registry} after the clean-up");
+    ensure!(refuses_connections(&registry).await, "the registry still answers on {registry} after the clean-up");
     eprintln!("{output}");
     eprintln!(
         "README: first block {tried:.1?}, clean-up {:.1?}, {:.1?} in all",
