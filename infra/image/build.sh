@@ -15,13 +15,15 @@
 #
 # --oci and --push may be given together. Needs cargo-lambda and zig (in $HOME/.cache/dovetail/venv
 # or on PATH: tests/run-all.sh installs them), rustup, the Debian packages ca-certificates and
-# buildah. Builds in $CARGO_TARGET_DIR (else target/); buildah's storage is a temporary directory,
-# removed at the end. Tested by tests/integration/image.rs.
+# buildah. Builds in $DOVETAIL_IMAGE_TARGET_DIR, else $CARGO_TARGET_DIR, else target/ (the tests keep
+# the image's musl builds apart from their own); buildah's storage is a temporary directory, removed
+# at the end. Tested by tests/integration/image.rs and tests/integration/readme.rs.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 
 die() { echo "infra/image/build.sh: $*" >&2; exit 1; }
+if [ -n "${DOVETAIL_IMAGE_TARGET_DIR:-}" ]; then export CARGO_TARGET_DIR="$DOVETAIL_IMAGE_TARGET_DIR"; fi
 oci="" push="" binaries="" tls_verify=true
 while [ "$#" -gt 0 ]; do
   case "$1" in

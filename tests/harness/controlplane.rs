@@ -18,6 +18,9 @@
 //! namespace ([`ControlPlane::namespace`]); [`ControlPlane::start`] gives a private one, stopped
 //! when dropped. A watchdog process kills the components and removes the temporary directory if
 //! the test process dies without dropping it (the shared one is never dropped: statics are not).
+//!
+//! The `local-cluster` binary (`tests/bin/local-cluster.rs`) runs one for a person to install
+//! into ([`ControlPlane::start_in`]; README, "Try the cluster side locally").
 
 use std::fmt::Write as _;
 use std::fs::{self, File};
@@ -47,6 +50,17 @@ const VERSION_FILE: &str = include_str!("../controlplane/VERSION");
 const COMPONENTS: [&str; 3] = ["etcd", "kube-apiserver", "kube-scheduler"];
 /// Started only for tests that ask for controllers.
 const CONTROLLER_MANAGER: &str = "kube-controller-manager";
+/// kube-controller-manager's controllers for workloads: Deployments, ReplicaSets, StatefulSets,
+/// Jobs, PodDisruptionBudget status, and Pods left bound to a Node that is gone (the end-to-end
+/// tests' set, and `local-cluster`'s).
+pub const WORKLOAD_CONTROLLERS: &[&str] = &[
+    "deployment-controller",
+    "replicaset-controller",
+    "statefulset-controller",
+    "job-controller",
+    "disruption-controller",
+    "pod-garbage-collector-controller",
+];
 /// Field manager for what the harness applies.
 const MANAGER: &str = "dovetail-tests";
 const START_TIMEOUT: Duration = Duration::from_secs(90);
@@ -144,6 +158,23 @@ pub struct ControlPlane {
     startup: Duration,
 }
 
+/// What a control plane runs besides etcd and kube-apiserver, and where its files go.
+struct Setup<'a> {
+    /// kube-controller-manager's `--controllers`; none: no kube-controller-manager.
+    controllers: &'a [&'a str],
+    scheduler: bool,
+    /// Dovetail's CRDs (`infra/k8s/crds`), installed and Established before the start returns.
+    crds: bool,
+    /// The control plane's directory; none: a temporary one of its own.
+    dir: Option<&'a Path>,
+}
+
+impl Default for Setup<'_> {
+    fn default() -> Self {
+        Setup { controllers: &[], scheduler: true, crds: true, dir: None }
+    }
+}
+
 struct Process {
     name: &'static str,
     child: Child,
@@ -176,7 +207,20 @@ impl ControlPlane {
     /// lifecycle controller is never among them: with no kubelet heartbeating, it would taint
     /// every Node unreachable.
     pub fn start_with_controllers(controllers: &[&str]) -> Result<ControlPlane> {
-        ControlPlane::start_components(controllers, true)
+        ControlPlane::start_components(Setup { controllers, ..Setup::default() })
+    }
+
+    /// A control plane for a person rather than a test (the `local-cluster` binary): kube-scheduler
+    /// and the [`WORKLOAD_CONTROLLERS`], its files in `dir` (which must not exist or be empty; it
+    /// is removed when the control plane stops), and without Dovetail's CRDs: what is installed
+    /// into it brings them (the Helm chart does).
+    pub fn start_in(dir: &Path) -> Result<ControlPlane> {
+        ControlPlane::start_components(Setup {
+            controllers: WORKLOAD_CONTROLLERS,
+            crds: false,
+            dir: Some(dir),
+            ..Setup::default()
+        })
     }
 
     /// A private control plane without kube-scheduler: for the scale rig
@@ -184,15 +228,14 @@ impl ControlPlane {
     /// thousands of Nodes a scheduler would retry every pending pod on each Node change, CPU the
     /// rig's measurements share; and nothing would be bound behind the rig's back.
     pub fn start_without_scheduler() -> Result<ControlPlane> {
-        ControlPlane::start_components(&[], false)
+        ControlPlane::start_components(Setup { scheduler: false, ..Setup::default() })
     }
 
-    fn start_components(controllers: &[&str], scheduler: bool) -> Result<ControlPlane> {
+    fn start_components(setup: Setup) -> Result<ControlPlane> {
         let binaries = Binaries::locate()?;
-        if !controllers.is_empty() {
+        if !setup.controllers.is_empty() {
             binaries.require(CONTROLLER_MANAGER)?;
         }
-        let controllers: Vec<String> = controllers.iter().map(|c| c.to_string()).collect();
         std::thread::scope(|scope| {
             scope
                 .spawn(|| {
@@ -200,18 +243,21 @@ impl ControlPlane {
                         .enable_all()
                         .build()
                         .context("building a Tokio runtime")?;
-                    runtime.block_on(Self::start_with(binaries, &controllers, scheduler))
+                    runtime.block_on(Self::start_with(binaries, &setup))
                 })
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
         })
     }
 
-    async fn start_with(binaries: Binaries, controllers: &[String], scheduler: bool) -> Result<ControlPlane> {
+    async fn start_with(binaries: Binaries, setup: &Setup<'_>) -> Result<ControlPlane> {
         let begun = Instant::now();
         let mut attempt = 1;
         loop {
-            let dir = unique_temp_dir()?;
+            let dir = match setup.dir {
+                Some(dir) => empty_dir(dir)?,
+                None => unique_temp_dir()?,
+            };
             let watchdog = Watchdog::spawn(&dir)?;
             let mut control_plane = ControlPlane {
                 kubeconfig: dir.join("admin.kubeconfig"),
@@ -225,7 +271,7 @@ impl ControlPlane {
             };
             // On error the partly started control plane is dropped: processes stopped, dir
             // removed.
-            match control_plane.boot(controllers, scheduler).await {
+            match control_plane.boot(setup).await {
                 Ok(()) => {
                     control_plane.startup = begun.elapsed();
                     return Ok(control_plane);
@@ -243,7 +289,7 @@ impl ControlPlane {
             .any(|process| fs::read_to_string(&process.log).is_ok_and(|log| log.contains("address already in use")))
     }
 
-    async fn boot(&mut self, controllers: &[String], scheduler: bool) -> Result<()> {
+    async fn boot(&mut self, setup: &Setup<'_>) -> Result<()> {
         let [etcd_port, etcd_peer_port, api_port] = free_ports()?;
         let pki = Pki::generate(&self.dir)?;
         self.server = format!("https://127.0.0.1:{api_port}");
@@ -310,25 +356,28 @@ impl ControlPlane {
         })
         .await?;
 
-        if scheduler {
+        if setup.scheduler {
             self.start_scheduler(&scheduler_kubeconfig, &client).await?;
         }
 
-        if !controllers.is_empty() {
+        if !setup.controllers.is_empty() {
             // As the admin: the tests' controllers need no narrower identity. No HTTPS endpoint
             // and no leader election (it is alone); it acts once it has synced its informers.
             self.spawn(
                 CONTROLLER_MANAGER,
                 &[
                     format!("--kubeconfig={}", path(&self.kubeconfig)),
-                    format!("--controllers={}", controllers.join(",")),
+                    format!("--controllers={}", setup.controllers.join(",")),
                     "--leader-elect=false".into(),
                     "--secure-port=0".into(),
                     "--use-service-account-credentials=false".into(),
                 ],
             )?;
         }
-        install_crds(&client).await
+        if setup.crds {
+            install_crds(&client).await?;
+        }
+        Ok(())
     }
 
     /// kube-scheduler, ready once it holds its leader lease.
@@ -623,6 +672,20 @@ fn unique_temp_dir() -> Result<PathBuf> {
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     Ok(dir)
+}
+
+/// `dir`, created, as an absolute path; refused when it holds anything already (it is removed
+/// when the control plane stops).
+fn empty_dir(dir: &Path) -> Result<PathBuf> {
+    if fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        bail!(
+            "{} is not empty: a control plane's directory is removed when it stops, so it must be new \
+             (choose another, or remove it)",
+            dir.display()
+        );
+    }
+    fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))
 }
 
 /// Free loopback ports, all held until all are chosen so that they differ.
@@ -939,6 +1002,21 @@ mod tests {
         assert!(child.wait().unwrap().success());
         assert_eq!(process.wait().unwrap().signal(), Some(libc::SIGKILL));
         assert!(!dir.exists(), "{} is still there", dir.display());
+    }
+
+    /// A chosen directory is made, and given as an absolute path; one holding anything is refused
+    /// (it is removed at the stop), naming it.
+    #[test]
+    fn a_chosen_directory_must_be_new_or_empty() {
+        let parent = unique_temp_dir().unwrap();
+        let fresh = parent.join("a/b");
+        assert_eq!(empty_dir(&fresh).unwrap(), fs::canonicalize(&fresh).unwrap());
+        assert_eq!(empty_dir(&fresh).unwrap(), fs::canonicalize(&fresh).unwrap(), "an empty one is fine");
+        fs::write(fresh.join("notes.txt"), "mine").unwrap();
+        let refused = format!("{:#}", empty_dir(&fresh).unwrap_err());
+        assert!(refused.contains(&format!("{} is not empty", fresh.display())), "{refused}");
+        assert!(fresh.join("notes.txt").exists());
+        fs::remove_dir_all(&parent).unwrap();
     }
 
     /// A clean stop dismisses it: nothing killed, nothing removed.

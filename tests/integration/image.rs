@@ -43,12 +43,22 @@ fn workspace() -> PathBuf {
 }
 
 /// Where the script's cargo builds: kept between runs, apart from the test build.
-fn target_dir() -> Result<PathBuf> {
+pub(crate) fn target_dir() -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("DOVETAIL_IMAGE_TARGET_DIR") {
         return Ok(PathBuf::from(dir));
     }
     let home = std::env::var_os("HOME").context("HOME is not set")?;
     Ok(PathBuf::from(home).join(".cache/dovetail/target-image"))
+}
+
+/// The crane tests/run-all.sh installs, or how to install it.
+pub(crate) fn crane() -> Result<PathBuf> {
+    let home = std::env::var_os("HOME").context("HOME is not set")?;
+    let crane = PathBuf::from(home).join(".cache/dovetail/tools/crane/crane");
+    if !crane.is_file() {
+        bail!("crane is not installed at {}: install it with {CRANE_INSTALL}", crane.display());
+    }
+    Ok(crane)
 }
 
 /// A registry in memory on a loopback port (`crane registry serve`), stopped when dropped.
@@ -60,11 +70,7 @@ struct Registry {
 
 impl Registry {
     fn start() -> Result<Registry> {
-        let home = std::env::var_os("HOME").context("HOME is not set")?;
-        let crane = PathBuf::from(home).join(".cache/dovetail/tools/crane/crane");
-        if !crane.is_file() {
-            bail!("crane is not installed at {}: install it with {CRANE_INSTALL}", crane.display());
-        }
+        let crane = crane()?;
         let address = format!("127.0.0.1:{}", free_port()?);
         let child = Command::new(&crane)
             .args(["registry", "serve", "--address", &address])
@@ -85,10 +91,27 @@ impl Registry {
 
     /// What `crane <args>` prints about an image in it, as JSON.
     fn inspect(&self, args: &[&str]) -> Result<Value> {
-        let output = Command::new(&self.crane).args(args).arg("--insecure").output()?;
-        ensure!(output.status.success(), "crane {args:?}: {}", String::from_utf8_lossy(&output.stderr));
-        Ok(serde_json::from_slice(&output.stdout)?)
+        inspect(&self.crane, args)
     }
+}
+
+/// What `crane <args> --insecure` prints about an image in a local registry, as JSON.
+pub(crate) fn inspect(crane: &Path, args: &[&str]) -> Result<Value> {
+    let output = Command::new(crane).args(args).arg("--insecure").output()?;
+    ensure!(output.status.success(), "crane {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// The architectures of an image index's manifests, sorted.
+pub(crate) fn architectures(index: &Value) -> Result<Vec<&str>> {
+    let mut architectures: Vec<&str> = index["manifests"]
+        .as_array()
+        .context("an image index's manifests")?
+        .iter()
+        .filter_map(|m| m["platform"]["architecture"].as_str())
+        .collect();
+    architectures.sort();
+    Ok(architectures)
 }
 
 impl Drop for Registry {
@@ -100,9 +123,7 @@ impl Drop for Registry {
 
 /// `infra/image/build.sh --oci <dir>/oci --push <push> --insecure`: the OCI layout's directory.
 fn build(dir: &Path, push: &str) -> Result<PathBuf> {
-    if Command::new("buildah").arg("--version").output().is_err() {
-        bail!("buildah is not installed: install it with {INSTALL}");
-    }
+    require_buildah()?;
     let oci = dir.join("oci");
     let started = Instant::now();
     let mut command = Command::new("bash");
@@ -115,6 +136,14 @@ fn build(dir: &Path, push: &str) -> Result<PathBuf> {
     dovetail_tests::completed(&mut command, "infra/image/build.sh")?;
     eprintln!("infra/image/build.sh built and pushed the image in {:.1?}", started.elapsed());
     Ok(oci)
+}
+
+/// Fails, saying how to install it, when buildah is missing.
+pub(crate) fn require_buildah() -> Result<()> {
+    if Command::new("buildah").arg("--version").output().is_err() {
+        bail!("buildah is not installed: install it with {INSTALL}");
+    }
+    Ok(())
 }
 
 /// The blob `digest` (`sha256:<hex>`) of an OCI layout.
@@ -300,14 +329,7 @@ async fn forwarder_image_is_multi_arch_small_and_runs_from_its_root_filesystem()
     // Pushed under the crate's version as a tag: the same two images.
     let pushed = format!("{pushed}:{}", env!("CARGO_PKG_VERSION"));
     let index = registry.inspect(&["manifest", &pushed])?;
-    let mut platforms: Vec<&str> = index["manifests"]
-        .as_array()
-        .context("the pushed index's manifests")?
-        .iter()
-        .filter_map(|m| m["platform"]["architecture"].as_str())
-        .collect();
-    platforms.sort();
-    assert_eq!(platforms, arches, "{pushed}");
+    assert_eq!(architectures(&index)?, arches, "{pushed}");
     for (arch, image) in &images {
         let config = registry.inspect(&["config", "--platform", &format!("linux/{arch}"), &pushed])?;
         assert_eq!(config["config"], image.config["config"], "{arch}: pushed and OCI layout differ");

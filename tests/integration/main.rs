@@ -10,4 +10,5 @@ mod helm;
 mod image;
 mod infra;
 mod kube;
+mod readme;
 mod scale;

@@ -46,7 +46,7 @@ use dovetail_core::reconcile::{Ports, Reconciler, Settings};
 use dovetail_kube::KubeAdapter;
 use dovetail_runtime::aws::AwsReconciler;
 use dovetail_runtime::clock::SystemClock;
-use dovetail_tests::controlplane::{resource_of, ControlPlane};
+use dovetail_tests::controlplane::{resource_of, ControlPlane, WORKLOAD_CONTROLLERS};
 use dovetail_tests::forwarder::{free_port, served_locally, webhook_configuration, Forwarder};
 use dovetail_tests::helm::{documents, kind_name, Helm};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -60,16 +60,6 @@ use crate::aws::{World, CLUSTER, DISCOVERY, TABLE};
 use crate::forwarder::{forwarder_kubeconfig, service_account_kubeconfig, start_forwarder};
 use crate::functions::{assert_exactly_once, cluster_instances, queue_arn};
 
-/// kube-controller-manager's controllers the scenarios need (never the node lifecycle one).
-const CONTROLLERS: &[&str] = &[
-    "deployment-controller",
-    "replicaset-controller",
-    "statefulset-controller",
-    "job-controller",
-    "disruption-controller",
-    // Pods left bound to a Node that is gone.
-    "pod-garbage-collector-controller",
-];
 /// The webhook configuration the forwarder patches.
 const WEBHOOK: &str = "dovetail-forwarder";
 /// The forwarder's namespace (the Helm release's).
@@ -273,7 +263,7 @@ impl EndToEnd {
         // moto first: its session bounds how many scenarios (each with a control plane) run at
         // once (`dovetail_tests::moto::sessions`).
         let aws = World::new().await;
-        let control_plane = ControlPlane::start_with_controllers(CONTROLLERS)?;
+        let control_plane = ControlPlane::start_with_controllers(WORKLOAD_CONTROLLERS)?;
         let admin = control_plane.client();
         let network = aws.network().await;
         // A third zone: the examples spread over three.
