@@ -45,6 +45,7 @@ use crate::clients::Clients;
 use crate::config::Config;
 use crate::eks::ClusterFacts;
 use crate::error::{api_error, AwsError, AwsResult, ErrorKind};
+use crate::iam::InstanceProfiles;
 use fleet::{FleetError, Override, Verdict};
 use pricing::PriceBook;
 use resolve::{Resolution, Resolver};
@@ -53,6 +54,8 @@ use resolve::{Resolution, Resolver};
 pub const TAG_CLUSTER: &str = "dovetail.dev/cluster";
 /// Tag naming the NodePool of an instance.
 pub const TAG_NODEPOOL: &str = labels::NODEPOOL;
+/// Tag naming the EC2NodeClass of an instance.
+pub const TAG_NODECLASS: &str = labels::NODECLASS;
 /// Tag naming the NodeClaim of an instance: how a launch is found again.
 pub const TAG_NODECLAIM: &str = labels::NODECLAIM;
 
@@ -96,6 +99,8 @@ pub struct Ec2Cloud {
     ec2: aws_sdk_ec2::Client,
     pricing: aws_sdk_pricing::Client,
     resolver: Resolver,
+    /// The instance profiles made for classes' roles (IAM).
+    profiles: InstanceProfiles,
     cluster: ClusterFacts,
     region: String,
     catalog_ttl: Duration,
@@ -126,6 +131,7 @@ impl Ec2Cloud {
                 ssm_prefix: config.ssm_prefix.clone(),
                 k8s_version: cluster.version.clone(),
             },
+            profiles: InstanceProfiles::new(clients.iam.clone(), &region, &cluster.name),
             cluster,
             region,
             catalog_ttl: config.catalog_ttl,
@@ -184,7 +190,11 @@ impl Ec2Cloud {
                 return Ok(r);
             }
         }
-        let r = self.resolver.resolve(class).await?;
+        let mut r = self.resolver.resolve(class).await?;
+        match self.profiles.for_class(class).await? {
+            Ok(profile) => r.resolved.instance_profile = Some(profile),
+            Err(why) => r.resolved.instance_profile_problem = Some(why),
+        }
         self.subnet_zones.lock().await.extend(r.subnets.iter().map(|s| (s.id.clone(), s.zone.clone())));
         self.resolutions
             .lock()
@@ -281,7 +291,13 @@ impl Ec2Cloud {
                 class: request.class.name.clone(),
                 message: format!("spec.userData: {e}"),
             })?;
-            let content = launch_template::content(&spec, image, &user_data, &request.resolved.security_groups);
+            let content = launch_template::content(
+                &spec,
+                image,
+                &user_data,
+                &request.resolved.security_groups,
+                request.resolved.instance_profile.as_deref(),
+            );
             let name = content.name(&self.cluster.name);
             if !self.templates.lock().await.contains(&name) {
                 launch_template::ensure(&self.ec2, &name, &content, &self.cluster.name).await?;
@@ -298,6 +314,8 @@ impl Ec2Cloud {
         tags.insert(format!("kubernetes.io/cluster/{}", self.cluster.name), "owned".into());
         tags.insert(TAG_CLUSTER.into(), self.cluster.name.clone());
         tags.insert(TAG_NODEPOOL.into(), request.claim.nodepool.clone());
+        // What the sweeper's instance-profile clean-up counts a class's instances by.
+        tags.insert(TAG_NODECLASS.into(), request.class.name.clone());
         tags.insert(TAG_NODECLAIM.into(), request.claim.name.clone());
         tags.insert("Name".into(), request.claim.name.clone());
         tags.into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
@@ -396,6 +414,14 @@ impl Cloud for Ec2Cloud {
 
     async fn resolve(&self, class: &NodeClass) -> PortResult<ResolvedClass> {
         Ok(self.resolution(class).await?.resolved)
+    }
+
+    async fn instance_profiles(&self) -> PortResult<Vec<dovetail_core::instance_profile::Listed>> {
+        Ok(self.profiles.list().await?)
+    }
+
+    async fn delete_instance_profile(&self, name: &str) -> PortResult<()> {
+        Ok(self.profiles.delete(name).await?)
     }
 
     async fn launch(&self, request: &LaunchRequest) -> PortResult<LaunchOutcome> {
