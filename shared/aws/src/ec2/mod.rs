@@ -61,6 +61,11 @@ pub const TAG_NODECLAIM: &str = labels::NODECLAIM;
 
 /// How long a class resolution is reused.
 const RESOLVE_TTL: Duration = Duration::from_secs(60);
+/// The waits before relaunching a fleet refused because EC2 does not see a new instance profile
+/// yet: 15 s in all, within which IAM's changes usually reach EC2 (about ten seconds), and well
+/// inside a provisioner invocation. Longer, the claim's launch is resumed by a later pass.
+pub const PROFILE_WAITS: [Duration; 4] =
+    [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4), Duration::from_secs(8)];
 /// How long a fallback (embedded catalog, embedded prices) serves before the APIs are tried again.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
@@ -113,6 +118,9 @@ pub struct Ec2Cloud {
     subnet_zones: Mutex<HashMap<String, String>>,
     /// Launch templates known to exist.
     templates: Mutex<HashSet<String>>,
+    /// The waits before relaunching a fleet EC2 refused for an instance profile it does not see
+    /// yet.
+    profile_waits: Vec<Duration>,
 }
 
 impl Ec2Cloud {
@@ -141,6 +149,7 @@ impl Ec2Cloud {
             resolutions: Mutex::new(HashMap::new()),
             subnet_zones: Mutex::new(HashMap::new()),
             templates: Mutex::new(HashSet::new()),
+            profile_waits: PROFILE_WAITS.to_vec(),
         }
     }
 
@@ -309,6 +318,59 @@ impl Ec2Cloud {
         Ok(by_type)
     }
 
+    /// Sends a CreateFleet (`call`, all but its client token). Right after a class's instance
+    /// profile was made or given its role, EC2 may not see it yet and refuses the launch: that is
+    /// retried after each of `profile_waits`, a new request each time (see
+    /// [`fleet::client_token`]), and is no launch failure unless EC2 still refuses after the last.
+    async fn create_fleet(
+        &self,
+        call: aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder,
+        request: &LaunchRequest,
+        capacity: CapacityType,
+        overrides: &[Override],
+    ) -> PortResult<aws_sdk_ec2::operation::create_fleet::CreateFleetOutput> {
+        let claim = &request.claim.name;
+        let profile = request.resolved.instance_profile.as_deref().unwrap_or_default();
+        for retry in 0..=self.profile_waits.len() {
+            let token = fleet::client_token(claim, capacity, overrides, retry);
+            let sent = call.clone().client_token(token).send().await.map_err(|e| api_error("CreateFleet", e));
+            let unseen = match &sent {
+                Err(AwsError::Api { code, message, .. }) => {
+                    fleet::profile_not_yet_visible(code.as_deref().unwrap_or_default(), message)
+                }
+                Err(_) => false,
+                Ok(out) => {
+                    out.instances().iter().all(|i| i.instance_ids().is_empty())
+                        && !out.errors().is_empty()
+                        && out.errors().iter().all(|e| {
+                            fleet::profile_not_yet_visible(
+                                e.error_code().unwrap_or_default(),
+                                e.error_message().unwrap_or_default(),
+                            )
+                        })
+                }
+            };
+            if !unseen {
+                return Ok(sent?);
+            }
+            let Some(wait) = self.profile_waits.get(retry) else { break };
+            tracing::info!(claim = %claim, profile, ?wait, "EC2 does not see the instance profile yet; launching again");
+            tokio::time::sleep(*wait).await;
+        }
+        Err(PortError::Unavailable(format!(
+            "NodeClaim {claim}: EC2 still does not see instance profile {profile} after {} tries; IAM is eventually \
+             consistent, so the launch is tried again later",
+            self.profile_waits.len() + 1
+        )))
+    }
+
+    /// How long to wait before each relaunch of a fleet refused because EC2 did not see the
+    /// class's instance profile yet (default [`PROFILE_WAITS`]).
+    pub fn with_profile_waits(mut self, waits: Vec<Duration>) -> Ec2Cloud {
+        self.profile_waits = waits;
+        self
+    }
+
     fn tags(&self, request: &LaunchRequest) -> Vec<Tag> {
         let mut tags: BTreeMap<String, String> = request.class.tags.clone();
         tags.insert(format!("kubernetes.io/cluster/{}", self.cluster.name), "owned".into());
@@ -461,7 +523,6 @@ impl Cloud for Ec2Cloud {
             .ec2
             .create_fleet()
             .r#type(FleetType::Instant)
-            .client_token(fleet::client_token(claim, capacity, &overrides))
             .set_context(spec.context.clone())
             .target_capacity_specification(
                 TargetCapacitySpecificationRequest::builder()
@@ -507,7 +568,7 @@ impl Cloud for Ec2Cloud {
                 TagSpecification::builder().resource_type(resource).set_tags(Some(tags.clone())).build(),
             );
         }
-        let out = call.send().await.map_err(|e| api_error("CreateFleet", e))?;
+        let out = self.create_fleet(call, request, capacity, &overrides).await?;
 
         let launched = out.instances().iter().find_map(|i| Some((i, i.instance_ids().first()?)));
         if let Some((instance, id)) = launched {
