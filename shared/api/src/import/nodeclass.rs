@@ -74,7 +74,10 @@ fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
         notes.warn(
             "spec.role",
             format!(
-                "kept: Dovetail makes the instance profile for it, as Karpenter does, but the functions may                  only pass the node role their stack was deployed with: deploy it with NodeRoleName={role}                  (and CreateNodeAccessEntry=false if the role has an access entry already), or use the                  stack's role here"
+                "kept: Dovetail makes the instance profile for it, as Karpenter does, but the functions may \
+                 only pass the node role their stack was deployed with: deploy it with NodeRoleName={role} \
+                 (and CreateNodeAccessEntry=false if the role has an access entry already), or use the \
+                 stack's role here"
             ),
         );
     }
