@@ -2,6 +2,7 @@
 //! sequences. What moto cannot do (capacity errors, fleet choice, prices, public SSM parameters)
 //! is covered by the adapters' unit tests on data.
 
+pub mod canned;
 mod catalog;
 pub mod describes;
 mod dynamo;

@@ -5,17 +5,8 @@
 //! is at once consistent) is launched again, not failed.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_ec2::config::interceptors::{
-    BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextMut,
-};
-use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dovetail_aws::Ec2Cloud;
 use dovetail_core::catalog::{CapacityType, Offer};
 use dovetail_core::instance_profile;
@@ -25,6 +16,7 @@ use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortE
 use dovetail_core::time::Time;
 use dovetail_tests::moto::{fixtures, REGION};
 
+use super::canned::CannedFleet;
 use super::{example, World, CLUSTER, NODE_ROLE};
 
 /// The example class with `role` (as the Kubernetes adapter gives it: field and spec agree).
@@ -147,65 +139,6 @@ const PROFILE_NOT_VISIBLE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
     <fleetInstanceSet/>
 </CreateFleetResponse>"#;
 
-/// Marks a call whose answer is replaced.
-#[derive(Debug, Clone)]
-struct Refused;
-
-impl Storable for Refused {
-    type Storer = StoreReplace<Self>;
-}
-
-/// Answers the first `refuse` CreateFleet calls as EC2 does before it sees a new profile (the
-/// request swapped for a harmless one, so moto launches nothing); lets the rest through. Records
-/// each CreateFleet's client token.
-#[derive(Debug, Clone, Default)]
-struct ProfileNotVisible {
-    refuse: usize,
-    tokens: Arc<std::sync::Mutex<Vec<String>>>,
-    refused: Arc<AtomicUsize>,
-}
-
-impl Intercept for ProfileNotVisible {
-    fn name(&self) -> &'static str {
-        "ProfileNotVisible"
-    }
-
-    fn modify_before_signing(
-        &self,
-        context: &mut BeforeTransmitInterceptorContextMut<'_>,
-        _: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let request = context.request_mut();
-        let body = request.body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
-        if !body.contains("Action=CreateFleet") {
-            return Ok(());
-        }
-        let token = body.split('&').find_map(|p| p.strip_prefix("ClientToken=")).unwrap_or_default();
-        self.tokens.lock().unwrap().push(token.to_string());
-        if self.refused.load(Ordering::SeqCst) < self.refuse {
-            let harmless = "Action=DescribeRegions&Version=2016-11-15";
-            *request.body_mut() = SdkBody::from(harmless);
-            request.headers_mut().insert("Content-Length", harmless.len().to_string());
-            cfg.interceptor_state().store_put(Refused);
-            self.refused.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-
-    fn modify_before_deserialization(
-        &self,
-        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
-        _: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if cfg.load::<Refused>().is_some() {
-            *context.response_mut().body_mut() = SdkBody::from(PROFILE_NOT_VISIBLE);
-        }
-        Ok(())
-    }
-}
-
 fn request(class: &NodeClass, resolved: &dovetail_core::cluster::ResolvedClass, claim: &str) -> LaunchRequest {
     LaunchRequest {
         claim: NodeClaim::launching(claim, "default", &class.name, Time::from_secs(1)),
@@ -220,12 +153,12 @@ fn request(class: &NodeClass, resolved: &dovetail_core::cluster::ResolvedClass, 
     }
 }
 
-fn refusing(world: &World, refuse: usize) -> (Ec2Cloud, ProfileNotVisible) {
-    let injector = ProfileNotVisible { refuse, ..ProfileNotVisible::default() };
+/// An adapter whose first `refuse` CreateFleet calls EC2 answers as before it sees a new profile,
+/// waiting 20 ms before each of its three relaunches.
+fn refusing(world: &World, refuse: usize) -> (Ec2Cloud, CannedFleet) {
+    let injector = CannedFleet::new(PROFILE_NOT_VISIBLE, move |_, refused| refused < refuse);
     let mut clients = world.clients.clone();
-    clients.ec2 = aws_sdk_ec2::Client::from_conf(
-        aws_sdk_ec2::config::Builder::from(&world.sdk).interceptor(injector.clone()).build(),
-    );
+    clients.ec2 = injector.client(&world.sdk);
     let waits = vec![Duration::from_millis(20); 3];
     (Ec2Cloud::new(&clients, &world.config, World::facts()).with_profile_waits(waits), injector)
 }
@@ -243,7 +176,7 @@ async fn a_launch_refused_for_a_profile_ec2_does_not_see_yet_is_launched_again()
     let profile = resolved.instance_profile.clone().expect("made");
     let outcome = cloud.launch(&request(&class, &resolved, "default-abc12")).await.unwrap();
     let LaunchOutcome::Launched(launch) = outcome else { panic!("{outcome:?}") };
-    assert_eq!(injector.refused.load(Ordering::SeqCst), 2);
+    assert_eq!(injector.refusals(), 2);
     let tokens = injector.tokens.lock().unwrap().clone();
     assert_eq!(tokens.len(), 3, "{tokens:?}");
     assert!(tokens[0] != tokens[1] && tokens[1] != tokens[2], "{tokens:?}");
@@ -268,5 +201,5 @@ async fn a_launch_refused_for_a_profile_ec2_does_not_see_yet_is_launched_again()
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(injector.refused.load(Ordering::SeqCst), 4);
+    assert_eq!(injector.refusals(), 4);
 }

@@ -62,10 +62,11 @@ pub const TAG_NODECLAIM: &str = labels::NODECLAIM;
 /// How long a class resolution is reused.
 const RESOLVE_TTL: Duration = Duration::from_secs(60);
 /// The waits before relaunching a fleet refused because EC2 does not see a new instance profile
-/// yet: 15 s in all, within which IAM's changes usually reach EC2 (about ten seconds), and well
-/// inside a provisioner invocation. Longer, the claim's launch is resumed by a later pass.
-pub const PROFILE_WAITS: [Duration; 4] =
-    [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4), Duration::from_secs(8)];
+/// yet: 6 s in all, with the four calls about as long as IAM's changes usually take to reach EC2
+/// (some seconds, ten at worst), and within the time an invocation keeps for finishing
+/// (`dovetail_core::reconcile::deadline::RESERVE`), so a launch started just before its deadline
+/// still ends in time. Longer, the claim's launch is resumed by a later pass.
+pub const PROFILE_WAITS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(3)];
 /// How long a fallback (embedded catalog, embedded prices) serves before the APIs are tried again.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
@@ -687,5 +688,18 @@ impl Cloud for Ec2Cloud {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relaunching_for_an_unseen_profile_fits_in_what_an_invocation_keeps_for_finishing() {
+        let waited: Duration = PROFILE_WAITS.iter().sum();
+        // Four CreateFleet calls of about a second each on top.
+        let calls = Duration::from_secs(PROFILE_WAITS.len() as u64 + 1);
+        assert!(waited + calls <= dovetail_core::reconcile::deadline::RESERVE, "{waited:?} + {calls:?}");
     }
 }

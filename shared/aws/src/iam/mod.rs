@@ -38,6 +38,16 @@ fn code(e: &AwsError) -> Option<&str> {
     }
 }
 
+/// `None` for an entity that does not exist (an absent profile, a role already out): not an
+/// error to the calls here, which all make something so or find it so.
+fn unless_absent<T>(result: AwsResult<T>) -> AwsResult<Option<T>> {
+    match result {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if code(&e) == Some(NO_SUCH_ENTITY) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn found(p: &InstanceProfile) -> Found {
     Found {
         name: p.instance_profile_name().to_string(),
@@ -91,17 +101,9 @@ impl InstanceProfiles {
 
     /// The profile of that name, if it exists.
     pub async fn get(&self, name: &str) -> AwsResult<Option<Found>> {
-        match self.iam.get_instance_profile().instance_profile_name(name).send().await {
-            Ok(out) => Ok(out.instance_profile().map(found)),
-            Err(e) => {
-                let e = api_error("GetInstanceProfile", e);
-                if code(&e) == Some(NO_SUCH_ENTITY) {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
-            }
-        }
+        let out = self.iam.get_instance_profile().instance_profile_name(name).send().await;
+        let out = unless_absent(out.map_err(|e| api_error("GetInstanceProfile", e)))?;
+        Ok(out.as_ref().and_then(|o| o.instance_profile()).map(found))
     }
 
     /// Makes the profile what `wanted` says (see [`instance_profile::steps`]).
@@ -148,19 +150,11 @@ impl InstanceProfiles {
         Ok(())
     }
 
+    /// Takes `role` out of `profile`; out already (another invocation, a deleted role) is fine.
     async fn remove_role(&self, profile: &str, role: &str) -> AwsResult<()> {
-        match self.iam.remove_role_from_instance_profile().instance_profile_name(profile).role_name(role).send().await {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                let e = api_error("RemoveRoleFromInstanceProfile", e);
-                // Gone already (another invocation, or the role was deleted).
-                if code(&e) == Some(NO_SUCH_ENTITY) {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }
-        }
+        let out =
+            self.iam.remove_role_from_instance_profile().instance_profile_name(profile).role_name(role).send().await;
+        unless_absent(out.map_err(|e| api_error("RemoveRoleFromInstanceProfile", e))).map(|_| ())
     }
 
     /// The cluster's profiles, each with the class it was made for.
@@ -191,20 +185,11 @@ impl InstanceProfiles {
         for role in &profile.roles {
             self.remove_role(name, role).await?;
         }
-        match self.iam.delete_instance_profile().instance_profile_name(name).send().await {
-            Ok(_) => {
-                tracing::info!(profile = name, "deleted instance profile");
-                Ok(())
-            }
-            Err(e) => {
-                let e = api_error("DeleteInstanceProfile", e);
-                if code(&e) == Some(NO_SUCH_ENTITY) {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            }
+        let out = self.iam.delete_instance_profile().instance_profile_name(name).send().await;
+        if unless_absent(out.map_err(|e| api_error("DeleteInstanceProfile", e)))?.is_some() {
+            tracing::info!(profile = name, "deleted instance profile");
         }
+        Ok(())
     }
 }
 
