@@ -220,6 +220,18 @@ pub mod fixtures {
         spec.build()
     }
 
+    /// The node role `name` in moto's IAM (assumable by EC2), which the EC2NodeClasses of the
+    /// tests name as their `role`: Dovetail puts it in the class's instance profile. Made once
+    /// per moto; a second call finds it there.
+    pub async fn node_role(iam: &aws_sdk_iam::Client, name: &str) -> Result<()> {
+        let trust = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+        match iam.create_role().role_name(name).assume_role_policy_document(trust).send().await {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_entity_already_exists_exception()) => Ok(()),
+            Err(e) => Err(e).with_context(|| format!("creating the node role {name}")),
+        }
+    }
+
     /// The cluster `name` in moto's EKS: DescribeCluster then answers with an endpoint, a CA and
     /// the Kubernetes `version`.
     pub async fn eks_cluster(eks: &aws_sdk_eks::Client, name: &str, version: &str) -> Result<()> {

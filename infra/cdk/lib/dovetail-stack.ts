@@ -208,7 +208,8 @@ export class DovetailStack extends Stack {
       ? iam.Role.fromRoleName(this, 'NodeRole', s.nodeRoleName)
       : this.createNodeRole(cluster);
     if (!s.nodeRoleName || s.createNodeInstanceProfile) {
-      // Same name as the role: launch templates use the EC2NodeClass `role` as the profile.
+      // Same name as the role: what nodes of earlier releases run with. New launches use the
+      // profile Dovetail makes for each EC2NodeClass `role`.
       new iam.CfnInstanceProfile(this, 'NodeInstanceProfile', {
         instanceProfileName: nodeRole.roleName,
         roles: [nodeRole.roleName],
@@ -371,7 +372,7 @@ export class DovetailStack extends Stack {
     output('InterruptionFunctionName', interruption.functionName);
     output('SweeperFunctionName', sweeper.functionName);
 
-    this.acknowledgeNagFindings();
+    this.acknowledgeNagFindings(cluster);
   }
 
   /**
@@ -500,6 +501,8 @@ export class DovetailStack extends Stack {
     const ec2 = (type: string, account = true) =>
       `arn:${Aws.PARTITION}:ec2:${Aws.REGION}:${account ? Aws.ACCOUNT_ID : ''}:${type}/*`;
     const clusterTag = (prefix: 'aws:RequestTag' | 'aws:ResourceTag') => ({ [`${prefix}/${CLUSTER_TAG}`]: cluster });
+    // The instance profiles made for EC2NodeClass roles, under this region's and cluster's path.
+    const ownProfiles = `arn:${Aws.PARTITION}:iam::${Aws.ACCOUNT_ID}:instance-profile/dovetail/${Aws.REGION}/${cluster}/*`;
     return new iam.PolicyDocument({
       statements: [
         new iam.PolicyStatement({
@@ -553,6 +556,29 @@ export class DovetailStack extends Stack {
           conditions: { StringEquals: { 'iam:PassedToService': 'ec2.amazonaws.com' } },
         }),
         new iam.PolicyStatement({
+          sid: 'CreateInstanceProfilesTaggedForCluster',
+          actions: ['iam:CreateInstanceProfile', 'iam:TagInstanceProfile'],
+          resources: [ownProfiles],
+          conditions: {
+            StringEquals: {
+              ...clusterTag('aws:RequestTag'),
+              'aws:RequestTag/topology.kubernetes.io/region': Aws.REGION,
+            },
+            StringLike: { 'aws:RequestTag/dovetail.dev/ec2nodeclass': '*' },
+          },
+        }),
+        new iam.PolicyStatement({
+          sid: 'ChangeOnlyTaggedInstanceProfiles',
+          actions: ['iam:AddRoleToInstanceProfile', 'iam:RemoveRoleFromInstanceProfile', 'iam:DeleteInstanceProfile'],
+          resources: [ownProfiles],
+          conditions: { StringEquals: clusterTag('aws:ResourceTag') },
+        }),
+        new iam.PolicyStatement({
+          sid: 'ReadInstanceProfiles',
+          actions: ['iam:GetInstanceProfile', 'iam:ListInstanceProfiles'],
+          resources: [`arn:${Aws.PARTITION}:iam::${Aws.ACCOUNT_ID}:instance-profile/*`],
+        }),
+        new iam.PolicyStatement({
           sid: 'ReadEksAmiParameters',
           actions: ['ssm:GetParameter'],
           resources: [`arn:${Aws.PARTITION}:ssm:${Aws.REGION}::parameter/aws/service/eks/optimized-ami/*`],
@@ -596,7 +622,7 @@ export class DovetailStack extends Stack {
    * cdk-nag AwsSolutions findings this stack keeps on purpose, each with its reason. Every other
    * finding fails `cdk synth`.
    */
-  private acknowledgeNagFindings(): void {
+  private acknowledgeNagFindings(cluster: string): void {
     const ack = (scope: Construct, id: string, reason: string) => Validations.of(scope).acknowledge({ id, reason });
     const role = this.functionsRole;
     const ec2 = (type: string, account = true) =>
@@ -639,6 +665,18 @@ export class DovetailStack extends Stack {
         INGREDIENT_REASONS[type],
       );
     }
+    ack(
+      role,
+      `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/dovetail/<AWS::Region>/${cluster}/*]`,
+      'One instance profile per EC2NodeClass with a role, named at run time: creation needs the cluster, region and ' +
+        `class tags in the request, changing or deleting one needs aws:ResourceTag/${CLUSTER_TAG}.`,
+    );
+    ack(
+      role,
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/*]',
+      'GetInstanceProfile runs before the profile exists, when IAM knows no path for it, and ListInstanceProfiles ' +
+        'lists by path: reads of profile names and roles only.',
+    );
     ack(
       role,
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/eks/optimized-ami/*]',

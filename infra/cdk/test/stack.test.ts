@@ -337,6 +337,28 @@ describe("the functions' IAM", () => {
     assert.deepEqual(s.PassNodeRole.Condition, { StringEquals: { 'iam:PassedToService': 'ec2.amazonaws.com' } });
   });
 
+  it("makes and changes only this cluster's instance profiles, tagged for it", () => {
+    const own = 'arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/dovetail/<AWS::Region>/prod/*';
+    assert.equal(arnText(s.CreateInstanceProfilesTaggedForCluster.Resource), own);
+    assert.deepEqual(list<string>(s.CreateInstanceProfilesTaggedForCluster.Action).sort(), [
+      'iam:CreateInstanceProfile',
+      'iam:TagInstanceProfile',
+    ]);
+    assert.deepEqual(s.CreateInstanceProfilesTaggedForCluster.Condition, {
+      StringEquals: {
+        'aws:RequestTag/dovetail.dev/cluster': 'prod',
+        'aws:RequestTag/topology.kubernetes.io/region': { Ref: 'AWS::Region' },
+      },
+      StringLike: { 'aws:RequestTag/dovetail.dev/ec2nodeclass': '*' },
+    });
+    assert.equal(arnText(s.ChangeOnlyTaggedInstanceProfiles.Resource), own);
+    assert.deepEqual(s.ChangeOnlyTaggedInstanceProfiles.Condition, {
+      StringEquals: { 'aws:ResourceTag/dovetail.dev/cluster': 'prod' },
+    });
+    assert.equal(arnText(s.ReadInstanceProfiles.Resource), 'arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/*');
+    assert.deepEqual(list<string>(s.ReadInstanceProfiles.Action).sort(), ['iam:GetInstanceProfile', 'iam:ListInstanceProfiles']);
+  });
+
   it('reads the EKS AMI parameters, prices and this cluster only', () => {
     assert.equal(arnText(s.ReadEksAmiParameters.Resource), 'arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/eks/optimized-ami/*');
     assert.equal(s.ReadEksAmiParameters.Action, 'ssm:GetParameter');

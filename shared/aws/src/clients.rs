@@ -30,6 +30,7 @@ pub struct Clients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     pub sqs: aws_sdk_sqs::Client,
     pub eks: aws_sdk_eks::Client,
+    pub iam: aws_sdk_iam::Client,
 }
 
 impl Clients {
@@ -48,6 +49,7 @@ impl Clients {
             dynamodb: aws_sdk_dynamodb::Client::new(sdk),
             sqs: aws_sdk_sqs::Client::new(sdk),
             eks: aws_sdk_eks::Client::new(sdk),
+            iam: aws_sdk_iam::Client::new(sdk),
         }
     }
 }

@@ -7,6 +7,8 @@
 //!   offerings, the provisioning lease; one table, documented in [`dynamo`].
 //! - [`sqs::SqsQueue`]: `Queue` — delayed resume messages.
 //! - [`eks::Eks`]: DescribeCluster and bearer tokens, as plain data for the Kubernetes adapter.
+//! - [`iam::InstanceProfiles`]: the instance profiles made for EC2NodeClass roles (used by
+//!   `Ec2Cloud` as it resolves classes and by the sweeper's clean-up).
 //! - [`config::Config`]: the environment variables, read once at the binary edge.
 
 pub mod clients;
@@ -15,6 +17,7 @@ pub mod dynamo;
 pub mod ec2;
 pub mod eks;
 pub mod error;
+pub mod iam;
 pub mod sqs;
 
 pub use clients::{load_sdk_config, Clients};

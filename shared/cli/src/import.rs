@@ -41,8 +41,8 @@ exactly:
     kubelet, which belongs in the EC2NodeClass since Karpenter v1);
   - kept but treated differently by Dovetail today: AMI families other than AL2023 (alias
     al2/bottlerocket/windows*, amiFamily AL2, Bottlerocket, Windows*: such nodes would not join),
-    amiFamily Custom (Dovetail still appends its AL2023 nodeadm NodeConfig), role (Dovetail creates
-    no instance profile: one named like the role must exist), capacity reservations and capacity
+    amiFamily Custom (Dovetail still appends its AL2023 nodeadm NodeConfig), role (the stack must
+    be deployed with it as NodeRoleName to pass it), capacity reservations and capacity
     type reserved, instanceStorePolicy, a root volume other than 20Gi (planning assumes 20Gi of
     ephemeral storage), a nodes limit (not enforced), os windows, Karpenter's own taints;
   - a NodePool whose EC2NodeClass was not converted with it;

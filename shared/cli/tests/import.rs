@@ -104,7 +104,7 @@ fn kubectl_get_list() {
     }
     warned(&report, "NodePool gpu", "spec.template.spec.nodeClassRef.group", "karpenter.k8s.aws → dovetail.dev");
     warned(&report, "EC2NodeClass default", "metadata.finalizers", "karpenter.k8s.aws/termination");
-    warned(&report, "EC2NodeClass default", "spec.role", "instance profile named \"KarpenterNodeRole-prod-eks\"");
+    warned(&report, "EC2NodeClass default", "spec.role", "NodeRoleName=KarpenterNodeRole-prod-eks");
     warned(&report, "EC2NodeClass gpu", "spec.amiSelectorTerms[0].alias", "would not join");
     // Dovetail's budgets and schedules are Karpenter's: nothing to say about the GPU pool's.
     assert!(report.warnings.iter().all(|w| !w.field.starts_with("spec.disruption")), "{}", messages(&report));

@@ -41,6 +41,15 @@ pub struct ResolvedClass {
     /// Zones the subnets are in: where a launch can go (empty when unknown: anywhere).
     #[serde(default)]
     pub zones: Vec<String>,
+    /// The instance profile launches use ([`crate::instance_profile`]): `spec.instanceProfile`,
+    /// or the one made for `spec.role`. `None` when it could not be made (see
+    /// `instance_profile_problem`): the class cannot launch.
+    #[serde(default)]
+    pub instance_profile: Option<String>,
+    /// Why there is no instance profile (the role does not exist, it may not be passed, IAM
+    /// refused), for the class's `InstanceProfileReady` condition and Event.
+    #[serde(default)]
+    pub instance_profile_problem: Option<String>,
 }
 
 /// The parts of an EC2NodeClass that must resolve to something before it can launch, as the
@@ -48,20 +57,25 @@ pub struct ResolvedClass {
 pub const SUBNETS_READY: &str = "SubnetsReady";
 pub const SECURITY_GROUPS_READY: &str = "SecurityGroupsReady";
 pub const AMIS_READY: &str = "AMIsReady";
+pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 
 impl ResolvedClass {
     /// What the class resolves to nothing of, by condition type, with the sentence to show:
     /// empty when it can launch.
-    pub fn missing(&self) -> Vec<(&'static str, &'static str)> {
+    pub fn missing(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         if self.subnets.is_empty() {
-            out.push((SUBNETS_READY, "no subnet matches subnetSelectorTerms"));
+            out.push((SUBNETS_READY, "no subnet matches subnetSelectorTerms".to_string()));
         }
         if self.security_groups.is_empty() {
-            out.push((SECURITY_GROUPS_READY, "no security group matches securityGroupSelectorTerms"));
+            out.push((SECURITY_GROUPS_READY, "no security group matches securityGroupSelectorTerms".to_string()));
         }
         if self.images.is_empty() {
-            out.push((AMIS_READY, "no AMI matches amiSelectorTerms"));
+            out.push((AMIS_READY, "no AMI matches amiSelectorTerms".to_string()));
+        }
+        if self.instance_profile.is_none() {
+            let why = self.instance_profile_problem.clone().unwrap_or_else(|| "no instance profile".to_string());
+            out.push((INSTANCE_PROFILE_READY, why));
         }
         out
     }

@@ -101,6 +101,8 @@ fn cluster(n: usize) -> Cluster {
         subnets: vec!["subnet-a".into(), "subnet-b".into()],
         security_groups: vec!["sg-1".into(), "sg-2".into()],
         zones: vec![],
+        instance_profile: Some("profile".into()),
+        instance_profile_problem: None,
     });
     for i in 0..n {
         let name = format!("default-{i}");

@@ -27,13 +27,11 @@ pub(crate) struct Seen {
     pub classes: HashMap<String, ObservedClass>,
 }
 
-/// An EC2NodeClass's generation, status and instance profile as last read, for its status write.
+/// An EC2NodeClass's generation and status as last read, for its status write.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct ObservedClass {
     pub generation: Option<i64>,
     pub status: EC2NodeClassStatus,
-    /// `spec.instanceProfile`, else the one named after `spec.role`.
-    pub instance_profile: Option<String>,
 }
 
 /// A NodePool's generation and status as last read, so a status write keeps the conditions'
@@ -202,7 +200,6 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
             ObservedClass {
                 generation: v.0.pointer("/metadata/generation").and_then(Value::as_i64),
                 status: v.0.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
-                instance_profile: typed.as_ref().ok().and_then(|c| c.spec.instance_profile_name()),
             },
         );
         match typed.map_err(|e| vec![e]).and_then(|c| c.to_core()) {

@@ -4,15 +4,18 @@
 //! - NodePool: the resources of its nodes with a `nodes` count; `ValidationSucceeded`,
 //!   `NodeClassReady`, `NodeRegistrationHealthy`, and `Ready` (valid and its class ready).
 //! - EC2NodeClass: the subnets (with zones), security groups, images (with the architecture each
-//!   suits) and instance profile it resolves to; `SubnetsReady`, `SecurityGroupsReady`,
-//!   `AMIsReady`, `InstanceProfileReady`, and `Ready` (all four); `DeletionBlocked` while a
+//!   suits) and instance profile it resolves to (`spec.instanceProfile`, or the one made for
+//!   `spec.role`); `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady`
+//!   (reason `InstanceProfileFailed` with IAM's refusal when it could not be made), and `Ready`
+//!   (all four); `DeletionBlocked` while a
 //!   deletion waits for the pools and claims that use it.
 
 use std::collections::BTreeMap;
 
 use dovetail_api::crd::{Ami, EC2NodeClassStatus, NodePoolStatus, SecurityGroup, Subnet};
-use dovetail_core::cluster::{AMIS_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
+use dovetail_core::cluster::{AMIS_READY, INSTANCE_PROFILE_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
 use dovetail_core::reconcile::ports::{ClassStatus, PoolStatus};
+use dovetail_core::reconcile::INSTANCE_PROFILE_FAILED;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -23,7 +26,6 @@ pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 pub const READY: &str = "Ready";
 pub const NODE_CLASS_READY: &str = "NodeClassReady";
 pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
-pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 /// An EC2NodeClass that was deleted while NodePools or NodeClaims use it is kept, and says by whom.
 pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 /// Karpenter's reason for `ValidationSucceeded=False`.
@@ -75,31 +77,26 @@ pub(crate) fn desired(s: &PoolStatus, observed: &ObservedPool, now: &Time) -> No
 
 /// The status to write for a class: what it resolves to, and its conditions.
 pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Time) -> EC2NodeClassStatus {
-    let profile = observed.instance_profile.clone();
-    let profile_ready = match &profile {
-        Some(p) => condition(INSTANCE_PROFILE_READY, "True", INSTANCE_PROFILE_READY, &format!("instance profile {p}")),
-        None => condition(
-            INSTANCE_PROFILE_READY,
-            "False",
-            "InstanceProfileNotFound",
-            "neither role nor instanceProfile is set",
-        ),
-    };
-    let parts = [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY];
+    let parts = [SUBNETS_READY, SECURITY_GROUPS_READY, AMIS_READY, INSTANCE_PROFILE_READY];
     let mut ours: Vec<Condition> = match &s.resolved {
         Ok(r) => {
             let missing = r.missing();
             parts
                 .iter()
-                .map(|t| match missing.iter().find(|(m, _)| m == t) {
-                    Some((_, why)) => condition(t, "False", &not_found(t), why),
-                    None => condition(t, "True", t, ""),
+                .map(|t| match (missing.iter().find(|(m, _)| m == t), *t) {
+                    // Not "not found": the role may exist but not be passable, or IAM refused.
+                    (Some((_, why)), INSTANCE_PROFILE_READY) => condition(t, "False", INSTANCE_PROFILE_FAILED, why),
+                    (Some((_, why)), _) => condition(t, "False", &not_found(t), why),
+                    (None, INSTANCE_PROFILE_READY) => {
+                        let profile = r.instance_profile.as_deref().unwrap_or_default();
+                        condition(t, "True", t, &format!("instance profile {profile}"))
+                    }
+                    (None, _) => condition(t, "True", t, ""),
                 })
                 .collect()
         }
         Err(why) => parts.iter().map(|t| condition(t, "False", "ResolutionFailed", why)).collect(),
     };
-    ours.push(profile_ready);
     let refs: Vec<&Condition> = ours.iter().collect();
     let ready = root(&refs);
     ours.push(ready);
@@ -128,7 +125,7 @@ pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Tim
         security_groups,
         capacity_reservations: observed.status.capacity_reservations.clone(),
         amis,
-        instance_profile: profile,
+        instance_profile: s.resolved.as_ref().ok().and_then(|r| r.instance_profile.clone()),
         conditions: merge(ours, &observed.status.conditions, observed.generation, now),
     }
 }
@@ -324,12 +321,14 @@ mod tests {
             subnets: vec!["subnet-a".into(), "subnet-b".into()],
             security_groups: vec!["sg-1".into()],
             zones: vec!["us-east-1a".into(), "us-east-1b".into()],
+            instance_profile: Some("demo_0123456789abcdef".into()),
+            instance_profile_problem: None,
         }
     }
 
     #[test]
     fn a_resolved_class_lists_what_it_resolves_to_and_is_ready() {
-        let observed = ObservedClass { instance_profile: Some("DovetailNodeRole-demo".into()), ..Default::default() };
+        let observed = ObservedClass::default();
         let s = desired_class(
             &ClassStatus { name: "default".into(), resolved: Ok(resolved()), deletion_blocked: None },
             &observed,
@@ -343,7 +342,9 @@ mod tests {
         let arm = s.amis.iter().find(|a| a.id == "ami-arm").unwrap();
         assert_eq!(arm.requirements[0].key, "kubernetes.io/arch");
         assert_eq!(arm.requirements[0].values.as_deref(), Some(&["arm64".to_string()][..]));
-        assert_eq!(s.instance_profile.as_deref(), Some("DovetailNodeRole-demo"));
+        assert_eq!(s.instance_profile.as_deref(), Some("demo_0123456789abcdef"));
+        let profile = s.conditions.iter().find(|c| c.type_ == INSTANCE_PROFILE_READY).unwrap();
+        assert_eq!(profile.message, "instance profile demo_0123456789abcdef");
         assert_eq!(
             statuses(&s.conditions),
             [
@@ -358,7 +359,7 @@ mod tests {
 
     #[test]
     fn a_class_that_resolves_to_nothing_or_fails_is_not_ready_and_says_why() {
-        let observed = ObservedClass { instance_profile: Some("p".into()), ..Default::default() };
+        let observed = ObservedClass::default();
         let now = t("2025-06-01T12:00:00Z");
         let empty = ResolvedClass { subnets: vec![], zones: vec![], ..resolved() };
         let s = desired_class(
@@ -387,11 +388,33 @@ mod tests {
         assert!(s
             .conditions
             .iter()
-            .filter(|c| ![READY, INSTANCE_PROFILE_READY, DELETION_BLOCKED].contains(&c.type_.as_str()))
+            .filter(|c| ![READY, DELETION_BLOCKED].contains(&c.type_.as_str()))
             .all(|c| c.reason == "ResolutionFailed"));
         // A deleted class still in use says by whom; its Ready is about resolving, not this.
         let blocked = s.conditions.iter().find(|c| c.type_ == DELETION_BLOCKED).unwrap();
         assert_eq!((blocked.status.as_str(), blocked.reason.as_str()), ("True", "InUse"));
         assert!(blocked.message.starts_with("still used by NodePool web"), "{}", blocked.message);
+    }
+
+    #[test]
+    fn a_class_whose_instance_profile_could_not_be_made_says_why_and_is_not_ready() {
+        let why = "spec.role: role Missing does not exist (instance profile demo_0123456789abcdef)";
+        let r = ResolvedClass { instance_profile: None, instance_profile_problem: Some(why.into()), ..resolved() };
+        let s = desired_class(
+            &ClassStatus { name: "default".into(), resolved: Ok(r), deletion_blocked: None },
+            &ObservedClass::default(),
+            &t("2025-06-01T12:00:00Z"),
+        );
+        assert_eq!(s.instance_profile, None);
+        let profile = s.conditions.iter().find(|c| c.type_ == INSTANCE_PROFILE_READY).unwrap();
+        assert_eq!(
+            (profile.status.as_str(), profile.reason.as_str(), profile.message.as_str()),
+            ("False", "InstanceProfileFailed", why)
+        );
+        // The parts EC2 resolved still show as they are.
+        assert_eq!(s.subnets.len(), 2);
+        assert!(s.conditions.iter().find(|c| c.type_ == SUBNETS_READY).is_some_and(|c| c.status == "True"));
+        let ready = s.conditions.iter().find(|c| c.type_ == READY).unwrap();
+        assert!(ready.message.starts_with("InstanceProfileReady=False"), "{}", ready.message);
     }
 }

@@ -25,6 +25,7 @@ use rand::{Rng, SeedableRng};
 
 use dovetail_core::catalog::{Catalog, OfferingKey};
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
+use dovetail_core::instance_profile;
 use dovetail_core::model::{NodeClass, Taint};
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::ClaimObject;
@@ -280,6 +281,12 @@ impl<C: Cloud> Cloud for FaultyCloud<C> {
             Fate::FailAfter(e) => Err(e),
             _ => outcome,
         }
+    }
+    async fn instance_profiles(&self) -> PortResult<Vec<instance_profile::Listed>> {
+        meet(self.1.fate(Service::Ec2, Call::Read), self.0.instance_profiles()).await
+    }
+    async fn delete_instance_profile(&self, name: &str) -> PortResult<()> {
+        meet(self.1.fate(Service::Ec2, Call::Write), self.0.delete_instance_profile(name)).await
     }
     async fn find_launched(&self, claim: &str) -> PortResult<Option<Launch>> {
         meet(self.1.fate(Service::Ec2, Call::Read), self.0.find_launched(claim)).await

@@ -56,6 +56,12 @@ impl Cloud for Recording {
     async fn launch(&self, request: &LaunchRequest) -> PortResult<LaunchOutcome> {
         self.0.launch(request).await
     }
+    async fn instance_profiles(&self) -> PortResult<Vec<dovetail_core::instance_profile::Listed>> {
+        self.0.instance_profiles().await
+    }
+    async fn delete_instance_profile(&self, name: &str) -> PortResult<()> {
+        self.0.delete_instance_profile(name).await
+    }
     async fn find_launched(&self, claim: &str) -> PortResult<Option<Launch>> {
         self.0.find_launched(claim).await
     }

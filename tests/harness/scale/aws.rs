@@ -154,6 +154,7 @@ impl AwsCounter {
             ),
             sqs: aws_sdk_sqs::Client::from_conf(clients.sqs.config().to_builder().interceptor(self.clone()).build()),
             eks: aws_sdk_eks::Client::from_conf(clients.eks.config().to_builder().interceptor(self.clone()).build()),
+            iam: aws_sdk_iam::Client::from_conf(clients.iam.config().to_builder().interceptor(self.clone()).build()),
         }
     }
 }

@@ -253,7 +253,7 @@ impl World {
     }
 
     /// The VPC (a subnet per zone, tagged for discovery), a tagged security group, the
-    /// `al2023@latest` parameters, the table, the resume queue and the EKS cluster.
+    /// `al2023@latest` parameters, the table, the resume queue, the EKS cluster and the node role.
     async fn aws(clients: &Clients) -> Result<Network> {
         let ec2 = &clients.ec2;
         let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await?;
@@ -307,6 +307,7 @@ impl World {
             .context("a queue url")?
             .to_string();
         fixtures::eks_cluster(&clients.eks, CLUSTER, KUBERNETES_VERSION).await?;
+        fixtures::node_role(&clients.iam, &format!("DovetailNodeRole-{CLUSTER}")).await?;
         Ok(Network { subnets, security_group, image, resume_queue_url })
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use dovetail_aws::ec2::{TAG_CLUSTER, TAG_NODECLAIM, TAG_NODEPOOL};
+use dovetail_aws::ec2::{TAG_CLUSTER, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL};
 use dovetail_core::catalog::CapacityType;
 use dovetail_core::catalog::Offer;
 use dovetail_core::nodeclaim::NodeClaim;
@@ -68,6 +68,8 @@ async fn launch_tags_reuses_templates_finds_and_terminates() {
     let tags: BTreeMap<&str, &str> = instance.tags().iter().map(|t| (t.key().unwrap(), t.value().unwrap())).collect();
     assert_eq!(tags.get(TAG_CLUSTER), Some(&CLUSTER));
     assert_eq!(tags.get(TAG_NODEPOOL), Some(&"default"));
+    // What the sweeper's instance-profile clean-up counts the class's instances by.
+    assert_eq!(tags.get(TAG_NODECLASS), Some(&"default"));
     assert_eq!(tags.get(TAG_NODECLAIM), Some(&"default-abc12"));
     assert_eq!(tags.get("Name"), Some(&"default-abc12"));
     assert_eq!(tags.get("team"), Some(&"payments"));

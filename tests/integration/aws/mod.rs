@@ -2,12 +2,14 @@
 //! sequences. What moto cannot do (capacity errors, fleet choice, prices, public SSM parameters)
 //! is covered by the adapters' unit tests on data.
 
+pub mod canned;
 mod catalog;
 pub mod describes;
 mod dynamo;
 mod eks;
 mod instances;
 mod launch;
+mod profiles;
 mod resolve;
 mod sqs;
 
@@ -24,6 +26,8 @@ pub const CLUSTER: &str = "demo-cluster";
 pub const TABLE: &str = "dovetail";
 pub const K8S_VERSION: &str = "1.31";
 pub const SSM_PREFIX: &str = "/test";
+/// The role the example classes name.
+pub const NODE_ROLE: &str = "DovetailNodeRole-demo-cluster";
 /// The tag the example classes select subnets and security groups by.
 pub const DISCOVERY: &str = "karpenter.sh/discovery";
 
@@ -93,8 +97,10 @@ impl World {
     }
 
     /// A VPC with discovery-tagged subnets (two in us-east-1a of different sizes, one in
-    /// us-east-1b), an untagged one in us-east-1c, a tagged security group and one found by name.
+    /// us-east-1b), an untagged one in us-east-1c, a tagged security group and one found by name;
+    /// and the node role the example classes name (their instance profile holds it).
     pub async fn network(&self) -> Network {
+        fixtures::node_role(&self.clients.iam, NODE_ROLE).await.unwrap();
         let ec2 = &self.clients.ec2;
         let vpc = ec2.create_vpc().cidr_block("10.0.0.0/16").send().await.unwrap();
         let vpc = vpc.vpc().unwrap().vpc_id().unwrap().to_string();

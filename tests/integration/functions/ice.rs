@@ -4,16 +4,6 @@
 //! launches nothing behind the adapter's back. The adapter reads the answer, the reconciler marks
 //! the offerings unavailable in DynamoDB and falls back to on-demand.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-
-use aws_sdk_ec2::config::interceptors::{
-    BeforeDeserializationInterceptorContextMut, BeforeTransmitInterceptorContextMut,
-};
-use aws_sdk_ec2::config::{ConfigBag, Intercept, RuntimeComponents};
-use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::config_bag::{Storable, StoreReplace};
 use dovetail_aws::Ec2Cloud;
 use dovetail_core::catalog::CapacityType;
 use dovetail_core::decision::Action;
@@ -21,6 +11,7 @@ use dovetail_core::reconcile::Deadline;
 use dovetail_runtime::handlers;
 
 use super::{doorbell, Rig};
+use crate::aws::canned::CannedFleet;
 use crate::aws::World;
 
 /// EC2's answer to an instant fleet it could not fill.
@@ -38,65 +29,14 @@ const NO_SPOT_CAPACITY: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
     <fleetInstanceSet/>
 </CreateFleetResponse>"#;
 
-/// Marks a call whose answer is replaced.
-#[derive(Debug, Clone)]
-struct Refused;
-
-impl Storable for Refused {
-    type Storer = StoreReplace<Self>;
-}
-
-/// Refuses every spot CreateFleet; counts them.
-#[derive(Debug, Clone, Default)]
-struct NoSpotCapacity {
-    refused: Arc<AtomicUsize>,
-}
-
-impl Intercept for NoSpotCapacity {
-    fn name(&self) -> &'static str {
-        "NoSpotCapacity"
-    }
-
-    fn modify_before_signing(
-        &self,
-        context: &mut BeforeTransmitInterceptorContextMut<'_>,
-        _: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        let request = context.request_mut();
-        let body = request.body().bytes().map(|b| String::from_utf8_lossy(b).into_owned()).unwrap_or_default();
-        if body.contains("Action=CreateFleet") && body.contains("DefaultTargetCapacityType=spot") {
-            let harmless = "Action=DescribeRegions&Version=2016-11-15";
-            *request.body_mut() = SdkBody::from(harmless);
-            request.headers_mut().insert("Content-Length", harmless.len().to_string());
-            cfg.interceptor_state().store_put(Refused);
-            self.refused.fetch_add(1, Ordering::SeqCst);
-        }
-        Ok(())
-    }
-
-    fn modify_before_deserialization(
-        &self,
-        context: &mut BeforeDeserializationInterceptorContextMut<'_>,
-        _: &RuntimeComponents,
-        cfg: &mut ConfigBag,
-    ) -> Result<(), BoxError> {
-        if cfg.load::<Refused>().is_some() {
-            *context.response_mut().body_mut() = SdkBody::from(NO_SPOT_CAPACITY);
-        }
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn spot_capacity_errors_mark_offerings_unavailable_and_fall_back_to_on_demand() {
     // A pool of three types in two zones: six spot offerings, all short.
     let rig = Rig::with_types(&["spot", "on-demand"], &["m6g.large", "m6g.xlarge", "c6g.xlarge"]).await;
-    let injector = NoSpotCapacity::default();
+    // Every spot CreateFleet is refused.
+    let injector = CannedFleet::new(NO_SPOT_CAPACITY, |body, _| body.contains("DefaultTargetCapacityType=spot"));
     let mut clients = rig.aws.clients.clone();
-    clients.ec2 = aws_sdk_ec2::Client::from_conf(
-        aws_sdk_ec2::config::Builder::from(&rig.aws.sdk).interceptor(injector.clone()).build(),
-    );
+    clients.ec2 = injector.client(&rig.aws.sdk);
     let cloud = Ec2Cloud::new(&clients, &rig.aws.config, World::facts());
 
     rig.send(&rig.doorbell_url, &[doorbell("ledger-0")]).await;
@@ -106,7 +46,7 @@ async fn spot_capacity_errors_mark_offerings_unavailable_and_fall_back_to_on_dem
     assert!(handled.response.batch_item_failures.is_empty(), "{:?}", handled.report.errors);
     assert!(handled.report.errors.is_empty(), "{:?}", handled.report.errors);
 
-    let refused = injector.refused.load(Ordering::SeqCst);
+    let refused = injector.refusals();
     assert!(refused >= 1, "spot was tried first");
     let marked: Vec<_> = handled
         .report

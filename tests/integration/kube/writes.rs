@@ -386,6 +386,8 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
         subnets: vec!["subnet-a".into()],
         security_groups: vec!["sg-1".into()],
         zones: vec!["us-east-1a".into()],
+        instance_profile: Some("test_0123456789abcdef".into()),
+        instance_profile_problem: None,
     };
     adapter.class_status(&ClassStatus { name: class.clone(), resolved: Ok(resolved), deletion_blocked: None }).await?;
     let classes =
@@ -393,7 +395,7 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
     let status = classes.get(&class).await?.data["status"].clone();
     assert_eq!(status["subnets"][0], json!({"id": "subnet-a", "zone": "us-east-1a"}));
     assert_eq!(status["amis"][0]["requirements"][0]["values"][0], "amd64");
-    assert_eq!(status["instanceProfile"], "DovetailNodeRole-test");
+    assert_eq!(status["instanceProfile"], "test_0123456789abcdef");
     for t in ["SubnetsReady", "SecurityGroupsReady", "AMIsReady", "InstanceProfileReady", "Ready"] {
         assert_eq!(condition(&status, t)["status"], "True", "{t}");
     }

@@ -306,14 +306,6 @@ impl AmiAlias {
     }
 }
 
-impl EC2NodeClassSpec {
-    /// The instance profile the nodes get: `instanceProfile`, else the one named after `role`
-    /// (the stack creates it with the role's name).
-    pub fn instance_profile_name(&self) -> Option<String> {
-        self.instance_profile.clone().or_else(|| self.role.clone())
-    }
-}
-
 impl EC2NodeClass {
     /// The parsed alias of the (single) alias AMI term, if any and if well formed.
     pub fn alias(&self) -> Option<AmiAlias> {

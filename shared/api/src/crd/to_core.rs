@@ -189,7 +189,16 @@ impl EC2NodeClass {
         }
         let spec = serde_json::to_value(&self.spec).unwrap_or_default();
         let (deleting, termination_finalizer) = deletion(&self.metadata);
-        Ok(core::NodeClass { name, kubelet, tags: self.spec.tags.clone(), spec, deleting, termination_finalizer })
+        Ok(core::NodeClass {
+            name,
+            kubelet,
+            tags: self.spec.tags.clone(),
+            spec,
+            deleting,
+            termination_finalizer,
+            role: self.spec.role.clone(),
+            instance_profile: self.spec.instance_profile.clone(),
+        })
     }
 }
 

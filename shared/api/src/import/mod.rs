@@ -17,7 +17,7 @@
 //!   about (capacity type `reserved`, os `windows`, a `nodes` limit, Karpenter's own taints and
 //!   annotations). A static pool (`replicas`) is refused.
 //! - `nodeclass`: settings Dovetail's launches treat differently from Karpenter's (AMI families
-//!   other than AL2023, `role` without a Dovetail-made instance profile, capacity reservations,
+//!   other than AL2023, a `role` the stack was not deployed with, capacity reservations,
 //!   instance-store RAID0, the root volume's size in planning) are kept and warned about.
 //!
 //! Requirement keys and node labels need no mapping: Dovetail's nodes carry Karpenter's

@@ -69,13 +69,15 @@ fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
 /// Launch settings Dovetail keeps but applies differently.
 fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
     if let Some(role) = &spec.role {
-        // shared/aws puts the role's name where the launch template wants an instance profile.
+        // Dovetail makes the class's instance profile as Karpenter does (shared/aws/src/iam), but
+        // the stacks let the functions pass only the node roles they were deployed with.
         notes.warn(
             "spec.role",
             format!(
-                "kept, but Karpenter creates an instance profile for the role and Dovetail creates none: it \
-                 launches with the instance profile named {role:?}, which must exist and hold the role (or \
-                 set spec.instanceProfile instead)"
+                "kept: Dovetail makes the instance profile for it, as Karpenter does, but the functions may \
+                 only pass the node role their stack was deployed with: deploy it with NodeRoleName={role} \
+                 (and CreateNodeAccessEntry=false if the role has an access entry already), or use the \
+                 stack's role here"
             ),
         );
     }

@@ -405,7 +405,7 @@ fn launch_settings_dovetail_applies_differently_are_flagged() {
     }));
     assert!(report.errors.is_empty(), "{}", errors(&report));
     let role = warning(&report, "EC2NodeClass default", "spec.role");
-    assert!(role.message.contains("instance profile named \"KarpenterNodeRole-demo\""), "{role}");
+    assert!(role.message.contains("NodeRoleName=KarpenterNodeRole-demo"), "{role}");
     warning(&report, "EC2NodeClass default", "spec.capacityReservationSelectorTerms");
     assert!(warning(&report, "EC2NodeClass default", "spec.instanceStorePolicy").message.starts_with("kept RAID0"));
     let root = warning(&report, "EC2NodeClass default", "spec.blockDeviceMappings[0].ebs.volumeSize");

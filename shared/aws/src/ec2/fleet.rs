@@ -63,14 +63,31 @@ pub fn overrides(
 /// on-demand after spot) is a different request, which under the claim name alone EC2 would
 /// refuse as `IdempotentParameterMismatch`. Across differing requests, a launch is kept to one
 /// instance by looking the claim's instance up by tag first.
-pub fn client_token(claim: &str, capacity: CapacityType, overrides: &[Override]) -> String {
-    let asked = serde_json::json!({
+///
+/// `retry` counts the times the same request is sent again because EC2 did not yet see the
+/// class's new instance profile ([`profile_not_yet_visible`]): EC2 would answer a reused token
+/// with the same refusal, and the refused fleet launched nothing, so each retry is a new request.
+pub fn client_token(claim: &str, capacity: CapacityType, overrides: &[Override], retry: usize) -> String {
+    let mut asked = serde_json::json!({
         "capacity": capacity.as_str(),
         "overrides": overrides.iter().map(|o| [&o.instance_type, &o.subnet_id, &o.template]).collect::<Vec<_>>(),
     });
+    if retry > 0 {
+        asked["retry"] = retry.into();
+    }
     let digest = &json_hash(&asked)[..8];
     let head: String = claim.chars().take(64 - 9).collect();
     format!("{head}-{digest}")
+}
+
+/// Whether an error (its code and message) says the launch template's instance profile is
+/// unknown to EC2: right after IAM made it or gave it its role, EC2 may not see it for some
+/// seconds (IAM is eventually consistent), and refuses with `InvalidParameterValue` naming
+/// `iamInstanceProfile` ("Invalid IAM Instance Profile name").
+pub fn profile_not_yet_visible(code: &str, message: &str) -> bool {
+    let message = message.to_ascii_lowercase();
+    matches!(code, "InvalidParameterValue" | "InvalidParameterCombination" | "InvalidParameter")
+        && (message.contains("iaminstanceprofile") || message.contains("invalid iam instance profile"))
 }
 
 /// One error of a CreateFleet answer.
@@ -194,12 +211,30 @@ mod tests {
     #[test]
     fn tokens_are_stable_per_request_and_differ_across_requests() {
         let o = overrides(&[offer("m5.large", "us-east-1a", 0.05)], &subnets(), |_| Some("lt".into()));
-        let spot = client_token("default-abc", CapacityType::Spot, &o);
+        let spot = client_token("default-abc", CapacityType::Spot, &o, 0);
         assert!(spot.starts_with("default-abc-") && spot.len() == "default-abc-".len() + 8);
-        assert_eq!(spot, client_token("default-abc", CapacityType::Spot, &o));
-        assert_ne!(spot, client_token("default-abc", CapacityType::OnDemand, &o));
-        assert_ne!(spot, client_token("default-abc", CapacityType::Spot, &o[..0]));
-        assert_eq!(client_token(&"x".repeat(100), CapacityType::Spot, &o).len(), 64);
+        assert_eq!(spot, client_token("default-abc", CapacityType::Spot, &o, 0));
+        assert_ne!(spot, client_token("default-abc", CapacityType::OnDemand, &o, 0));
+        assert_ne!(spot, client_token("default-abc", CapacityType::Spot, &o[..0], 0));
+        assert_eq!(client_token(&"x".repeat(100), CapacityType::Spot, &o, 0).len(), 64);
+        // A retry after the instance profile was not yet visible is a request of its own.
+        let retried = client_token("default-abc", CapacityType::Spot, &o, 1);
+        assert_ne!(spot, retried);
+        assert_ne!(retried, client_token("default-abc", CapacityType::Spot, &o, 2));
+        assert!(retried.starts_with("default-abc-") && retried.len() == "default-abc-".len() + 8);
+    }
+
+    #[test]
+    fn an_instance_profile_ec2_does_not_see_yet_is_told_from_other_invalid_values() {
+        // As EC2 words it right after IAM made the profile.
+        let unseen = "Value (prod_0123456789abcdef) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name";
+        assert!(profile_not_yet_visible("InvalidParameterValue", unseen));
+        assert!(profile_not_yet_visible("InvalidParameterValue", "Invalid IAM Instance Profile ARN"));
+        assert!(!profile_not_yet_visible(
+            "InvalidParameterValue",
+            "Value (t9.huge) for parameter instanceType is invalid."
+        ));
+        assert!(!profile_not_yet_visible("UnauthorizedOperation", unseen));
     }
 
     #[test]

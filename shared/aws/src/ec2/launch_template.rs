@@ -79,13 +79,15 @@ fn as_text<T: Serialize>(v: &T) -> Option<String> {
 }
 
 /// The template content for a class: its disks (default: a 20 GiB encrypted gp3 root volume, as
-/// for AL2023), IMDS settings, monitoring, instance profile and public-IP setting, with the given
-/// image, user data (plain text, encoded here) and security groups.
+/// for AL2023), IMDS settings, monitoring and public-IP setting, with the given image, user data
+/// (plain text, encoded here), security groups and instance profile (the one the class resolved
+/// to: `spec.instanceProfile`, or the one made for `spec.role`).
 pub fn content(
     spec: &EC2NodeClassSpec,
     image_id: &str,
     user_data: &str,
     security_groups: &[String],
+    instance_profile: Option<&str>,
 ) -> TemplateContent {
     use base64::Engine;
     let mut volumes: Vec<Volume> = spec
@@ -126,7 +128,7 @@ pub fn content(
         image_id: image_id.to_string(),
         user_data: base64::engine::general_purpose::STANDARD.encode(user_data),
         security_groups,
-        instance_profile: spec.instance_profile_name(),
+        instance_profile: instance_profile.map(str::to_string),
         volumes,
         metadata: Metadata {
             http_endpoint: as_text(&md.http_endpoint).unwrap_or_else(|| "enabled".into()),
@@ -267,7 +269,8 @@ mod tests {
 
     #[test]
     fn defaults_and_class_settings() {
-        let c = content(&spec(serde_json::json!({})), "ami-1", "hello", &["sg-2".into(), "sg-1".into()]);
+        let c =
+            content(&spec(serde_json::json!({})), "ami-1", "hello", &["sg-2".into(), "sg-1".into()], Some("prod_1"));
         assert_eq!(c.volumes.len(), 1);
         assert_eq!(c.volumes[0].size_gib, Some(20));
         assert_eq!(
@@ -280,7 +283,7 @@ mod tests {
             }
         );
         assert_eq!(c.security_groups, vec!["sg-1".to_string(), "sg-2".to_string()]);
-        assert_eq!(c.instance_profile.as_deref(), Some("KarpenterNodeRole-prod"));
+        assert_eq!(c.instance_profile.as_deref(), Some("prod_1"));
         assert_eq!(c.user_data, "aGVsbG8=");
 
         let custom = content(
@@ -292,6 +295,7 @@ mod tests {
             "ami-1",
             "hello",
             &[],
+            None,
         );
         assert_eq!(custom.volumes[0].device_name, "/dev/xvdb");
         assert_eq!(custom.volumes[0].size_gib, Some(100));
@@ -304,10 +308,12 @@ mod tests {
     #[test]
     fn names_follow_content() {
         let s = spec(serde_json::json!({}));
-        let a = content(&s, "ami-1", "x", &["sg-1".into()]);
-        assert_eq!(a.name("prod"), content(&s, "ami-1", "x", &["sg-1".into()]).name("prod"));
-        assert_ne!(a.name("prod"), content(&s, "ami-2", "x", &["sg-1".into()]).name("prod"));
-        assert_ne!(a.name("prod"), content(&s, "ami-1", "y", &["sg-1".into()]).name("prod"));
+        let a = content(&s, "ami-1", "x", &["sg-1".into()], Some("p"));
+        assert_eq!(a.name("prod"), content(&s, "ami-1", "x", &["sg-1".into()], Some("p")).name("prod"));
+        assert_ne!(a.name("prod"), content(&s, "ami-2", "x", &["sg-1".into()], Some("p")).name("prod"));
+        assert_ne!(a.name("prod"), content(&s, "ami-1", "y", &["sg-1".into()], Some("p")).name("prod"));
+        // A new profile (the class switched between role and instanceProfile) is a new template.
+        assert_ne!(a.name("prod"), content(&s, "ami-1", "x", &["sg-1".into()], Some("q")).name("prod"));
         assert!(a.name("prod").starts_with("dovetail/prod/"));
     }
 }

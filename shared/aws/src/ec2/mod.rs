@@ -45,6 +45,7 @@ use crate::clients::Clients;
 use crate::config::Config;
 use crate::eks::ClusterFacts;
 use crate::error::{api_error, AwsError, AwsResult, ErrorKind};
+use crate::iam::InstanceProfiles;
 use fleet::{FleetError, Override, Verdict};
 use pricing::PriceBook;
 use resolve::{Resolution, Resolver};
@@ -53,11 +54,19 @@ use resolve::{Resolution, Resolver};
 pub const TAG_CLUSTER: &str = "dovetail.dev/cluster";
 /// Tag naming the NodePool of an instance.
 pub const TAG_NODEPOOL: &str = labels::NODEPOOL;
+/// Tag naming the EC2NodeClass of an instance.
+pub const TAG_NODECLASS: &str = labels::NODECLASS;
 /// Tag naming the NodeClaim of an instance: how a launch is found again.
 pub const TAG_NODECLAIM: &str = labels::NODECLAIM;
 
 /// How long a class resolution is reused.
 const RESOLVE_TTL: Duration = Duration::from_secs(60);
+/// The waits before relaunching a fleet refused because EC2 does not see a new instance profile
+/// yet: 6 s in all, with the four calls about as long as IAM's changes usually take to reach EC2
+/// (some seconds, ten at worst), and within the time an invocation keeps for finishing
+/// (`dovetail_core::reconcile::deadline::RESERVE`), so a launch started just before its deadline
+/// still ends in time. Longer, the claim's launch is resumed by a later pass.
+pub const PROFILE_WAITS: [Duration; 3] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(3)];
 /// How long a fallback (embedded catalog, embedded prices) serves before the APIs are tried again.
 const RETRY_AFTER: Duration = Duration::from_secs(60);
 
@@ -96,6 +105,8 @@ pub struct Ec2Cloud {
     ec2: aws_sdk_ec2::Client,
     pricing: aws_sdk_pricing::Client,
     resolver: Resolver,
+    /// The instance profiles made for classes' roles (IAM).
+    profiles: InstanceProfiles,
     cluster: ClusterFacts,
     region: String,
     catalog_ttl: Duration,
@@ -108,6 +119,9 @@ pub struct Ec2Cloud {
     subnet_zones: Mutex<HashMap<String, String>>,
     /// Launch templates known to exist.
     templates: Mutex<HashSet<String>>,
+    /// The waits before relaunching a fleet EC2 refused for an instance profile it does not see
+    /// yet.
+    profile_waits: Vec<Duration>,
 }
 
 impl Ec2Cloud {
@@ -126,6 +140,7 @@ impl Ec2Cloud {
                 ssm_prefix: config.ssm_prefix.clone(),
                 k8s_version: cluster.version.clone(),
             },
+            profiles: InstanceProfiles::new(clients.iam.clone(), &region, &cluster.name),
             cluster,
             region,
             catalog_ttl: config.catalog_ttl,
@@ -135,6 +150,7 @@ impl Ec2Cloud {
             resolutions: Mutex::new(HashMap::new()),
             subnet_zones: Mutex::new(HashMap::new()),
             templates: Mutex::new(HashSet::new()),
+            profile_waits: PROFILE_WAITS.to_vec(),
         }
     }
 
@@ -184,7 +200,11 @@ impl Ec2Cloud {
                 return Ok(r);
             }
         }
-        let r = self.resolver.resolve(class).await?;
+        let mut r = self.resolver.resolve(class).await?;
+        match self.profiles.for_class(class).await? {
+            Ok(profile) => r.resolved.instance_profile = Some(profile),
+            Err(why) => r.resolved.instance_profile_problem = Some(why),
+        }
         self.subnet_zones.lock().await.extend(r.subnets.iter().map(|s| (s.id.clone(), s.zone.clone())));
         self.resolutions
             .lock()
@@ -281,7 +301,13 @@ impl Ec2Cloud {
                 class: request.class.name.clone(),
                 message: format!("spec.userData: {e}"),
             })?;
-            let content = launch_template::content(&spec, image, &user_data, &request.resolved.security_groups);
+            let content = launch_template::content(
+                &spec,
+                image,
+                &user_data,
+                &request.resolved.security_groups,
+                request.resolved.instance_profile.as_deref(),
+            );
             let name = content.name(&self.cluster.name);
             if !self.templates.lock().await.contains(&name) {
                 launch_template::ensure(&self.ec2, &name, &content, &self.cluster.name).await?;
@@ -293,11 +319,66 @@ impl Ec2Cloud {
         Ok(by_type)
     }
 
+    /// Sends a CreateFleet (`call`, all but its client token). Right after a class's instance
+    /// profile was made or given its role, EC2 may not see it yet and refuses the launch: that is
+    /// retried after each of `profile_waits`, a new request each time (see
+    /// [`fleet::client_token`]), and is no launch failure unless EC2 still refuses after the last.
+    async fn create_fleet(
+        &self,
+        call: aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder,
+        request: &LaunchRequest,
+        capacity: CapacityType,
+        overrides: &[Override],
+    ) -> PortResult<aws_sdk_ec2::operation::create_fleet::CreateFleetOutput> {
+        let claim = &request.claim.name;
+        let profile = request.resolved.instance_profile.as_deref().unwrap_or_default();
+        for retry in 0..=self.profile_waits.len() {
+            let token = fleet::client_token(claim, capacity, overrides, retry);
+            let sent = call.clone().client_token(token).send().await.map_err(|e| api_error("CreateFleet", e));
+            let unseen = match &sent {
+                Err(AwsError::Api { code, message, .. }) => {
+                    fleet::profile_not_yet_visible(code.as_deref().unwrap_or_default(), message)
+                }
+                Err(_) => false,
+                Ok(out) => {
+                    out.instances().iter().all(|i| i.instance_ids().is_empty())
+                        && !out.errors().is_empty()
+                        && out.errors().iter().all(|e| {
+                            fleet::profile_not_yet_visible(
+                                e.error_code().unwrap_or_default(),
+                                e.error_message().unwrap_or_default(),
+                            )
+                        })
+                }
+            };
+            if !unseen {
+                return Ok(sent?);
+            }
+            let Some(wait) = self.profile_waits.get(retry) else { break };
+            tracing::info!(claim = %claim, profile, ?wait, "EC2 does not see the instance profile yet; launching again");
+            tokio::time::sleep(*wait).await;
+        }
+        Err(PortError::Unavailable(format!(
+            "NodeClaim {claim}: EC2 still does not see instance profile {profile} after {} tries; IAM is eventually \
+             consistent, so the launch is tried again later",
+            self.profile_waits.len() + 1
+        )))
+    }
+
+    /// How long to wait before each relaunch of a fleet refused because EC2 did not see the
+    /// class's instance profile yet (default [`PROFILE_WAITS`]).
+    pub fn with_profile_waits(mut self, waits: Vec<Duration>) -> Ec2Cloud {
+        self.profile_waits = waits;
+        self
+    }
+
     fn tags(&self, request: &LaunchRequest) -> Vec<Tag> {
         let mut tags: BTreeMap<String, String> = request.class.tags.clone();
         tags.insert(format!("kubernetes.io/cluster/{}", self.cluster.name), "owned".into());
         tags.insert(TAG_CLUSTER.into(), self.cluster.name.clone());
         tags.insert(TAG_NODEPOOL.into(), request.claim.nodepool.clone());
+        // What the sweeper's instance-profile clean-up counts a class's instances by.
+        tags.insert(TAG_NODECLASS.into(), request.class.name.clone());
         tags.insert(TAG_NODECLAIM.into(), request.claim.name.clone());
         tags.insert("Name".into(), request.claim.name.clone());
         tags.into_iter().map(|(k, v)| Tag::builder().key(k).value(v).build()).collect()
@@ -398,6 +479,14 @@ impl Cloud for Ec2Cloud {
         Ok(self.resolution(class).await?.resolved)
     }
 
+    async fn instance_profiles(&self) -> PortResult<Vec<dovetail_core::instance_profile::Listed>> {
+        Ok(self.profiles.list().await?)
+    }
+
+    async fn delete_instance_profile(&self, name: &str) -> PortResult<()> {
+        Ok(self.profiles.delete(name).await?)
+    }
+
     async fn launch(&self, request: &LaunchRequest) -> PortResult<LaunchOutcome> {
         let claim = &request.claim.name;
         // Already launched (a crash after CreateFleet, a redelivery, a retry with other offers).
@@ -435,7 +524,6 @@ impl Cloud for Ec2Cloud {
             .ec2
             .create_fleet()
             .r#type(FleetType::Instant)
-            .client_token(fleet::client_token(claim, capacity, &overrides))
             .set_context(spec.context.clone())
             .target_capacity_specification(
                 TargetCapacitySpecificationRequest::builder()
@@ -481,7 +569,7 @@ impl Cloud for Ec2Cloud {
                 TagSpecification::builder().resource_type(resource).set_tags(Some(tags.clone())).build(),
             );
         }
-        let out = call.send().await.map_err(|e| api_error("CreateFleet", e))?;
+        let out = self.create_fleet(call, request, capacity, &overrides).await?;
 
         let launched = out.instances().iter().find_map(|i| Some((i, i.instance_ids().first()?)));
         if let Some((instance, id)) = launched {
@@ -600,5 +688,18 @@ impl Cloud for Ec2Cloud {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relaunching_for_an_unseen_profile_fits_in_what_an_invocation_keeps_for_finishing() {
+        let waited: Duration = PROFILE_WAITS.iter().sum();
+        // Four CreateFleet calls of about a second each on top.
+        let calls = Duration::from_secs(PROFILE_WAITS.len() as u64 + 1);
+        assert!(waited + calls <= dovetail_core::reconcile::deadline::RESERVE, "{waited:?} + {calls:?}");
     }
 }

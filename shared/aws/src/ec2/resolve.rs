@@ -156,6 +156,9 @@ impl Resolver {
                 subnets: subnets.iter().map(|s| s.id.clone()).collect(),
                 security_groups,
                 zones: subnets.iter().map(|s| s.zone.clone()).collect(),
+                // Made by the caller (`crate::iam`), after the parts EC2 resolves.
+                instance_profile: None,
+                instance_profile_problem: None,
             },
             subnets,
         })

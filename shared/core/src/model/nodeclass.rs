@@ -35,4 +35,11 @@ pub struct NodeClass {
     /// It carries Dovetail's termination finalizer.
     #[serde(default)]
     pub termination_finalizer: bool,
+    /// `spec.role`: the IAM role of its nodes, for which Dovetail makes the instance profile
+    /// ([`crate::instance_profile`]). Exactly one of `role` and `instance_profile` is set.
+    #[serde(default)]
+    pub role: Option<String>,
+    /// `spec.instanceProfile`: an instance profile someone else made, used as it is.
+    #[serde(default)]
+    pub instance_profile: Option<String>,
 }

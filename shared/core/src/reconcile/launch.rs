@@ -86,6 +86,16 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             report.count_launch_failure(LaunchFailure::NodeClassNotReady);
             return self.give_up(&attempt, why, view, report).await;
         };
+        if resolved.instance_profile.is_none() {
+            // An instance without the class's profile could not join the cluster.
+            let why = format!(
+                "cannot launch {name}: EC2NodeClass {} has no instance profile: {}",
+                attempt.nodeclass,
+                resolved.instance_profile_problem.as_deref().unwrap_or("not resolved")
+            );
+            report.count_launch_failure(LaunchFailure::NodeClassNotReady);
+            return self.give_up(&attempt, why, view, report).await;
+        }
         loop {
             let groups = provisioning::offers(&attempt, &view.catalog, &view.cluster.unavailable, &resolved.zones);
             let Some(offers) = groups.into_iter().next() else {

@@ -46,6 +46,7 @@ use crate::deletion;
 use crate::disruption::consolidation::quiet::Quiet;
 use crate::disruption::sweep;
 use crate::events::Recent;
+use crate::instance_profile;
 use crate::interruption;
 use crate::lifecycle;
 use crate::nodeclaim::Phase;
@@ -59,6 +60,8 @@ pub use scope::Scope;
 
 /// The Event reason for an object skipped as invalid.
 pub const VALIDATION_FAILED: &str = "ValidationFailed";
+/// The Event reason on an EC2NodeClass whose instance profile could not be made.
+pub const INSTANCE_PROFILE_FAILED: &str = "InstanceProfileFailed";
 
 /// The adapters one reconciler works through.
 pub struct Ports<K, C, S, Q, T> {
@@ -526,7 +529,28 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         }
         self.repair_objects(&mut view, &mut report).await;
         self.publish_status(&view, &mut report).await;
+        self.delete_unused_profiles(&view, &mut report).await;
         Ok(report)
+    }
+
+    /// Deletes the instance profiles made for classes that no longer want them once nothing of
+    /// theirs runs ([`instance_profile::unused`]). A failure is reported; the next sweep retries.
+    async fn delete_unused_profiles(&self, view: &View, report: &mut Report) {
+        if view.cluster.described != crate::cluster::Described::All {
+            return;
+        }
+        let listed = match self.ports.cloud.instance_profiles().await {
+            Ok(l) => l,
+            Err(e) => return report.errors.push(format!("listing instance profiles: {e}")),
+        };
+        let invalid: BTreeSet<String> =
+            view.invalid.iter().filter_map(|i| i.object.strip_prefix("EC2NodeClass/")).map(str::to_string).collect();
+        for unused in instance_profile::unused(&view.cluster, &invalid, &listed) {
+            match self.ports.cloud.delete_instance_profile(&unused.name).await {
+                Ok(()) => report.note(None, unused.why),
+                Err(e) => report.errors.push(format!("deleting instance profile {}: {e}", unused.name)),
+            }
+        }
     }
 
     /// One lifecycle / termination step for a claim, carried out; with `requeue`, the step's
@@ -581,9 +605,22 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 report.errors.push(format!("NodePool/{} status: {e}", s.name));
             }
         }
-        for s in &status::classes(view) {
+        let classes = status::classes(view);
+        for s in &classes {
             if let Err(e) = self.ports.kube.class_status(s).await {
                 report.errors.push(format!("EC2NodeClass/{} status: {e}", s.name));
+            }
+        }
+        // A class that cannot get its instance profile (a role that does not exist, or that the
+        // functions may not pass) says why on the class, besides its condition.
+        for s in &classes {
+            let Ok(resolved) = &s.resolved else { continue };
+            let (None, Some(problem)) = (&resolved.instance_profile, &resolved.instance_profile_problem) else {
+                continue;
+            };
+            let object = format!("EC2NodeClass/{}", s.name);
+            if let Err(e) = self.event(&object, INSTANCE_PROFILE_FAILED, problem).await {
+                report.errors.push(format!("{object} Event: {e}"));
             }
         }
         // What was skipped as invalid is said where its owner looks: an Event on the object,

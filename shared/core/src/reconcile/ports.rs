@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::catalog::{Catalog, Offer, OfferingKey};
 use crate::cluster::{Instance, InstanceQuery, ResolvedClass};
+use crate::instance_profile;
 use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pdb, Pod, Taint};
 use crate::nodeclaim::drain::EvictionResult;
 use crate::nodeclaim::object::{ClaimObject, Observed};
@@ -186,8 +187,17 @@ pub trait Cloud: Send + Sync {
     /// function's reads use this, so their work follows the claims they step and the instances
     /// their events name, not the cluster's size; an empty query should cost no call.
     fn instances_of(&self, query: &InstanceQuery) -> impl Future<Output = PortResult<Vec<Instance>>> + Send;
-    /// What a class resolves to now: its hash, images, subnets and security groups.
+    /// What a class resolves to now: its hash, images, subnets, security groups and instance
+    /// profile — for a `role`, the one [`instance_profile::wanted`] names, made or brought in line
+    /// ([`instance_profile::steps`]) here. A profile that cannot be made leaves
+    /// `instance_profile` empty with the reason, not an error: the class's other parts still show.
     fn resolve(&self, class: &NodeClass) -> impl Future<Output = PortResult<ResolvedClass>> + Send;
+    /// The instance profiles made for this cluster's classes (under
+    /// [`instance_profile::cluster_path`]), each with its class ([`instance_profile::class_of`]):
+    /// the sweeper's clean-up reads them.
+    fn instance_profiles(&self) -> impl Future<Output = PortResult<Vec<instance_profile::Listed>>> + Send;
+    /// Deletes one of them (its role taken out first); absent is success.
+    fn delete_instance_profile(&self, name: &str) -> impl Future<Output = PortResult<()>> + Send;
     /// One instance for one claim (CreateFleet instant, one unit, client token = claim name).
     fn launch(&self, request: &LaunchRequest) -> impl Future<Output = PortResult<LaunchOutcome>> + Send;
     /// The instance launched for `claim`, found by its `dovetail.dev/nodeclaim` tag: repairs a

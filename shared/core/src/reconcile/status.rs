@@ -96,7 +96,7 @@ fn class_ready(view: &View, class: &str) -> Result<(), String> {
         return Err(format!("EC2NodeClass {class} not found"));
     }
     let resolved = resolution(view, class).map_err(|e| format!("EC2NodeClass {class} does not resolve: {e}"))?;
-    let missing: Vec<&str> = resolved.missing().into_iter().map(|(_, why)| why).collect();
+    let missing: Vec<String> = resolved.missing().into_iter().map(|(_, why)| why).collect();
     if missing.is_empty() {
         Ok(())
     } else {

@@ -12,6 +12,7 @@ use dovetail_core::catalog::{spot_band_monthly_rate, spot_interruption_band, Cap
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::disruption::drift::resolved_image;
 use dovetail_core::hash::nodeclass_hash;
+use dovetail_core::instance_profile::{self, Wanted};
 use dovetail_core::interruption::{REBALANCE_RECOMMENDATION, SOURCE_EC2, SPOT_INTERRUPTION, STATE_CHANGE};
 use dovetail_core::labels;
 use dovetail_core::model::{KubeletConfig, NodeClass, Taint, TaintEffect};
@@ -131,6 +132,9 @@ pub struct CloudState {
     launched: u64,
     /// Bumped by an AMI release: classes resolve to new images (drift).
     pub ami_release: u32,
+    /// Instance profiles made for classes' roles, by name (IAM, which the world folds into its
+    /// cloud): made when a class resolves, deleted by the sweeper's clean-up.
+    pub profiles: BTreeMap<String, instance_profile::Listed>,
 }
 
 impl CloudState {
@@ -432,8 +436,20 @@ impl State {
         Ok(LaunchOutcome::Launched(self.cloud.instances[&id].launch()))
     }
 
-    /// What an EC2NodeClass resolves to: its spec hash, today's images, one subnet per zone.
-    pub fn resolve_class(&self, class: &NodeClass) -> ResolvedClass {
+    /// What an EC2NodeClass resolves to: its spec hash, today's images, one subnet per zone, and
+    /// its instance profile, made for its role if it names one. Fixture classes often name
+    /// neither role nor profile; the world's EC2 does not check profiles, so they launch with one
+    /// named after the class.
+    pub fn resolve_class(&mut self, class: &NodeClass) -> ResolvedClass {
+        let profile = match instance_profile::wanted(&self.config.region, &self.config.cluster, class) {
+            Some(Wanted::Managed(m)) => {
+                let listed = instance_profile::Listed { name: m.name.clone(), class: class.name.clone() };
+                self.cloud.profiles.insert(m.name.clone(), listed);
+                m.name
+            }
+            Some(Wanted::Given(name)) => name,
+            None => class.name.clone(),
+        };
         ResolvedClass {
             name: class.name.clone(),
             hash: nodeclass_hash(&class.spec),
@@ -441,6 +457,8 @@ impl State {
             subnets: self.config.zones.iter().map(|z| subnet_of(&z.name)).collect(),
             security_groups: vec![SECURITY_GROUP.to_string()],
             zones: self.config.zones.iter().map(|z| z.name.clone()).collect(),
+            instance_profile: Some(profile),
+            instance_profile_problem: None,
         }
     }
 
@@ -524,6 +542,15 @@ impl Cloud for SimCloud {
 
     fn resolve(&self, class: &NodeClass) -> impl Future<Output = PortResult<ResolvedClass>> + Send {
         ready(Ok(self.0.lock().resolve_class(class)))
+    }
+
+    fn instance_profiles(&self) -> impl Future<Output = PortResult<Vec<instance_profile::Listed>>> + Send {
+        ready(Ok(self.0.lock().cloud.profiles.values().cloned().collect()))
+    }
+
+    fn delete_instance_profile(&self, name: &str) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().cloud.profiles.remove(name);
+        ready(Ok(()))
     }
 
     fn launch(&self, request: &LaunchRequest) -> impl Future<Output = PortResult<LaunchOutcome>> + Send {
