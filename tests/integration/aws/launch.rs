@@ -9,10 +9,10 @@ use dovetail_aws::ec2::{TAG_CLUSTER, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL}
 use dovetail_core::catalog::CapacityType;
 use dovetail_core::catalog::Offer;
 use dovetail_core::nodeclaim::NodeClaim;
-use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest};
+use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortError};
 use dovetail_core::time::Time;
 
-use super::{example, World, CLUSTER};
+use super::{example, World, CLUSTER, K8S_VERSION, SSM_PREFIX};
 
 fn offer(t: &str, zone: &str, capacity_type: CapacityType, price: f64) -> Offer {
     Offer { instance_type: t.into(), zone: zone.into(), capacity_type, price }
@@ -143,4 +143,94 @@ async fn launch_tags_reuses_templates_finds_and_terminates() {
     assert_eq!(cloud.find_launched("default-abc12").await.unwrap(), None, "a terminated instance stands for nothing");
     let state = cloud.instances().await.unwrap().into_iter().find(|i| i.id == launch.instance_id).unwrap().state;
     assert!(state == "shutting-down" || state == "terminated", "{state}");
+}
+
+/// `amiFamily: Custom`, as Karpenter defines it: the class's user data reaches the instance as
+/// written, with no bootstrap of Dovetail's added (the image joins the node itself).
+#[tokio::test]
+async fn a_custom_family_class_launches_with_its_user_data_unchanged() {
+    let world = World::new().await;
+    world.network().await;
+    world.images().await;
+    let cloud = world.cloud();
+    let nodeclass = example().nodeclasses.remove(0);
+    let resolved = cloud.resolve(&nodeclass).await.unwrap();
+    let script = "#!/bin/bash\n/opt/bootstrap --cluster demo --register-with-taints=dovetail.dev/unregistered:NoExecute\n";
+    let mut class = nodeclass.clone();
+    class.spec["amiFamily"] = "Custom".into();
+    class.spec["userData"] = script.into();
+    let request = LaunchRequest {
+        claim: NodeClaim::launching("default-cus01", "default", "default", Time::from_secs(1)),
+        class,
+        resolved,
+        offers: vec![offer("m6g.large", "us-east-1a", CapacityType::OnDemand, 0.077)],
+    };
+    let LaunchOutcome::Launched(launch) = cloud.launch(&request).await.unwrap() else { panic!("no capacity?") };
+    assert_eq!(launch.instance_type, "m6g.large");
+    let templates = template_names(&world).await;
+    assert_eq!(templates.len(), 1, "{templates:?}");
+    let version =
+        world.clients.ec2.describe_launch_template_versions().launch_template_name(&templates[0]).send().await.unwrap();
+    let data = version.launch_template_versions()[0].launch_template_data().unwrap();
+    let user_data = String::from_utf8(STANDARD.decode(data.user_data().unwrap()).unwrap()).unwrap();
+    assert_eq!(user_data, script, "passed unchanged: no MIME document, no NodeConfig");
+}
+
+/// `al2@latest`: resolved from AL2's SSM parameters while AWS publishes them, launched with AL2's
+/// bootstrap (`/etc/eks/bootstrap.sh`) after the class's own script; on a cluster version with no
+/// AL2 image published the class is refused with what is missing.
+#[tokio::test]
+async fn an_al2_alias_resolves_and_bootstraps_with_bootstrap_sh() {
+    let world = World::new().await;
+    world.network().await;
+    let (_, arm64) = world.images().await;
+    let name = format!("{SSM_PREFIX}/aws/service/eks/optimized-ami/{K8S_VERSION}/amazon-linux-2-arm64/recommended/image_id");
+    world
+        .clients
+        .ssm
+        .put_parameter()
+        .name(&name)
+        .value(&arm64)
+        .r#type(aws_sdk_ssm::types::ParameterType::String)
+        .send()
+        .await
+        .unwrap();
+    let cloud = world.cloud();
+    let mut class = example().nodeclasses.remove(0);
+    class.spec["amiSelectorTerms"] = serde_json::json!([{"alias": "al2@latest"}]);
+    class.spec["userData"] = "#!/bin/bash\necho before-join\n".into();
+    let resolved = cloud.resolve(&class).await.unwrap();
+    assert_eq!(resolved.images, BTreeMap::from([("arm64".to_string(), arm64.clone())]), "AL2 publishes per arch");
+    let request = LaunchRequest {
+        claim: NodeClaim::launching("default-al201", "default", "default", Time::from_secs(1)),
+        class: class.clone(),
+        resolved,
+        offers: vec![offer("m6g.large", "us-east-1a", CapacityType::OnDemand, 0.077)],
+    };
+    let LaunchOutcome::Launched(launch) = cloud.launch(&request).await.unwrap() else { panic!("no capacity?") };
+    assert_eq!(launch.image_id, arm64);
+    let templates = template_names(&world).await;
+    let version =
+        world.clients.ec2.describe_launch_template_versions().launch_template_name(&templates[0]).send().await.unwrap();
+    let data = version.launch_template_versions()[0].launch_template_data().unwrap();
+    let user_data = String::from_utf8(STANDARD.decode(data.user_data().unwrap()).unwrap()).unwrap();
+    let parts = dovetail_aws::ec2::userdata::user_parts(&user_data).unwrap();
+    assert_eq!(parts.len(), 2, "{user_data}");
+    assert_eq!(parts[0].body.trim_end(), "#!/bin/bash\necho before-join");
+    let bootstrap = parts[1].body.lines().find(|l| l.starts_with("/etc/eks/bootstrap.sh ")).expect(&user_data);
+    assert!(bootstrap.starts_with(&format!("/etc/eks/bootstrap.sh '{CLUSTER}' --apiserver-endpoint ")), "{bootstrap}");
+    assert!(bootstrap.contains("--register-with-taints=dovetail.dev/unregistered:NoExecute"), "{bootstrap}");
+    assert!(bootstrap.contains("--node-labels=") && bootstrap.contains("dovetail.dev/nodepool=default"), "{bootstrap}");
+    assert!(!user_data.contains("node.eks.aws"), "no nodeadm NodeConfig for AL2:\n{user_data}");
+
+    // A cluster version AWS publishes no AL2 image for: refused, saying what is missing.
+    let mut newer = class.clone();
+    newer.name = "newer".into();
+    newer.spec["amiSelectorTerms"] = serde_json::json!([{"alias": "al2@v20990101"}]);
+    match cloud.resolve(&newer).await {
+        Err(PortError::Rejected(m)) => {
+            assert!(m.contains("AWS publishes no such image") && m.contains("amazon-eks-arm64-node-"), "{m}")
+        }
+        other => panic!("resolved an AL2 release nobody published: {other:?}"),
+    }
 }

@@ -306,16 +306,28 @@ impl AmiAlias {
     }
 }
 
-impl EC2NodeClass {
+impl EC2NodeClassSpec {
     /// The parsed alias of the (single) alias AMI term, if any and if well formed.
     pub fn alias(&self) -> Option<AmiAlias> {
-        self.spec.ami_selector_terms.iter().find_map(|t| t.alias.as_deref()).and_then(|a| AmiAlias::parse(a).ok())
+        self.ami_selector_terms.iter().find_map(|t| t.alias.as_deref()).and_then(|a| AmiAlias::parse(a).ok())
     }
 
     /// The effective AMI family: `amiFamily` if set, else the one the alias implies, else
     /// `Custom` (validation rejects that case).
     pub fn ami_family(&self) -> AmiFamily {
-        self.spec.ami_family.clone().or_else(|| self.alias().map(|a| a.ami_family())).unwrap_or(AmiFamily::Custom)
+        self.ami_family.clone().or_else(|| self.alias().map(|a| a.ami_family())).unwrap_or(AmiFamily::Custom)
+    }
+}
+
+impl EC2NodeClass {
+    /// See [`EC2NodeClassSpec::alias`].
+    pub fn alias(&self) -> Option<AmiAlias> {
+        self.spec.alias()
+    }
+
+    /// See [`EC2NodeClassSpec::ami_family`].
+    pub fn ami_family(&self) -> AmiFamily {
+        self.spec.ami_family()
     }
 }
 

@@ -10,6 +10,7 @@ use serde_json::Value;
 use dovetail_core::overhead::DEFAULT_ROOT_VOLUME_BYTES;
 use dovetail_core::resources::parse_units;
 
+use super::nodepool::KARPENTER_TAINTS;
 use super::object;
 use super::Notes;
 use crate::crd::{AmiFamily, EC2NodeClass, EC2NodeClassSpec, FieldError, EC2_NODE_CLASS_KIND};
@@ -30,33 +31,57 @@ pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<EC2NodeCla
     check_image(&class, notes);
     check_launch(&class.spec, notes);
     // Other families get the warning that their nodes would not join; their root devices differ.
-    if matches!(class.ami_family(), AmiFamily::Al2023 | AmiFamily::Custom) {
+    if matches!(class.ami_family(), AmiFamily::Al2023 | AmiFamily::Al2 | AmiFamily::Custom) {
         check_root_volume(&class.spec, notes);
     }
     Ok(class)
 }
 
-/// Dovetail writes AL2023 user data (a nodeadm NodeConfig) for every class and resolves only
-/// `al2023` aliases, so other families do not bootstrap, and `Custom` gets that NodeConfig too.
+/// What Dovetail says of an AL2 class, at import and on the class's status.
+pub const AL2_DEPRECATED: &str = "kept AL2, which AWS has deprecated: it publishes no EKS-optimized AL2 images \
+     for Kubernetes 1.33 or later, so nodes of this class launch only while the cluster's version has them. \
+     Move to alias al2023@latest (rewrite userData as nodeadm configuration if it configures the kubelet)";
+
+/// Dovetail writes AL2023 user data (a nodeadm NodeConfig) and AL2's (`bootstrap.sh`), passes
+/// `Custom` user data unchanged as Karpenter does, and resolves `al2023` and `al2` aliases: other
+/// families do not bootstrap.
 fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
     let spec = &class.spec;
     let alias = spec.ami_selector_terms.iter().position(|t| t.alias.is_some());
     match class.ami_family() {
         AmiFamily::Al2023 => {}
-        AmiFamily::Custom => notes.warn(
-            "spec.amiFamily",
-            "kept Custom: Karpenter passes userData unchanged and adds no bootstrap, but Dovetail always \
-             appends its AL2023 nodeadm NodeConfig after userData, so the AMIs must be AL2023-based",
-        ),
+        AmiFamily::Al2 => {
+            let field = match alias {
+                Some(i) => format!("spec.amiSelectorTerms[{i}].alias"),
+                None => "spec.amiFamily".to_string(),
+            };
+            notes.warn(field, AL2_DEPRECATED);
+        }
+        // Karpenter's Custom images register their nodes with its unregistered taint, which
+        // Dovetail never lifts (it lifts its own).
+        AmiFamily::Custom => {
+            let user_data = spec.user_data.as_deref().unwrap_or_default();
+            for (karpenter, dovetail) in KARPENTER_TAINTS.iter().filter(|(k, _)| user_data.contains(k)) {
+                notes.warn(
+                    "spec.userData",
+                    format!(
+                        "kept, and passed to the nodes unchanged as Karpenter does for the Custom family; it \
+                         names Karpenter's {karpenter} taint, which Dovetail does not manage: use {dovetail} instead"
+                    ),
+                );
+            }
+        }
         family => {
             let (field, how) = match (alias, &spec.ami_family) {
-                (Some(i), None) => (format!("spec.amiSelectorTerms[{i}].alias"), "it resolves only al2023 aliases"),
-                _ => ("spec.amiFamily".to_string(), "it writes AL2023 nodeadm user data for every node"),
+                (Some(i), None) => {
+                    (format!("spec.amiSelectorTerms[{i}].alias"), "it resolves only al2023 and al2 aliases")
+                }
+                _ => ("spec.amiFamily".to_string(), "it writes only AL2023 and AL2 bootstrap user data"),
             };
             notes.warn(
                 field,
                 format!(
-                    "kept {family}, but Dovetail launches AL2023 nodes only ({how}): nodes of this class would not \
+                    "kept {family}, but Dovetail launches Amazon Linux nodes only ({how}): nodes of this class would not \
                      join the cluster. Use alias al2023@latest, or AL2023 AMIs with amiFamily AL2023, and \
                      rewrite userData{} as nodeadm configuration",
                     if spec.user_data.is_some() { "" } else { " (if you add any)" }

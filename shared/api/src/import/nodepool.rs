@@ -63,7 +63,7 @@ const RENAMED_ANNOTATIONS: &[(&str, &str, &str)] =
     &[(DO_NOT_DISRUPT[0], DO_NOT_DISRUPT[1], "Dovetail honours both spellings on pods and nodes, and writes its own")];
 
 /// Karpenter's own taints, which Karpenter adds and removes itself, and Dovetail's counterparts.
-const KARPENTER_TAINTS: &[(&str, &str)] =
+pub(super) const KARPENTER_TAINTS: &[(&str, &str)] =
     &[("karpenter.sh/disrupted", TAINT_DISRUPTED), ("karpenter.sh/unregistered", TAINT_UNREGISTERED)];
 
 /// Rewrites, on the spec as read, what has a Dovetail equivalent: the node class group and the

@@ -372,20 +372,33 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
 fn ami_families_other_than_al2023_are_flagged() {
     let report = run(&class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: bottlerocket@latest}]")));
     let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
-    assert!(w.message.starts_with("kept Bottlerocket, but Dovetail launches AL2023 nodes only"), "{w}");
+    assert!(w.message.starts_with("kept Bottlerocket, but Dovetail launches Amazon Linux nodes only"), "{w}");
     assert_eq!(class_of(&report, "default").ami_family(), AmiFamily::Bottlerocket);
 
     let report = run(&class(|d| {
         d["spec"]["amiFamily"] = "AL2".into();
         d["spec"]["amiSelectorTerms"] = yaml("[{name: amazon-eks-node-1.31-*, owner: amazon}]");
     }));
-    assert!(warning(&report, "EC2NodeClass default", "spec.amiFamily").message.starts_with("kept AL2,"));
+    assert!(warning(&report, "EC2NodeClass default", "spec.amiFamily").message.starts_with("kept AL2, which AWS has deprecated"));
+    let report = run(&class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: al2@latest}]")));
+    let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
+    assert!(w.message.contains("no EKS-optimized AL2 images for Kubernetes 1.33"), "{w}");
+    assert_eq!(report.warnings.len(), 1, "{}", lines(&report.warnings));
 
-    let report = run(&class(|d| {
-        d["spec"]["amiFamily"] = "Custom".into();
-        d["spec"]["amiSelectorTerms"] = yaml("[{id: ami-0123456789abcdef0}]");
-    }));
-    assert!(warning(&report, "EC2NodeClass default", "spec.amiFamily").message.contains("AL2023 nodeadm NodeConfig"));
+    // Custom: the user data goes to the nodes unchanged, as with Karpenter, so nothing to say...
+    let custom = |user_data: &'static str| {
+        run(&class(move |d| {
+            d["spec"]["amiFamily"] = "Custom".into();
+            d["spec"]["amiSelectorTerms"] = yaml("[{id: ami-0123456789abcdef0}]");
+            d["spec"]["userData"] = user_data.into();
+        }))
+    };
+    let report = custom("#!/bin/bash\n/etc/eks/bootstrap.sh demo\n");
+    assert!(report.warnings.is_empty(), "{}", lines(&report.warnings));
+    // ...unless it registers nodes with Karpenter's taint, which Dovetail does not lift.
+    let report = custom("#!/bin/bash\n/etc/eks/bootstrap.sh demo --kubelet-extra-args '--register-with-taints=karpenter.sh/unregistered:NoExecute'\n");
+    let w = warning(&report, "EC2NodeClass default", "spec.userData");
+    assert!(w.message.contains("karpenter.sh/unregistered") && w.message.contains("dovetail.dev/unregistered"), "{w}");
 
     let report = run(&class(|d| d["spec"]["amiFamily"] = "AL2023".into()));
     assert!(report.warnings.is_empty(), "{}", lines(&report.warnings));

@@ -31,6 +31,7 @@ use aws_sdk_ec2::types::{
     InstanceLifecycleType, InstanceType as SdkInstanceType, OnDemandOptionsRequest, ResourceType,
     SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest,
 };
+use dovetail_api::crd::AmiFamily;
 use dovetail_core::catalog::{embedded, CapacityType, Catalog, InstanceResources};
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::labels;
@@ -289,18 +290,24 @@ impl Ec2Cloud {
                 by_type.insert(offer.instance_type.clone(), (name.clone(), image.clone()));
                 continue;
             }
-            let user_data = userdata::user_data(&userdata::NodeSettings {
-                cluster: &self.cluster,
-                labels: &node_labels,
-                taints: &taints,
-                max_pods,
-                kubelet: spec.kubelet.as_ref(),
-                user_data: spec.user_data.as_deref(),
-            })
-            .map_err(|e| AwsError::Class {
-                class: request.class.name.clone(),
-                message: format!("spec.userData: {e}"),
-            })?;
+            let user_data = match spec.ami_family() {
+                // Karpenter's `Custom`: the image bootstraps itself from the class's user data,
+                // which goes to the instance as written, with nothing of Dovetail's added.
+                AmiFamily::Custom => spec.user_data.clone().unwrap_or_default(),
+                family => userdata::user_data(&userdata::NodeSettings {
+                    cluster: &self.cluster,
+                    labels: &node_labels,
+                    taints: &taints,
+                    max_pods,
+                    kubelet: spec.kubelet.as_ref(),
+                    user_data: spec.user_data.as_deref(),
+                    family,
+                })
+                .map_err(|e| AwsError::Class {
+                    class: request.class.name.clone(),
+                    message: format!("spec.userData: {e}"),
+                })?,
+            };
             let content = launch_template::content(
                 &spec,
                 image,

@@ -92,22 +92,38 @@ fn security_group_filters(term: &SecurityGroupSelectorTerm) -> Vec<Filter> {
     f
 }
 
-/// The SSM parameter holding the EKS-optimized AL2023 image for `arch` (`x86_64` / `arm64`):
-/// `<prefix>/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/standard/recommended/image_id`
-/// for `latest`, the release's own parameter for a pinned version (`v20240625`).
+/// The SSM parameter holding the EKS-optimized image of an alias for `arch` (`x86_64` / `arm64`),
+/// `recommended` for `latest`, else the release's own parameter (`v20240625`):
+/// - AL2023: `<prefix>/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/standard/…`
+/// - AL2: `<prefix>/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2[-arm64]/…`, published for
+///   Kubernetes up to 1.32 (AWS ended AL2 EKS images in November 2025): for a later cluster the
+///   parameter is missing and the class says so.
 pub fn alias_parameter(prefix: &str, alias: &AmiAlias, k8s_version: &str, arch: &str) -> AwsResult<String> {
-    if alias.ami_family() != AmiFamily::Al2023 {
-        return Err(AwsError::Class {
+    let root = format!("{prefix}/aws/service/eks/optimized-ami/{k8s_version}");
+    let latest = alias.version == "latest";
+    match alias.ami_family() {
+        AmiFamily::Al2023 => {
+            let base = format!("{root}/amazon-linux-2023/{arch}/standard");
+            Ok(if latest {
+                format!("{base}/recommended/image_id")
+            } else {
+                format!("{base}/amazon-eks-node-al2023-{arch}-standard-{k8s_version}-{}/image_id", alias.version)
+            })
+        }
+        AmiFamily::Al2 => {
+            let suffix = if arch == "arm64" { "-arm64" } else { "" };
+            let base = format!("{root}/amazon-linux-2{suffix}");
+            Ok(if latest {
+                format!("{base}/recommended/image_id")
+            } else {
+                format!("{base}/amazon-eks{suffix}-node-{k8s_version}-{}/image_id", alias.version)
+            })
+        }
+        _ => Err(AwsError::Class {
             class: String::new(),
             message: format!("AMI alias family {:?} is not supported yet (use al2023)", alias.family),
-        });
+        }),
     }
-    let base = format!("{prefix}/aws/service/eks/optimized-ami/{k8s_version}/amazon-linux-2023/{arch}/standard");
-    Ok(if alias.version == "latest" {
-        format!("{base}/recommended/image_id")
-    } else {
-        format!("{base}/amazon-eks-node-al2023-{arch}-standard-{k8s_version}-{}/image_id", alias.version)
-    })
 }
 
 /// Kubernetes architecture of an EC2 image architecture.
@@ -207,11 +223,28 @@ impl Resolver {
         let mut images = BTreeMap::new();
         if let Some(alias) = terms.iter().find_map(|t| t.alias.as_deref()) {
             let alias = AmiAlias::parse(alias).map_err(|message| AwsError::Class { class: String::new(), message })?;
+            let mut missing = Vec::new();
             for (k8s_arch, ec2_arch) in ARCHES {
                 let name = alias_parameter(&self.ssm_prefix, &alias, &self.k8s_version, ec2_arch)?;
-                if let Some(id) = self.parameter(&name).await? {
-                    images.insert(k8s_arch.to_string(), id);
+                match self.parameter(&name).await? {
+                    Some(id) => {
+                        images.insert(k8s_arch.to_string(), id);
+                    }
+                    None => missing.push(name),
                 }
+            }
+            if images.is_empty() {
+                // An AL2 alias on a cluster newer than AWS publishes AL2 images for lands here.
+                return Err(AwsError::Class {
+                    class: String::new(),
+                    message: format!(
+                        "alias {}@{}: AWS publishes no such image for Kubernetes {} (no SSM parameter {})",
+                        alias.family,
+                        alias.version,
+                        self.k8s_version,
+                        missing.join(" or ")
+                    ),
+                });
             }
             return Ok(images);
         }
@@ -307,6 +340,24 @@ mod tests {
         );
         let bottlerocket = AmiAlias::parse("bottlerocket@latest").unwrap();
         assert!(alias_parameter("", &bottlerocket, "1.31", "x86_64").is_err());
+        let al2 = AmiAlias::parse("al2@latest").unwrap();
+        assert_eq!(
+            alias_parameter("", &al2, "1.32", "x86_64").unwrap(),
+            "/aws/service/eks/optimized-ami/1.32/amazon-linux-2/recommended/image_id"
+        );
+        assert_eq!(
+            alias_parameter("/test", &al2, "1.32", "arm64").unwrap(),
+            "/test/aws/service/eks/optimized-ami/1.32/amazon-linux-2-arm64/recommended/image_id"
+        );
+        let pinned = AmiAlias::parse("al2@v20240213").unwrap();
+        assert_eq!(
+            alias_parameter("", &pinned, "1.29", "arm64").unwrap(),
+            "/aws/service/eks/optimized-ami/1.29/amazon-linux-2-arm64/amazon-eks-arm64-node-1.29-v20240213/image_id"
+        );
+        assert_eq!(
+            alias_parameter("", &pinned, "1.29", "x86_64").unwrap(),
+            "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/amazon-eks-node-1.29-v20240213/image_id"
+        );
     }
 
     #[test]

@@ -1,14 +1,17 @@
-//! AL2023 user data: a nodeadm `NodeConfig` (cluster name, API endpoint, CA, service CIDR;
-//! kubelet config with maxPods and the class's kubelet settings; kubelet flags with the node's
-//! labels and registration taints, `dovetail.dev/unregistered:NoExecute` among them) in a MIME
-//! multipart document, after the parts of the class's own `userData`. nodeadm merges the
-//! NodeConfig parts in order, so Dovetail's settings win where both set a field.
+//! Node user data, in a MIME multipart document after the parts of the class's own `userData`:
+//! - AL2023: a nodeadm `NodeConfig` (cluster name, API endpoint, CA, service CIDR; kubelet
+//!   config with maxPods and the class's kubelet settings; kubelet flags with the node's labels
+//!   and registration taints, `dovetail.dev/unregistered:NoExecute` among them). nodeadm merges
+//!   the NodeConfig parts in order, so Dovetail's settings win where both set a field.
+//! - AL2: a shell script calling the image's `/etc/eks/bootstrap.sh` with the same settings as
+//!   its arguments (the kubelet's as `--kubelet-extra-args`); cloud-init runs the parts in order,
+//!   so the class's scripts run before the node joins.
 
 use std::collections::BTreeMap;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use dovetail_api::crd::KubeletConfiguration;
+use dovetail_api::crd::{AmiFamily, KubeletConfiguration};
 use dovetail_core::labels::TAINT_UNREGISTERED;
 use dovetail_core::model::{Taint, TaintEffect};
 
@@ -24,6 +27,8 @@ pub use mime::{MimeError, Part};
 pub const BOUNDARY: &str = "//dovetail//";
 /// Content type of a nodeadm NodeConfig part.
 pub const NODECONFIG_TYPE: &str = "application/node.eks.aws";
+/// Content type of a shell script part (cloud-init runs it).
+pub const SHELL_SCRIPT_TYPE: &str = "text/x-shellscript; charset=\"us-ascii\"";
 
 /// What one launch template's user data says.
 #[derive(Debug, Clone, PartialEq)]
@@ -36,6 +41,8 @@ pub struct NodeSettings<'a> {
     pub kubelet: Option<&'a KubeletConfiguration>,
     /// The class's `userData`, merged in.
     pub user_data: Option<&'a str>,
+    /// How the image bootstraps: [`AmiFamily::Al2`] with `bootstrap.sh`, any other with nodeadm.
+    pub family: AmiFamily,
 }
 
 /// Whether the kubelet accepts `key` in `--node-labels`: labels in the `kubernetes.io` and
@@ -126,6 +133,70 @@ pub fn node_config(s: &NodeSettings<'_>) -> String {
     serde_yaml_ng::to_string(&doc).expect("JSON values serialize as YAML")
 }
 
+/// AL2's bootstrap: `/etc/eks/bootstrap.sh` with the cluster's facts and the kubelet's settings
+/// (the flags [`kubelet_flags`] gives, maxPods, and the class's kubelet fields) as
+/// `--kubelet-extra-args`. `--use-max-pods false` keeps the script's own maxPods table out of it.
+pub fn al2_bootstrap(s: &NodeSettings<'_>) -> String {
+    let mut kubelet = kubelet_flags(s.labels, s.taints);
+    kubelet.push(format!("--max-pods={}", s.max_pods));
+    let mut dns = None;
+    if let Some(k) = s.kubelet {
+        let pairs = |m: &BTreeMap<String, String>, sep: &str| {
+            m.iter().map(|(k, v)| format!("{k}{sep}{v}")).collect::<Vec<_>>().join(",")
+        };
+        for (flag, map, sep) in [
+            ("system-reserved", &k.system_reserved, "="),
+            ("kube-reserved", &k.kube_reserved, "="),
+            ("eviction-hard", &k.eviction_hard, "<"),
+            ("eviction-soft", &k.eviction_soft, "<"),
+        ] {
+            if !map.is_empty() {
+                kubelet.push(format!("--{flag}={}", pairs(map, sep)));
+            }
+        }
+        if !k.eviction_soft_grace_period.is_empty() {
+            let periods: BTreeMap<String, String> =
+                k.eviction_soft_grace_period.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+            kubelet.push(format!("--eviction-soft-grace-period={}", pairs(&periods, "=")));
+        }
+        for (flag, value) in [
+            ("pods-per-core", k.pods_per_core),
+            ("eviction-max-pod-grace-period", k.eviction_max_pod_grace_period),
+            ("image-gc-high-threshold", k.image_gc_high_threshold_percent),
+            ("image-gc-low-threshold", k.image_gc_low_threshold_percent),
+        ] {
+            if let Some(v) = value {
+                kubelet.push(format!("--{flag}={v}"));
+            }
+        }
+        if let Some(quota) = k.cpu_cfs_quota {
+            kubelet.push(format!("--cpu-cfs-quota={quota}"));
+        }
+        dns = k.cluster_dns.first();
+    }
+    let mut args = vec![
+        quoted(&s.cluster.name),
+        "--apiserver-endpoint".to_string(),
+        quoted(&s.cluster.endpoint),
+        "--b64-cluster-ca".to_string(),
+        quoted(&STANDARD.encode(&s.cluster.ca_pem)),
+    ];
+    if let Some(cidr) = &s.cluster.service_cidr {
+        args.extend(["--service-ipv4-cidr".to_string(), quoted(cidr)]);
+    }
+    if let Some(ip) = dns {
+        args.extend(["--dns-cluster-ip".to_string(), quoted(ip)]);
+    }
+    args.extend(["--use-max-pods".to_string(), "false".to_string()]);
+    args.extend(["--kubelet-extra-args".to_string(), quoted(&kubelet.join(" "))]);
+    format!("#!/bin/bash\nset -euo pipefail\n/etc/eks/bootstrap.sh {}\n", args.join(" "))
+}
+
+/// `text` as one shell word: single-quoted, a `'` inside closed, escaped and reopened.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 /// The class's user data as parts: a MIME multipart document's own parts, a single MIME
 /// entity as it is, or the whole text as one part (a NodeConfig if it looks like one, else a shell
 /// script or cloud-config).
@@ -143,16 +214,21 @@ pub fn user_parts(user_data: &str) -> Result<Vec<Part>, MimeError> {
     } else if user_data.trim_start().starts_with("#cloud-config") {
         "text/cloud-config; charset=\"us-ascii\""
     } else {
-        "text/x-shellscript; charset=\"us-ascii\""
+        SHELL_SCRIPT_TYPE
     };
     Ok(vec![Part { headers: vec![format!("Content-Type: {content_type}")], body: user_data.to_string() }])
 }
 
-/// The whole user data: the class's parts, then Dovetail's NodeConfig. An error if the class's
-/// `userData` says it is multipart but cannot be split.
+/// The whole user data: the class's parts, then Dovetail's NodeConfig (AL2: its bootstrap
+/// script). An error if the class's `userData` says it is multipart but cannot be split.
 pub fn user_data(s: &NodeSettings<'_>) -> Result<String, MimeError> {
     let mut parts = s.user_data.map(user_parts).transpose()?.unwrap_or_default();
-    parts.push(Part { headers: vec![format!("Content-Type: {NODECONFIG_TYPE}")], body: node_config(s) });
+    parts.push(match s.family {
+        AmiFamily::Al2 => {
+            Part { headers: vec![format!("Content-Type: {SHELL_SCRIPT_TYPE}")], body: al2_bootstrap(s) }
+        }
+        _ => Part { headers: vec![format!("Content-Type: {NODECONFIG_TYPE}")], body: node_config(s) },
+    });
     let boundary = boundary_for(&parts);
     let mut out = format!("MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"{boundary}\"\n\n");
     for p in &parts {
@@ -235,6 +311,7 @@ mod tests {
             max_pods: 29,
             kubelet: Some(&kubelet),
             user_data: None,
+            family: AmiFamily::Al2023,
         };
         let doc: serde_json::Value = serde_yaml_ng::from_str(&node_config(&s)).unwrap();
         assert_eq!(doc["kind"], "NodeConfig");
@@ -251,6 +328,95 @@ mod tests {
         assert_eq!(doc["spec"]["kubelet"]["flags"][1], "--register-with-taints=dovetail.dev/unregistered:NoExecute");
     }
 
+    /// A shell command line's words (single quotes and backslash escapes, as the AL2 bootstrap
+    /// line uses them).
+    fn shell_words(line: &str) -> Vec<String> {
+        let (mut words, mut word, mut in_word, mut quoted) = (vec![], String::new(), false, false);
+        let mut chars = line.chars();
+        while let Some(c) = chars.next() {
+            if quoted {
+                if c == '\'' {
+                    quoted = false;
+                } else {
+                    word.push(c);
+                }
+                continue;
+            }
+            match c {
+                '\'' => (quoted, in_word) = (true, true),
+                '\\' => {
+                    word.extend(chars.next());
+                    in_word = true;
+                }
+                ' ' if in_word => {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+                ' ' => {}
+                c => {
+                    word.push(c);
+                    in_word = true;
+                }
+            }
+        }
+        if in_word {
+            words.push(word);
+        }
+        words
+    }
+
+    #[test]
+    fn al2_bootstraps_with_the_cluster_and_the_kubelet_settings_after_the_class_parts() {
+        let c = cluster();
+        let labels = BTreeMap::from([
+            ("dovetail.dev/nodepool".to_string(), "default".to_string()),
+            ("team".to_string(), "pay".to_string()),
+        ]);
+        let kubelet = KubeletConfiguration {
+            cluster_dns: vec!["10.100.0.10".into()],
+            system_reserved: BTreeMap::from([("cpu".into(), "100m".into()), ("memory".into(), "100Mi".into())]),
+            eviction_hard: BTreeMap::from([("memory.available".into(), "5%".into())]),
+            image_gc_high_threshold_percent: Some(85),
+            ..Default::default()
+        };
+        let taints = [Taint::new("gpu", "true", TaintEffect::NoSchedule)];
+        let s = NodeSettings {
+            cluster: &c,
+            labels: &labels,
+            taints: &taints,
+            max_pods: 58,
+            kubelet: Some(&kubelet),
+            user_data: Some("#!/bin/bash\necho mine\n"),
+            family: AmiFamily::Al2,
+        };
+        let parts = user_parts(&user_data(&s).unwrap()).unwrap();
+        assert_eq!(parts.len(), 2, "{parts:#?}");
+        assert_eq!(parts[0].body.trim_end(), "#!/bin/bash\necho mine", "the class's script runs first");
+        assert_eq!(parts[1].headers, vec![format!("Content-Type: {SHELL_SCRIPT_TYPE}")]);
+        let line = parts[1].body.lines().find(|l| l.starts_with("/etc/eks/bootstrap.sh ")).expect("a bootstrap line");
+        let words = shell_words(line);
+        assert_eq!(words[1], "prod", "the cluster's name first");
+        let arg = |flag: &str| words.iter().position(|w| w == flag).map(|i| words[i + 1].as_str());
+        assert_eq!(arg("--apiserver-endpoint"), Some(c.endpoint.as_str()));
+        assert_eq!(STANDARD.decode(arg("--b64-cluster-ca").unwrap()).unwrap(), c.ca_pem.as_bytes());
+        assert_eq!(arg("--service-ipv4-cidr"), Some("10.100.0.0/16"));
+        assert_eq!(arg("--dns-cluster-ip"), Some("10.100.0.10"));
+        assert_eq!(arg("--use-max-pods"), Some("false"));
+        let kubelet_args: Vec<&str> = arg("--kubelet-extra-args").unwrap().split(' ').collect();
+        for want in [
+            "--node-labels=dovetail.dev/nodepool=default,team=pay",
+            "--register-with-taints=gpu=true:NoSchedule,dovetail.dev/unregistered:NoExecute",
+            "--max-pods=58",
+            "--system-reserved=cpu=100m,memory=100Mi",
+            "--eviction-hard=memory.available<5%",
+            "--image-gc-high-threshold=85",
+        ] {
+            assert!(kubelet_args.contains(&want), "{want} in {kubelet_args:?}");
+        }
+        assert_eq!(kubelet_args.len(), 6, "{kubelet_args:?}");
+        assert_eq!(shell_words(&format!("x {}", quoted("it's a 'test'"))), vec!["x", "it's a 'test'"]);
+    }
+
     /// The user data of a pool of `cluster()` (maxPods 110) whose class's `userData` is `user`.
     fn merge(user: &str) -> Result<String, MimeError> {
         let c = cluster();
@@ -262,6 +428,7 @@ mod tests {
             max_pods: 110,
             kubelet: None,
             user_data: Some(user),
+            family: AmiFamily::Al2023,
         };
         user_data(&s)
     }

@@ -8,6 +8,7 @@ use dovetail_fuzz::harness::{run, Target};
 use dovetail_fuzz::user_data::{render, Input, NAME, VOCABULARY};
 
 use super::{user_data, user_parts, NodeSettings, Part};
+use dovetail_api::crd::AmiFamily;
 use crate::eks::ClusterFacts;
 
 const TARGET: Target<Input> = Target { name: NAME, fixtures: &[], vocabulary: VOCABULARY, render, check };
@@ -30,6 +31,7 @@ fn check(text: &str) {
         max_pods: 29,
         kubelet: None,
         user_data: Some(text),
+        family: AmiFamily::Al2023,
     };
     // User data that is not a readable MIME document is refused, at the launch that uses it.
     let Ok(class) = user_parts(text) else {
