@@ -32,6 +32,8 @@ pub(crate) struct Seen {
 pub(crate) struct ObservedClass {
     pub generation: Option<i64>,
     pub status: EC2NodeClassStatus,
+    /// Why the class's AMI family should be left behind (AL2), shown on its `AMIsReady`.
+    pub deprecation: Option<&'static str>,
 }
 
 /// A NodePool's generation and status as last read, so a status write keeps the conditions'
@@ -200,6 +202,7 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
             ObservedClass {
                 generation: v.0.pointer("/metadata/generation").and_then(Value::as_i64),
                 status: v.0.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
+                deprecation: typed.as_ref().ok().and_then(|c| c.ami_family().deprecation()),
             },
         );
         match typed.map_err(|e| vec![e]).and_then(|c| c.to_core()) {

@@ -6,7 +6,8 @@
 //! - EC2NodeClass: the subnets (with zones), security groups, images (with the architecture each
 //!   suits) and instance profile it resolves to (`spec.instanceProfile`, or the one made for
 //!   `spec.role`); `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady`
-//!   (reason `InstanceProfileFailed` with IAM's refusal when it could not be made), and `Ready`
+//!   (reason `InstanceProfileFailed` with IAM's refusal when it could not be made; `AMIsReady`'s
+//!   message says when the family is deprecated, AL2), and `Ready`
 //!   (all four); `DeletionBlocked` while a
 //!   deletion waits for the pools and claims that use it.
 
@@ -91,6 +92,7 @@ pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Tim
                         let profile = r.instance_profile.as_deref().unwrap_or_default();
                         condition(t, "True", t, &format!("instance profile {profile}"))
                     }
+                    (None, AMIS_READY) => condition(t, "True", t, observed.deprecation.unwrap_or_default()),
                     (None, _) => condition(t, "True", t, ""),
                 })
                 .collect()
@@ -199,6 +201,7 @@ pub(crate) fn unchanged(desired: &NodePoolStatus, observed: &NodePoolStatus) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dovetail_api::crd::AmiFamily;
     use dovetail_core::cluster::ResolvedClass;
     use dovetail_core::resources::Resources;
 
@@ -355,6 +358,20 @@ mod tests {
                 ("Ready", "True")
             ]
         );
+    }
+
+    #[test]
+    fn an_al2_class_is_ready_and_says_al2_is_deprecated() {
+        let observed = ObservedClass { deprecation: AmiFamily::Al2.deprecation(), ..ObservedClass::default() };
+        let s = desired_class(
+            &ClassStatus { name: "default".into(), resolved: Ok(resolved()), deletion_blocked: None },
+            &observed,
+            &t("2025-06-01T12:00:00Z"),
+        );
+        let amis = s.conditions.iter().find(|c| c.type_ == AMIS_READY).unwrap();
+        assert_eq!(amis.status, "True");
+        assert!(amis.message.starts_with("AWS has deprecated AL2"), "{}", amis.message);
+        assert!(s.conditions.iter().any(|c| c.type_ == READY && c.status == "True"));
     }
 
     #[test]

@@ -331,6 +331,17 @@ impl EC2NodeClass {
     }
 }
 
+impl AmiFamily {
+    /// Why the family should not be used any more, for the class's status and `dovetail import`.
+    pub fn deprecation(&self) -> Option<&'static str> {
+        (*self == AmiFamily::Al2).then_some(
+            "AWS has deprecated AL2: it publishes no EKS-optimized AL2 images for Kubernetes 1.33 or later, so \
+             nodes of this class launch only while the cluster's version has them. Move to alias al2023@latest \
+             (rewrite userData as nodeadm configuration if it configures the kubelet)",
+        )
+    }
+}
+
 open_enum! {
     /// The OS image family, which sets the user-data format and default block devices.
     pub enum AmiFamily {

@@ -37,11 +37,6 @@ pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<EC2NodeCla
     Ok(class)
 }
 
-/// What Dovetail says of an AL2 class, at import and on the class's status.
-pub const AL2_DEPRECATED: &str = "kept AL2, which AWS has deprecated: it publishes no EKS-optimized AL2 images \
-     for Kubernetes 1.33 or later, so nodes of this class launch only while the cluster's version has them. \
-     Move to alias al2023@latest (rewrite userData as nodeadm configuration if it configures the kubelet)";
-
 /// Dovetail writes AL2023 user data (a nodeadm NodeConfig) and AL2's (`bootstrap.sh`), passes
 /// `Custom` user data unchanged as Karpenter does, and resolves `al2023` and `al2` aliases: other
 /// families do not bootstrap.
@@ -55,7 +50,8 @@ fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
                 Some(i) => format!("spec.amiSelectorTerms[{i}].alias"),
                 None => "spec.amiFamily".to_string(),
             };
-            notes.warn(field, AL2_DEPRECATED);
+            let why = AmiFamily::Al2.deprecation().unwrap_or_default();
+            notes.warn(field, format!("kept AL2, which Dovetail launches with /etc/eks/bootstrap.sh. {why}"));
         }
         // Karpenter's Custom images register their nodes with its unregistered taint, which
         // Dovetail never lifts (it lifts its own).

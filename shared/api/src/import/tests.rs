@@ -379,7 +379,8 @@ fn ami_families_other_than_al2023_are_flagged() {
         d["spec"]["amiFamily"] = "AL2".into();
         d["spec"]["amiSelectorTerms"] = yaml("[{name: amazon-eks-node-1.31-*, owner: amazon}]");
     }));
-    assert!(warning(&report, "EC2NodeClass default", "spec.amiFamily").message.starts_with("kept AL2, which AWS has deprecated"));
+    let w = warning(&report, "EC2NodeClass default", "spec.amiFamily");
+    assert!(w.message.starts_with("kept AL2") && w.message.contains("AWS has deprecated AL2"), "{w}");
     let report = run(&class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: al2@latest}]")));
     let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
     assert!(w.message.contains("no EKS-optimized AL2 images for Kubernetes 1.33"), "{w}");
