@@ -155,7 +155,8 @@ async fn a_custom_family_class_launches_with_its_user_data_unchanged() {
     let cloud = world.cloud();
     let nodeclass = example().nodeclasses.remove(0);
     let resolved = cloud.resolve(&nodeclass).await.unwrap();
-    let script = "#!/bin/bash\n/opt/bootstrap --cluster demo --register-with-taints=dovetail.dev/unregistered:NoExecute\n";
+    let script =
+        "#!/bin/bash\n/opt/bootstrap --cluster demo --register-with-taints=dovetail.dev/unregistered:NoExecute\n";
     let mut class = nodeclass.clone();
     class.spec["amiFamily"] = "Custom".into();
     class.spec["userData"] = script.into();
@@ -184,7 +185,8 @@ async fn an_al2_alias_resolves_and_bootstraps_with_bootstrap_sh() {
     let world = World::new().await;
     world.network().await;
     let (_, arm64) = world.images().await;
-    let name = format!("{SSM_PREFIX}/aws/service/eks/optimized-ami/{K8S_VERSION}/amazon-linux-2-arm64/recommended/image_id");
+    let name =
+        format!("{SSM_PREFIX}/aws/service/eks/optimized-ami/{K8S_VERSION}/amazon-linux-2-arm64/recommended/image_id");
     world
         .clients
         .ssm

@@ -88,7 +88,9 @@ async fn ids_names_and_tags_select_too() {
         }),
     );
     match cloud.resolve(&no_image).await {
-        Err(PortError::Rejected(m)) => assert!(m.contains("amiSelectorTerms"), "{m}"),
+        Err(PortError::Rejected(m)) => {
+            assert!(m.contains("amiSelectorTerms") && m.contains("AWS publishes no such image"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
 }

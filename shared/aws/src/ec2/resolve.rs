@@ -238,7 +238,7 @@ impl Resolver {
                 return Err(AwsError::Class {
                     class: String::new(),
                     message: format!(
-                        "alias {}@{}: AWS publishes no such image for Kubernetes {} (no SSM parameter {})",
+                        "amiSelectorTerms: alias {}@{}: AWS publishes no such image for Kubernetes {} (no SSM parameter {})",
                         alias.family,
                         alias.version,
                         self.k8s_version,

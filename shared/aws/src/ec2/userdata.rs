@@ -224,9 +224,7 @@ pub fn user_parts(user_data: &str) -> Result<Vec<Part>, MimeError> {
 pub fn user_data(s: &NodeSettings<'_>) -> Result<String, MimeError> {
     let mut parts = s.user_data.map(user_parts).transpose()?.unwrap_or_default();
     parts.push(match s.family {
-        AmiFamily::Al2 => {
-            Part { headers: vec![format!("Content-Type: {SHELL_SCRIPT_TYPE}")], body: al2_bootstrap(s) }
-        }
+        AmiFamily::Al2 => Part { headers: vec![format!("Content-Type: {SHELL_SCRIPT_TYPE}")], body: al2_bootstrap(s) },
         _ => Part { headers: vec![format!("Content-Type: {NODECONFIG_TYPE}")], body: node_config(s) },
     });
     let boundary = boundary_for(&parts);

@@ -8,8 +8,8 @@ use dovetail_fuzz::harness::{run, Target};
 use dovetail_fuzz::user_data::{render, Input, NAME, VOCABULARY};
 
 use super::{user_data, user_parts, NodeSettings, Part};
-use dovetail_api::crd::AmiFamily;
 use crate::eks::ClusterFacts;
+use dovetail_api::crd::AmiFamily;
 
 const TARGET: Target<Input> = Target { name: NAME, fixtures: &[], vocabulary: VOCABULARY, render, check };
 
