@@ -28,7 +28,7 @@ impl Storable for Refused {
 /// token and counts the refusals.
 #[derive(Clone)]
 pub struct CannedFleet {
-    answer: &'static str,
+    answer: String,
     refuse: Arc<Refuse>,
     pub refused: Arc<AtomicUsize>,
     pub tokens: Arc<Mutex<Vec<String>>>,
@@ -40,9 +40,40 @@ impl std::fmt::Debug for CannedFleet {
     }
 }
 
+/// EC2's error for a fleet it refused: its code, message, and the capacity type it was for.
+#[derive(Debug, Clone, Copy)]
+pub struct FleetError {
+    pub code: &'static str,
+    pub message: &'static str,
+    pub lifecycle: &'static str,
+}
+
+impl FleetError {
+    /// The CreateFleet response EC2 gives for an instant fleet it could not launch: HTTP 200, no
+    /// instance, the error in `errorSet`.
+    fn response(&self) -> String {
+        let FleetError { code, message, lifecycle } = self;
+        format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
+             <CreateFleetResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">\n\
+             <requestId>5a7e1c2b-0000-4000-8000-000000000001</requestId>\n\
+             <fleetId>fleet-0a1b2c3d4e5f60718</fleetId>\n\
+             <errorSet><item><errorCode>{code}</errorCode><errorMessage>{message}</errorMessage>\
+             <lifecycle>{lifecycle}</lifecycle></item></errorSet>\n\
+             <fleetInstanceSet/>\n\
+             </CreateFleetResponse>"
+        )
+    }
+}
+
 impl CannedFleet {
-    pub fn new(answer: &'static str, refuse: impl Fn(&str, usize) -> bool + Send + Sync + 'static) -> CannedFleet {
-        CannedFleet { answer, refuse: Arc::new(refuse), refused: Arc::default(), tokens: Arc::default() }
+    pub fn new(error: FleetError, refuse: impl Fn(&str, usize) -> bool + Send + Sync + 'static) -> CannedFleet {
+        CannedFleet {
+            answer: error.response(),
+            refuse: Arc::new(refuse),
+            refused: Arc::default(),
+            tokens: Arc::default(),
+        }
     }
 
     /// The calls refused so far.
@@ -91,7 +122,7 @@ impl Intercept for CannedFleet {
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if cfg.load::<Refused>().is_some() {
-            *context.response_mut().body_mut() = SdkBody::from(self.answer);
+            *context.response_mut().body_mut() = SdkBody::from(self.answer.clone());
         }
         Ok(())
     }

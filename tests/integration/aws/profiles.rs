@@ -16,7 +16,7 @@ use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortE
 use dovetail_core::time::Time;
 use dovetail_tests::moto::{fixtures, REGION};
 
-use super::canned::CannedFleet;
+use super::canned::{CannedFleet, FleetError};
 use super::{example, World, CLUSTER, NODE_ROLE};
 
 /// The example class with `role` (as the Kubernetes adapter gives it: field and spec agree).
@@ -125,19 +125,11 @@ async fn a_roles_instance_profile_is_made_reused_changed_refused_plainly_and_del
 
 /// EC2's answer to an instant fleet whose launch template names an instance profile it does not
 /// see yet.
-const PROFILE_NOT_VISIBLE: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<CreateFleetResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
-    <requestId>5a7e1c2b-0000-4000-8000-000000000002</requestId>
-    <fleetId>fleet-0a1b2c3d4e5f60719</fleetId>
-    <errorSet>
-        <item>
-            <errorCode>InvalidParameterValue</errorCode>
-            <errorMessage>Value (demo-cluster_0123456789abcdef) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name</errorMessage>
-            <lifecycle>on-demand</lifecycle>
-        </item>
-    </errorSet>
-    <fleetInstanceSet/>
-</CreateFleetResponse>"#;
+const PROFILE_NOT_VISIBLE: FleetError = FleetError {
+    code: "InvalidParameterValue",
+    message: "Value (demo-cluster_0123456789abcdef) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name",
+    lifecycle: "on-demand",
+};
 
 fn request(class: &NodeClass, resolved: &dovetail_core::cluster::ResolvedClass, claim: &str) -> LaunchRequest {
     LaunchRequest {

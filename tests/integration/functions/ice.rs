@@ -11,23 +11,15 @@ use dovetail_core::reconcile::Deadline;
 use dovetail_runtime::handlers;
 
 use super::{doorbell, Rig};
-use crate::aws::canned::CannedFleet;
+use crate::aws::canned::{CannedFleet, FleetError};
 use crate::aws::World;
 
 /// EC2's answer to an instant fleet it could not fill.
-const NO_SPOT_CAPACITY: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<CreateFleetResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
-    <requestId>5a7e1c2b-0000-4000-8000-000000000001</requestId>
-    <fleetId>fleet-0a1b2c3d4e5f60718</fleetId>
-    <errorSet>
-        <item>
-            <errorCode>InsufficientInstanceCapacity</errorCode>
-            <errorMessage>There is no Spot capacity available that matches your request.</errorMessage>
-            <lifecycle>spot</lifecycle>
-        </item>
-    </errorSet>
-    <fleetInstanceSet/>
-</CreateFleetResponse>"#;
+const NO_SPOT_CAPACITY: FleetError = FleetError {
+    code: "InsufficientInstanceCapacity",
+    message: "There is no Spot capacity available that matches your request.",
+    lifecycle: "spot",
+};
 
 #[tokio::test]
 async fn spot_capacity_errors_mark_offerings_unavailable_and_fall_back_to_on_demand() {
