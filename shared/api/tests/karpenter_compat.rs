@@ -440,6 +440,7 @@ fn ec2nodeclass_identity_and_ami_rules() {
         ("al2023", "family@version"),
         ("ubuntu@latest", "not supported"),
         ("windows2022@v20240101", "only use version 'latest'"),
+        ("windows2025@v20250101", "only use version 'latest'"),
     ] {
         let class = broken_class(|d| {
             d["spec"]["amiSelectorTerms"] = yaml(&format!("[{{alias: '{alias}'}}]"));

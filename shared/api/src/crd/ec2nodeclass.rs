@@ -236,11 +236,11 @@ open_enum! {
 ]))]
 pub struct AmiSelectorTerm {
     /// An EKS-optimized AMI as `family@version`: family one of `al2`, `al2023`, `bottlerocket`,
-    /// `windows2019`, `windows2022`; version a release (`al2023@v20240625`) or `latest` (the
-    /// only choice for Windows). `latest` drifts nodes whenever AWS publishes a new AMI.
+    /// `windows2019`, `windows2022`, `windows2025`; version a release (`al2023@v20240625`) or
+    /// `latest` (the only choice for Windows). `latest` drifts nodes whenever AWS publishes a new AMI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 30))]
-    #[schemars(regex(pattern = r"^((al2|al2023|bottlerocket)@.+|(windows2019|windows2022)@latest)$"))]
+    #[schemars(regex(pattern = r"^((al2|al2023|bottlerocket)@.+|(windows2019|windows2022|windows2025)@latest)$"))]
     pub alias: Option<String>,
     /// Tags the AMI must carry; the value `*` matches any value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -278,6 +278,7 @@ impl AmiAlias {
         ("bottlerocket", AmiFamily::Bottlerocket),
         ("windows2019", AmiFamily::Windows2019),
         ("windows2022", AmiFamily::Windows2022),
+        ("windows2025", AmiFamily::Windows2025),
     ];
 
     /// Parses `family@version`, checking the family and that Windows uses `latest`.
@@ -291,7 +292,7 @@ impl AmiAlias {
         if !Self::FAMILIES.iter().any(|(f, _)| *f == family) {
             return Err(format!(
                 "family {family:?} is not supported, must be one of 'al2', 'al2023', \
-                 'bottlerocket', 'windows2019', 'windows2022'"
+                 'bottlerocket', 'windows2019', 'windows2022', 'windows2025'"
             ));
         }
         if family.starts_with("windows") && version != "latest" {
@@ -357,6 +358,8 @@ open_enum! {
         Windows2019 = "Windows2019",
         /// Windows Server 2022.
         Windows2022 = "Windows2022",
+        /// Windows Server 2025.
+        Windows2025 = "Windows2025",
     }
 }
 

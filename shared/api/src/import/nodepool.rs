@@ -109,7 +109,7 @@ const NEVER_OFFERED: &[(&str, &str, &str)] = &[
         "Dovetail launches spot and on-demand capacity only, never into capacity reservations: this value \
          matches nothing",
     ),
-    (OS, "windows", "Dovetail launches Linux (AL2023) nodes only: this value matches nothing"),
+    (OS, "windows", "Dovetail launches Linux (Amazon Linux) nodes only: this value matches nothing"),
 ];
 
 /// Warnings about what the typed pool keeps but Dovetail treats differently from Karpenter.

@@ -370,6 +370,15 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
 
 #[test]
 fn ami_families_other_than_al2023_are_flagged() {
+    // Karpenter 1.14's Windows families, 2025 included, are read (and flagged, as Dovetail
+    // launches Amazon Linux only).
+    for (alias, family) in [("windows2019", AmiFamily::Windows2019), ("windows2025", AmiFamily::Windows2025)] {
+        let report = run(&class(|d| d["spec"]["amiSelectorTerms"] = yaml(&format!("[{{alias: {alias}@latest}}]"))));
+        let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
+        assert!(w.message.starts_with(&format!("kept {family}, but Dovetail launches Amazon Linux nodes only")), "{w}");
+        assert_eq!(class_of(&report, "default").ami_family(), family);
+    }
+
     let report = run(&class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: bottlerocket@latest}]")));
     let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
     assert!(w.message.starts_with("kept Bottlerocket, but Dovetail launches Amazon Linux nodes only"), "{w}");
