@@ -70,12 +70,22 @@ pub(super) const KARPENTER_TAINTS: &[(&str, &str)] =
 /// template annotations Dovetail spells its own way.
 fn rewrite(spec: &mut Value, notes: &mut Notes<'_>) {
     if let Some(class) = spec.pointer_mut("/template/spec/nodeClassRef").and_then(Value::as_object_mut) {
-        let karpenter = class.get("group").and_then(Value::as_str) == Some(KARPENTER_AWS_GROUP);
+        let group = class.get("group").and_then(Value::as_str).unwrap_or_default().to_string();
+        // An apiVersion where the group belongs (`karpenter.k8s.aws/v1`, as one of Karpenter's own
+        // examples writes it, though its CRD refuses it) still says which class is meant.
+        let version = group.strip_prefix(KARPENTER_AWS_GROUP).and_then(|rest| rest.strip_prefix('/'));
+        let karpenter = group == KARPENTER_AWS_GROUP || version.is_some();
         if karpenter && class.get("kind").and_then(Value::as_str) == Some(EC2_NODE_CLASS_KIND) {
             class.insert("group".into(), GROUP.into());
+            let read_as = match version {
+                Some(_) => format!(" ({group:?} is an apiVersion: read as the group {KARPENTER_AWS_GROUP})"),
+                None => String::new(),
+            };
             notes.warn(
                 "spec.template.spec.nodeClassRef.group",
-                format!("{KARPENTER_AWS_GROUP} → {GROUP}: the pool uses the converted EC2NodeClass of the same name"),
+                format!(
+                    "{KARPENTER_AWS_GROUP} → {GROUP}: the pool uses the converted EC2NodeClass of the same name{read_as}"
+                ),
             );
         }
     }

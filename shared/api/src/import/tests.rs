@@ -102,6 +102,24 @@ fn class_of(report: &Report, name: &str) -> EC2NodeClass {
 }
 
 #[test]
+fn an_api_version_written_as_the_class_group_is_read_as_its_group() {
+    // One of Karpenter's published examples (windows-custom-userdata.yaml) writes it so.
+    let report =
+        with_class(&pool(|d| d["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "karpenter.k8s.aws/v1".into()));
+    assert!(report.errors.is_empty(), "{}", errors(&report));
+    assert_eq!(pool_of(&report, "default").spec.template.spec.node_class_ref.group, "dovetail.dev");
+    let w = warning(&report, "NodePool default", "spec.template.spec.nodeClassRef.group");
+    assert!(
+        w.message.contains("\"karpenter.k8s.aws/v1\" is an apiVersion: read as the group karpenter.k8s.aws"),
+        "{w}"
+    );
+    // Another group with a version is not Karpenter's class: refused as before, the field named.
+    let report =
+        with_class(&pool(|d| d["spec"]["template"]["spec"]["nodeClassRef"]["group"] = "example.com/v1".into()));
+    assert!(errors(&report).contains("nodeClassRef.group"), "{}", errors(&report));
+}
+
+#[test]
 fn a_pool_and_its_class_become_dovetail_objects() {
     let report = with_class(POOL);
     assert!(report.errors.is_empty(), "{}", errors(&report));
