@@ -5,7 +5,7 @@
 //!
 //! - **Which** ([`wanted`]): one profile per class, named from the region, cluster and class
 //!   ([`name`]), under the path `/dovetail/<region>/<cluster>/<class>/` ([`path`]), tagged with
-//!   the cluster and class ([`tags`]), holding the class's role. IAM is global, so the region is in
+//!   the class's `tags` and the cluster and class ([`tags`]), holding the class's role. IAM is global, so the region is in
 //!   both: clusters of the same name in two regions do not share profiles. The name does not
 //!   depend on the role, so a changed role is a changed profile, not a new one.
 //! - **How to bring an existing one in line** ([`steps`]): create it when absent, keep it when it
@@ -148,11 +148,15 @@ pub fn wanted(region: &str, cluster: &str, class: &NodeClass) -> Option<Wanted> 
         return Some(Wanted::Given(given.to_string()));
     }
     let role = class.role.as_deref().map(role_name).filter(|r| !r.is_empty())?;
+    // The class's own tags too, as on its instances (Karpenter's way); Dovetail's win, as the
+    // stack's IAM grants hang on them.
+    let mut all = class.tags.clone();
+    all.extend(tags(region, cluster, &class.name));
     Some(Wanted::Managed(Managed {
         name: name(region, cluster, &class.name),
         path: path(region, cluster, &class.name),
         role: role.to_string(),
-        tags: tags(region, cluster, &class.name),
+        tags: all,
     }))
 }
 

@@ -57,6 +57,12 @@ fn a_role_gets_a_profile_named_from_region_cluster_and_class() {
     assert_eq!(m.tags["kubernetes.io/cluster/prod"], "owned");
     assert_eq!(m.tags["dovetail.dev/ec2nodeclass"], "default");
     assert_eq!(m.tags["topology.kubernetes.io/region"], "eu-west-1");
+    // The class's own tags go on too, under Dovetail's (which the stack's IAM grants rely on).
+    let mut tagged = class("default", Some("DovetailNodeRole-prod"), None);
+    tagged.tags =
+        BTreeMap::from([("team".to_string(), "payments".to_string()), ("dovetail.dev/cluster".into(), "x".into())]);
+    let Some(Wanted::Managed(t)) = wanted(REGION, CLUSTER, &tagged) else { panic!("a managed profile") };
+    assert_eq!((t.tags["team"].as_str(), t.tags["dovetail.dev/cluster"].as_str()), ("payments", "prod"));
     // Deterministic, and different for every other class, cluster or region (IAM is global).
     assert_eq!(m.name, managed("default", "other-role").name, "the role is not in the name");
     let others =
