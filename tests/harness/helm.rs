@@ -43,7 +43,7 @@ impl Helm {
         let home = std::env::temp_dir().join(format!("dovetail-helm-home-{}", std::process::id()));
         let mut command = Command::new(&self.path);
         command
-            .current_dir(repo())
+            .current_dir(crate::lambda::workspace())
             .env("HELM_CONFIG_HOME", home.join("config"))
             .env("HELM_CACHE_HOME", home.join("cache"))
             .env("HELM_DATA_HOME", home.join("data"))
@@ -71,10 +71,6 @@ impl Helm {
 
 /// The chart, from the repository's root.
 pub const CHART: &str = "infra/helm/dovetail";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// The documents of a multi-document YAML text, empty ones left out.
 pub fn documents(yaml: &str) -> Result<Vec<Value>> {

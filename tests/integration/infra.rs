@@ -40,9 +40,7 @@ const CLUSTER: &str = "prod";
 /// invocation must end well before the lease it holds does.
 const MAX_TIMEOUT_SECONDS: u64 = 100;
 
-pub(crate) fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the workspace").to_path_buf()
-}
+pub(crate) use dovetail_tests::lambda::workspace as repo;
 
 /// A tool of the venv `tests/run-all.sh` keeps at `$HOME/.cache/dovetail/venv`.
 fn venv_tool(name: &str) -> Result<PathBuf> {

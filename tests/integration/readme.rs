@@ -26,6 +26,7 @@ use anyhow::{bail, ensure, Context, Result};
 use dovetail_tests::controlplane::{crd_established, Binaries};
 use dovetail_tests::forwarder::free_port;
 use dovetail_tests::helm::Helm;
+use dovetail_tests::lambda::{cargo_lambda, workspace};
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
@@ -43,10 +44,6 @@ const NAMESPACE: &str = "dovetail";
 /// A cold image build (both musl targets) takes about 12 minutes with one job.
 const TRY_TIMEOUT: Duration = Duration::from_secs(40 * 60);
 const CLEAN_UP_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is in the workspace").to_path_buf()
-}
 
 /// The lines of the fenced code block right after the line `marker` in `markdown`.
 fn block_after(markdown: &str, marker: &str) -> Result<String> {
@@ -129,13 +126,7 @@ fn require_tools() -> Result<()> {
     Helm::locate()?;
     crane()?;
     require_buildah()?;
-    let cargo_lambda =
-        Path::new(&std::env::var_os("HOME").context("HOME is not set")?).join(".cache/dovetail/venv/bin/cargo-lambda");
-    ensure!(
-        cargo_lambda.is_file(),
-        "cargo-lambda is not installed at {}: pip install cargo-lambda ziglang into that venv (as tests/run-all.sh does)",
-        cargo_lambda.display()
-    );
+    cargo_lambda()?;
     Ok(())
 }
 
@@ -210,7 +201,7 @@ async fn refuses_connections(address: &str) -> bool {
 #[tokio::test]
 async fn readme_commands_build_the_image_and_install_the_chart_into_the_local_control_plane() -> Result<()> {
     require_tools()?;
-    let readme = std::fs::read_to_string(repo().join("README.md"))?;
+    let readme = std::fs::read_to_string(workspace().join("README.md"))?;
     let (try_block, clean_up) = (block_after(&readme, TRY)?, block_after(&readme, CLEAN_UP)?);
 
     let dir = std::env::temp_dir().join(format!("dovetail-readme-{}", std::process::id()));
@@ -229,7 +220,7 @@ async fn readme_commands_build_the_image_and_install_the_chart_into_the_local_co
     command
         .arg("-c")
         .arg(&script)
-        .current_dir(repo())
+        .current_dir(workspace())
         .env("DOVETAIL_LOCAL_CLUSTER_DIR", &cluster_dir)
         .env("DOVETAIL_REGISTRY", &registry)
         .env("DOVETAIL_IMAGE_TARGET_DIR", target_dir()?)

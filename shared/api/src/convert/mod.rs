@@ -29,6 +29,12 @@ use dovetail_core::resources::QuantityError;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use thiserror::Error;
 
+/// A Kubernetes timestamp (`creationTimestamp`, `startTime`, a condition's transition) as the
+/// core's time.
+pub fn time(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> dovetail_core::time::Time {
+    dovetail_core::time::Time(t.0.as_millisecond())
+}
+
 /// A Kubernetes object that cannot be converted. Displays as `<path>: <problem>`.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("{path}: {kind}")]

@@ -3,7 +3,6 @@
 use dovetail_core::disruption::repair;
 use dovetail_core::model::{Node, NodeCondition, NodeKind, Taint, TaintEffect};
 use dovetail_core::nodeclaim::object::FINALIZER;
-use dovetail_core::time::Time;
 use k8s_openapi::api::core::v1 as k8s;
 
 use super::pod::quantities;
@@ -65,7 +64,7 @@ fn conditions(status: Option<&k8s::NodeStatus>) -> Vec<NodeCondition> {
         .flatten()
         .filter(|c| repair::watched(&c.type_))
         .map(|c| {
-            let since = c.last_transition_time.as_ref().map(|t| Time(t.0.as_millisecond()));
+            let since = c.last_transition_time.as_ref().map(super::time);
             NodeCondition::new(&c.type_, &c.status, since)
         })
         .collect()
@@ -97,6 +96,7 @@ pub(crate) fn taint(t: &k8s::Taint) -> Result<Taint, ConvertError> {
 mod tests {
     use super::*;
     use dovetail_core::labels;
+    use dovetail_core::time::Time;
 
     fn parse(yaml: &str) -> k8s::Node {
         serde_yaml_ng::from_str(yaml).unwrap()

@@ -44,12 +44,8 @@ pub fn pod_from_k8s(pod: &k8s::Pod) -> Result<Pod, ConvertError> {
         return Err(ConvertError::invalid("metadata.name", "missing"));
     }
     let mut out = pod_from_spec(&pod.metadata, spec)?;
-    out.started_at = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .map(|t| dovetail_core::time::Time(t.0.as_millisecond()));
-    out.created_at = pod.metadata.creation_timestamp.as_ref().map(|t| dovetail_core::time::Time(t.0.as_millisecond()));
+    out.started_at = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(super::time);
+    out.created_at = pod.metadata.creation_timestamp.as_ref().map(super::time);
     Ok(out)
 }
 

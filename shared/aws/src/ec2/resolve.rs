@@ -100,30 +100,25 @@ fn security_group_filters(term: &SecurityGroupSelectorTerm) -> Vec<Filter> {
 ///   parameter is missing and the class says so.
 pub fn alias_parameter(prefix: &str, alias: &AmiAlias, k8s_version: &str, arch: &str) -> AwsResult<String> {
     let root = format!("{prefix}/aws/service/eks/optimized-ami/{k8s_version}");
-    let latest = alias.version == "latest";
-    match alias.ami_family() {
-        AmiFamily::Al2023 => {
-            let base = format!("{root}/amazon-linux-2023/{arch}/standard");
-            Ok(if latest {
-                format!("{base}/recommended/image_id")
-            } else {
-                format!("{base}/amazon-eks-node-al2023-{arch}-standard-{k8s_version}-{}/image_id", alias.version)
-            })
-        }
+    let version = &alias.version;
+    // Per family: where its parameters live, and a release's own parameter name.
+    let (base, release) = match alias.ami_family() {
+        AmiFamily::Al2023 => (
+            format!("{root}/amazon-linux-2023/{arch}/standard"),
+            format!("amazon-eks-node-al2023-{arch}-standard-{k8s_version}-{version}"),
+        ),
         AmiFamily::Al2 => {
             let suffix = if arch == "arm64" { "-arm64" } else { "" };
-            let base = format!("{root}/amazon-linux-2{suffix}");
-            Ok(if latest {
-                format!("{base}/recommended/image_id")
-            } else {
-                format!("{base}/amazon-eks{suffix}-node-{k8s_version}-{}/image_id", alias.version)
+            (format!("{root}/amazon-linux-2{suffix}"), format!("amazon-eks{suffix}-node-{k8s_version}-{version}"))
+        }
+        _ => {
+            return Err(AwsError::Class {
+                class: String::new(),
+                message: format!("AMI alias family {:?} is not supported yet (use al2023)", alias.family),
             })
         }
-        _ => Err(AwsError::Class {
-            class: String::new(),
-            message: format!("AMI alias family {:?} is not supported yet (use al2023)", alias.family),
-        }),
-    }
+    };
+    Ok(if *version == "latest" { format!("{base}/recommended/image_id") } else { format!("{base}/{release}/image_id") })
 }
 
 /// Kubernetes architecture of an EC2 image architecture.

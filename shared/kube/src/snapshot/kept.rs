@@ -7,7 +7,7 @@
 
 use super::lean::Lean;
 use dovetail_api::convert::{
-    daemonset_from_k8s, displaced_by_node_deletion, node_from_k8s, pdb_from_k8s, pod_from_k8s, provisionable,
+    self, daemonset_from_k8s, displaced_by_node_deletion, node_from_k8s, pdb_from_k8s, pod_from_k8s, provisionable,
     ConvertError, NotProvisionable,
 };
 use dovetail_api::crd;
@@ -141,7 +141,7 @@ impl Keep for KeptPod {
     /// gone at the latest; the watch may apply the deletion minutes later), else when the watch
     /// delivered it.
     fn departure(&self, after: Option<&Self>, Lean(p): &Lean<k8s::Pod>, now: Time) -> Option<(String, Time)> {
-        let due = p.metadata.deletion_timestamp.as_ref().map(|t| Time(t.0.as_millisecond()));
+        let due = p.metadata.deletion_timestamp.as_ref().map(convert::time);
         self.leaves(after, due, now)
     }
 
