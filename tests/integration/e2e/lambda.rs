@@ -71,6 +71,12 @@ impl Poller {
         Fut: std::future::Future<Output = SqsBatchResponse>,
     {
         *shared.batches.lock().unwrap().entry(self.function).or_default() += 1;
+        for record in &event.records {
+            let body: Option<serde_json::Value> = record.body.as_deref().and_then(|b| serde_json::from_str(b).ok());
+            if let Some(kind) = body.as_ref().and_then(|b| b["detail-type"].as_str()) {
+                *shared.events_delivered.lock().unwrap().entry(kind.to_string()).or_default() += environments;
+            }
+        }
         let responses = join_all((0..environments).map(handle)).await;
         let failed: BTreeSet<String> =
             responses.iter().flat_map(|r| r.batch_item_failures.iter().map(|f| f.item_identifier.clone())).collect();

@@ -211,6 +211,10 @@ pub struct Shared {
     pub batches: Mutex<BTreeMap<&'static str, usize>>,
     /// Doorbells received more than once (a visibility timeout ran out before they were deleted).
     pub redelivered: std::sync::atomic::AtomicUsize,
+    /// AWS events (EventBridge messages, by `detail-type`) handed to the functions, counted once
+    /// per execution environment: one redelivered after a visibility timeout, or reported failed
+    /// so that it comes back, counts again. Dovetail's own messages are not counted.
+    pub events_delivered: Mutex<BTreeMap<String, usize>>,
     /// The EMF documents the provisioner's and the interruption function's invocations published,
     /// in order (what CloudWatch would make metrics of).
     pub metrics: Mutex<Vec<serde_json::Value>>,
