@@ -56,6 +56,7 @@ fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
         // Karpenter's Custom images register their nodes with its unregistered taint, which
         // Dovetail never lifts (it lifts its own).
         AmiFamily::Custom => {
+            check_custom_alias(class, notes);
             let user_data = spec.user_data.as_deref().unwrap_or_default();
             for (karpenter, dovetail) in KARPENTER_TAINTS.iter().filter(|(k, _)| user_data.contains(k)) {
                 notes.warn(
@@ -84,6 +85,29 @@ fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
                 ),
             );
         }
+    }
+}
+
+/// Alias families Dovetail does not look images up for (`alias_parameter` in
+/// `shared/aws/src/ec2/resolve.rs` refuses them). Under their own family the family's warning
+/// covers it; under `amiFamily: Custom` (as Karpenter's custom-family-with-alias example writes
+/// it) nothing else would say that the class finds no image.
+const UNRESOLVED_ALIAS_FAMILIES: &[AmiFamily] = &[AmiFamily::Bottlerocket];
+
+/// A Custom class whose image comes from an alias Dovetail cannot resolve launches nothing.
+fn check_custom_alias(class: &EC2NodeClass, notes: &mut Notes<'_>) {
+    let Some(i) = class.spec.ami_selector_terms.iter().position(|t| t.alias.is_some()) else { return };
+    let Some(alias) = class.alias() else { return };
+    if UNRESOLVED_ALIAS_FAMILIES.contains(&alias.ami_family()) {
+        notes.warn(
+            format!("spec.amiSelectorTerms[{i}].alias"),
+            format!(
+                "kept {}@{}, but Dovetail resolves only al2023 and al2 aliases: this class finds no image and \
+                 its pools launch nothing. Select the image by id, name or tags instead (the user data still goes \
+                 to the nodes unchanged)",
+                alias.family, alias.version
+            ),
+        );
     }
 }
 

@@ -433,6 +433,26 @@ fn ami_families_other_than_al2023_are_flagged() {
 }
 
 #[test]
+fn a_custom_class_on_an_alias_dovetail_does_not_resolve_is_flagged() {
+    // Karpenter's custom-family-with-alias example: its own user data on the Bottlerocket image.
+    let custom = |alias: &'static str| {
+        run(&class(move |d| {
+            d["spec"]["amiFamily"] = "Custom".into();
+            d["spec"]["amiSelectorTerms"] = yaml(&format!("[{{alias: {alias}}}]"));
+            d["spec"]["userData"] = "#!/bin/bash\n/opt/join\n".into();
+        }))
+    };
+    let report = custom("bottlerocket@latest");
+    let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
+    assert!(w.message.starts_with("kept bottlerocket@latest, but Dovetail resolves only al2023 and al2"), "{w}");
+    assert_eq!(report.warnings.len(), 1, "{}", lines(&report.warnings));
+    assert_eq!(class_of(&report, "default").ami_family(), AmiFamily::Custom);
+    // An alias Dovetail resolves needs no word.
+    let report = custom("al2023@latest");
+    assert!(report.warnings.is_empty(), "{}", lines(&report.warnings));
+}
+
+#[test]
 fn launch_settings_dovetail_applies_differently_are_flagged() {
     let report = run(&class(|d| {
         d["spec"]["instanceProfile"] = serde_yaml_ng::Value::Null;
