@@ -423,3 +423,42 @@ fn every_imported_pool_plans_a_generic_deployment() {
         assert!(claims.iter().all(|c| c["nodepool"] == name), "pool {name}: {plan}");
     }
 }
+
+/// The warnings Dovetail gives Windows pools and classes while it launches Linux nodes only.
+const WINDOWS_FIELDS: &[&str] =
+    &["spec.template.spec.requirements[0]", "spec.amiSelectorTerms[0].alias", "spec.amiFamily"];
+
+#[test]
+fn karpenters_windows_fields_carry_over() {
+    let report = fixture("karpenter-v1-windows", 0);
+    assert!(report.errors.is_empty(), "{}", messages(&report));
+    assert_eq!(
+        names(&report),
+        [
+            "NodePool build-2019",
+            "NodePool reports",
+            "NodePool build-2025",
+            "EC2NodeClass build-2019",
+            "EC2NodeClass reports",
+            "EC2NodeClass build-2025"
+        ]
+    );
+    // Besides what it says about Windows itself: the groups and the roles, nothing else.
+    let mut expected: Vec<(String, String)> = ["build-2019", "reports", "build-2025"]
+        .iter()
+        .flat_map(|name| {
+            [
+                (format!("NodePool {name}"), "spec.template.spec.nodeClassRef.group".to_string()),
+                (format!("EC2NodeClass {name}"), "spec.role".to_string()),
+            ]
+        })
+        .collect();
+    expected.sort();
+    let mut others = warned_fields(&report);
+    others.retain(|(_, field)| !WINDOWS_FIELDS.contains(&field.as_str()));
+    assert_eq!(others, expected, "{}", messages(&report));
+    warned(&report, "NodePool reports", "spec.template.spec.nodeClassRef.group", "is an apiVersion");
+
+    let inputs = fields::documents(&read(format!("{FIXTURES}/karpenter-v1-windows.yaml")));
+    assert_eq!(fields::silently_changed(&inputs, &fields::outputs(&report), &report.warnings), Vec::<String>::new());
+}
