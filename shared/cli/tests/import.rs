@@ -402,7 +402,13 @@ fn every_imported_pool_plans_a_generic_deployment() {
     assert_eq!(plan["unschedulable"], serde_json::json!([]), "{plan}");
     assert!(!plan["nodeclaims"].as_array().unwrap().is_empty(), "{plan}");
 
-    // Each pool on its own: the Deployment selects it by name and tolerates its taints.
+    each_pool_plans(&report, &imported, &workload, serde_json::json!({}));
+}
+
+/// For each pool of the report (imported into `imported`): a generic Deployment that selects the
+/// pool by name and by `selector` and tolerates its taints plans claims of that pool only, with
+/// `selector`'s labels, and leaves no pod unplaced. `workload` is the file to write it to.
+fn each_pool_plans(report: &Report, imported: &Path, workload: &Path, selector: serde_json::Value) {
     for object in &report.objects {
         let Converted::NodePool(pool) = object else { continue };
         let name = object.name();
@@ -414,13 +420,20 @@ fn every_imported_pool_plans_a_generic_deployment() {
             .iter()
             .map(|t| serde_json::json!({"key": t.key, "operator": "Exists", "effect": t.effect.to_string()}))
             .collect();
-        let pod_spec = serde_json::json!({"nodeSelector": {"dovetail.dev/nodepool": name}, "tolerations": tolerations});
-        std::fs::write(&workload, generic_deployment(name, pod_spec)).unwrap();
-        let plan = plan_json(&[&imported, &workload]);
+        let mut node_selector = selector.clone();
+        node_selector["dovetail.dev/nodepool"] = name.into();
+        let pod_spec = serde_json::json!({"nodeSelector": node_selector, "tolerations": tolerations});
+        std::fs::write(workload, generic_deployment(name, pod_spec)).unwrap();
+        let plan = plan_json(&[imported, workload]);
         assert_eq!(plan["unschedulable"], serde_json::json!([]), "pool {name}: {plan}");
         let claims = plan["nodeclaims"].as_array().unwrap();
         assert!(!claims.is_empty(), "pool {name} plans no claim: {plan}");
-        assert!(claims.iter().all(|c| c["nodepool"] == name), "pool {name}: {plan}");
+        for claim in claims {
+            assert_eq!(claim["nodepool"], name, "pool {name}: {plan}");
+            for (key, value) in node_selector.as_object().unwrap() {
+                assert_eq!(&claim["labels"][key], value, "pool {name}, label {key}: {claim}");
+            }
+        }
     }
 }
 
