@@ -116,7 +116,14 @@ fn gitops_multi_document_file() {
     assert!(report.errors.is_empty(), "{}", messages(&report));
     assert_eq!(
         names(&report),
-        ["NodePool batch", "NodePool training", "EC2NodeClass default", "EC2NodeClass training"]
+        [
+            "NodePool batch",
+            "NodePool training",
+            "EC2NodeClass default",
+            "EC2NodeClass training",
+            "NodePool windows",
+            "EC2NodeClass windows"
+        ]
     );
     warned(&report, "NodePool batch", "spec.template.metadata.annotations[karpenter.sh/do-not-disrupt]", "renamed");
     warned(&report, "NodePool batch", "spec.limits[nodes]", "does not enforce");
@@ -132,6 +139,25 @@ fn gitops_multi_document_file() {
     warned(&report, "EC2NodeClass training", "spec.blockDeviceMappings[0].ebs.volumeSize", "500Gi");
     warned(&report, "EC2NodeClass training", "spec.ipPrefixCount", "dropped");
     warned(&report, "ConfigMap karpenter/karpenter-global-settings", "", "skipped");
+    // A Windows pool and class carry over as they are: Dovetail launches Windows nodes too. Only
+    // the root volume (on the Windows device, /dev/sda1) differs from the 50Gi planned.
+    warned(&report, "EC2NodeClass windows", "spec.blockDeviceMappings[0].ebs.volumeSize", "default 50Gi");
+    let windows: Vec<_> = report
+        .warnings
+        .iter()
+        .filter(|w| w.object.ends_with(" windows"))
+        .map(|w| format!("{} {}", w.object, w.field))
+        .collect();
+    assert_eq!(
+        windows,
+        [
+            "NodePool windows spec.template.spec.nodeClassRef.group",
+            "EC2NodeClass windows spec.role",
+            "EC2NodeClass windows spec.blockDeviceMappings[0].ebs.volumeSize"
+        ],
+        "{}",
+        messages(&report)
+    );
     // A 20Gi root volume is what Dovetail plans with; an instance profile needs no warning.
     assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass default" && w.field.starts_with("spec.block"))));
     assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass training" && w.field == "spec.role")));
@@ -189,7 +215,7 @@ fn an_unreadable_file_stops_only_itself() {
     assert_eq!(text(&out.stdout), read(format!("{FIXTURES}/expected/gitops.yaml")));
     let err = text(&out.stderr);
     assert!(err.contains("dovetail: error: no-such-file.yaml: cannot read: "), "{err}");
-    assert!(err.ends_with("converted 2 NodePools and 2 EC2NodeClasses, 12 warnings, 1 error\n"), "{err}");
+    assert!(err.ends_with("converted 3 NodePools and 3 EC2NodeClasses, 15 warnings, 1 error\n"), "{err}");
 }
 
 #[test]

@@ -13,8 +13,7 @@ use dovetail_core::resources::{parse_cpu_millis, parse_units, Resources, CPU};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
-    AmiFamily, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError, NodePool, Taint,
-    TaintEffect,
+    Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError, NodePool, Taint, TaintEffect,
 };
 
 fn field_error(kind: &'static str, name: &str, field: String, message: String) -> FieldError {
@@ -162,17 +161,6 @@ fn budget(b: &Budget) -> Result<core::Budget, String> {
     Ok(core::Budget { nodes, schedule: b.schedule.clone(), duration, reasons })
 }
 
-/// The OS a family's images run: Windows for the Windows families (from `amiFamily`, else the
-/// alias), Linux for every other, `Custom` included (as Karpenter reads a Custom class).
-fn node_os(family: &AmiFamily) -> core::NodeOs {
-    match family {
-        AmiFamily::Windows2019 => core::NodeOs::Windows2019,
-        AmiFamily::Windows2022 => core::NodeOs::Windows2022,
-        AmiFamily::Windows2025 => core::NodeOs::Windows2025,
-        _ => core::NodeOs::Linux,
-    }
-}
-
 impl EC2NodeClass {
     /// The parts of the class the decision core needs (kubelet settings that shape allocatable,
     /// and tags).
@@ -180,7 +168,8 @@ impl EC2NodeClass {
         self.validate()?;
         let name = self.metadata.name.clone().unwrap_or_default();
         let err = |field: String, message: String| vec![field_error("EC2NodeClass", &name, field, message)];
-        let mut kubelet = core::KubeletConfig { os: node_os(&self.ami_family()), ..Default::default() };
+        // The family from `amiFamily`, else the alias, decides the OS of the class's nodes.
+        let mut kubelet = core::KubeletConfig { os: self.ami_family().node_os(), ..Default::default() };
         if let Some(k) = &self.spec.kubelet {
             kubelet.max_pods = k.max_pods.map(i64::from);
             kubelet.pods_per_core = k.pods_per_core.map(i64::from);
