@@ -121,7 +121,14 @@ fn gitops_multi_document_file() {
     assert!(report.errors.is_empty(), "{}", messages(&report));
     assert_eq!(
         names(&report),
-        ["NodePool batch", "NodePool training", "EC2NodeClass default", "EC2NodeClass training"]
+        [
+            "NodePool batch",
+            "NodePool training",
+            "EC2NodeClass default",
+            "EC2NodeClass training",
+            "NodePool windows",
+            "EC2NodeClass windows"
+        ]
     );
     warned(&report, "NodePool batch", "spec.template.metadata.annotations[karpenter.sh/do-not-disrupt]", "renamed");
     warned(&report, "NodePool batch", "spec.limits[nodes]", "does not enforce");
@@ -137,6 +144,25 @@ fn gitops_multi_document_file() {
     warned(&report, "EC2NodeClass training", "spec.blockDeviceMappings[0].ebs.volumeSize", "500Gi");
     warned(&report, "EC2NodeClass training", "spec.ipPrefixCount", "dropped");
     warned(&report, "ConfigMap karpenter/karpenter-global-settings", "", "skipped");
+    // A Windows pool and class carry over as they are: Dovetail launches Windows nodes too. Only
+    // the root volume (on the Windows device, /dev/sda1) differs from the 50Gi planned.
+    warned(&report, "EC2NodeClass windows", "spec.blockDeviceMappings[0].ebs.volumeSize", "default 50Gi");
+    let windows: Vec<_> = report
+        .warnings
+        .iter()
+        .filter(|w| w.object.ends_with(" windows"))
+        .map(|w| format!("{} {}", w.object, w.field))
+        .collect();
+    assert_eq!(
+        windows,
+        [
+            "NodePool windows spec.template.spec.nodeClassRef.group",
+            "EC2NodeClass windows spec.role",
+            "EC2NodeClass windows spec.blockDeviceMappings[0].ebs.volumeSize"
+        ],
+        "{}",
+        messages(&report)
+    );
     // A 20Gi root volume is what Dovetail plans with; an instance profile needs no warning.
     assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass default" && w.field.starts_with("spec.block"))));
     assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass training" && w.field == "spec.role")));
@@ -194,7 +220,7 @@ fn an_unreadable_file_stops_only_itself() {
     assert_eq!(text(&out.stdout), read(format!("{FIXTURES}/expected/gitops.yaml")));
     let err = text(&out.stderr);
     assert!(err.contains("dovetail: error: no-such-file.yaml: cannot read: "), "{err}");
-    assert!(err.ends_with("converted 2 NodePools and 2 EC2NodeClasses, 12 warnings, 1 error\n"), "{err}");
+    assert!(err.ends_with("converted 3 NodePools and 3 EC2NodeClasses, 15 warnings, 1 error\n"), "{err}");
 }
 
 #[test]
@@ -437,10 +463,6 @@ fn each_pool_plans(report: &Report, imported: &Path, workload: &Path, selector: 
     }
 }
 
-/// The warnings Dovetail gives Windows pools and classes while it launches Linux nodes only.
-const WINDOWS_FIELDS: &[&str] =
-    &["spec.template.spec.requirements[0]", "spec.amiSelectorTerms[0].alias", "spec.amiFamily"];
-
 #[test]
 fn karpenters_windows_fields_carry_over() {
     let report = fixture("karpenter-v1-windows", 0);
@@ -456,7 +478,7 @@ fn karpenters_windows_fields_carry_over() {
             "EC2NodeClass build-2025"
         ]
     );
-    // Besides what it says about Windows itself: the groups and the roles, nothing else.
+    // Windows carries over as it is: the groups and the roles are all there is to say.
     let mut expected: Vec<(String, String)> = ["build-2019", "reports", "build-2025"]
         .iter()
         .flat_map(|name| {
@@ -467,11 +489,49 @@ fn karpenters_windows_fields_carry_over() {
         })
         .collect();
     expected.sort();
-    let mut others = warned_fields(&report);
-    others.retain(|(_, field)| !WINDOWS_FIELDS.contains(&field.as_str()));
-    assert_eq!(others, expected, "{}", messages(&report));
+    assert_eq!(warned_fields(&report), expected, "{}", messages(&report));
     warned(&report, "NodePool reports", "spec.template.spec.nodeClassRef.group", "is an apiVersion");
 
     let inputs = fields::documents(&read(format!("{FIXTURES}/karpenter-v1-windows.yaml")));
     assert_eq!(fields::silently_changed(&inputs, &fields::outputs(&report), &report.warnings), Vec::<String>::new());
+}
+
+#[test]
+fn every_imported_windows_pool_plans_a_windows_deployment() {
+    let report = fixture("karpenter-v1-windows", 0);
+    let dir = scratch("plan-windows");
+    let imported = dir.join("dovetail.yaml");
+    std::fs::write(&imported, report.yaml()).unwrap();
+    let workload = dir.join("windows.yaml");
+
+    // Selecting Windows only: some Windows pool takes it.
+    std::fs::write(
+        &workload,
+        generic_deployment("windows", serde_json::json!({"nodeSelector": {"kubernetes.io/os": "windows"}})),
+    )
+    .unwrap();
+    let plan = plan_json(&[&imported, &workload]);
+    assert_eq!(plan["unschedulable"], serde_json::json!([]), "{plan}");
+    assert!(!plan["nodeclaims"].as_array().unwrap().is_empty(), "{plan}");
+
+    // Each pool on its own, its claims Windows nodes of the class's release.
+    each_pool_plans(&report, &imported, &workload, serde_json::json!({"kubernetes.io/os": "windows"}));
+    let builds = [("build-2019", "10.0.17763"), ("reports", "10.0.20348"), ("build-2025", "10.0.26100")];
+    for (pool, build) in builds {
+        let selector = serde_json::json!({"dovetail.dev/nodepool": pool});
+        std::fs::write(&workload, generic_deployment(pool, serde_json::json!({"nodeSelector": selector}))).unwrap();
+        let plan = plan_json(&[&imported, &workload]);
+        for claim in plan["nodeclaims"].as_array().unwrap() {
+            assert_eq!(claim["labels"]["node.kubernetes.io/windows-build"], build, "{claim}");
+            assert_eq!(claim["labels"]["kubernetes.io/arch"], "amd64", "{claim}");
+        }
+    }
+
+    // A pod that selects Linux is no Windows pool's. (One that selects no OS may land on either,
+    // as with Karpenter and the scheduler: Windows pools are usually tainted for that reason.)
+    let linux = serde_json::json!({"nodeSelector": {"kubernetes.io/os": "linux"}});
+    std::fs::write(&workload, generic_deployment("linux", linux)).unwrap();
+    let plan = plan_json(&[&imported, &workload]);
+    assert_eq!(plan["nodeclaims"], serde_json::json!([]), "{plan}");
+    assert_eq!(plan["unschedulable"].as_array().unwrap().len(), 10, "{plan}");
 }
