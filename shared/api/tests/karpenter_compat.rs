@@ -450,6 +450,26 @@ fn ec2nodeclass_identity_and_ami_rules() {
     }
     let class = broken_class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: al2023@latest}]"));
     assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.amiFamily", "does not match alias family al2023");
+    // Karpenter's rule for Windows aliases: amiFamily, if set, must be the alias's Windows family
+    // or Custom. A Linux family with a Windows alias (and the reverse) is refused, naming both.
+    for (family, alias, needle) in [
+        ("AL2023", "windows2022@latest", "AL2023 does not match alias family windows2022; use Windows2022 or Custom"),
+        ("Windows2019", "windows2025@latest", "does not match alias family windows2025; use Windows2025 or Custom"),
+        ("Windows2022", "al2023@latest", "Windows2022 does not match alias family al2023; use AL2023 or Custom"),
+    ] {
+        let class = broken_class(|d| {
+            d["spec"]["amiFamily"] = family.into();
+            d["spec"]["amiSelectorTerms"] = yaml(&format!("[{{alias: '{alias}'}}]"));
+        });
+        assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.amiFamily", needle);
+    }
+    for family in ["Windows2022", "Custom"] {
+        let class = broken_class(|d| {
+            d["spec"]["amiFamily"] = family.into();
+            d["spec"]["amiSelectorTerms"] = yaml("[{alias: windows2022@latest}]");
+        });
+        assert!(class.validate().is_ok(), "{family} with windows2022@latest");
+    }
     let class = broken_class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: al2023@latest}, {id: ami-0123abcd}]"));
     assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.amiSelectorTerms[0].alias", "only amiSelectorTerm");
     let class = broken_class(|d| {

@@ -39,12 +39,14 @@ exactly:
   - dropped: status, Karpenter's own annotations, labels and finalizers (drift hashes, migration
     state), owner references, and any field Dovetail's types do not have (e.g. a NodePool's
     kubelet, which belongs in the EC2NodeClass since Karpenter v1);
-  - kept but treated differently by Dovetail today: AMI families other than AL2023 (alias
-    al2/bottlerocket/windows*, amiFamily AL2, Bottlerocket, Windows*: such nodes would not join),
-    amiFamily Custom (Dovetail still appends its AL2023 nodeadm NodeConfig), role (the stack must
-    be deployed with it as NodeRoleName to pass it), capacity reservations and capacity
-    type reserved, instanceStorePolicy, a root volume other than 20Gi (planning assumes 20Gi of
-    ephemeral storage), a nodes limit (not enforced), os windows, Karpenter's own taints;
+  - kept but treated differently by Dovetail today: AMI families other than AL2023, AL2 and
+    Windows (alias bottlerocket, amiFamily Bottlerocket: such nodes would not join), AL2
+    (deprecated by AWS: no images for Kubernetes 1.33 and later), amiFamily Custom on a
+    bottlerocket alias (Dovetail finds no image for it) or with user data naming Karpenter's
+    unregistered taint, role (Dovetail makes its instance profile; the stack must be deployed
+    with it as NodeRoleName to pass it), capacity reservations and capacity type reserved,
+    instanceStorePolicy, a root volume other than the image's default (planning assumes 20Gi of
+    ephemeral storage, 50Gi on Windows), a nodes limit (not enforced), Karpenter's own taints;
   - a NodePool whose EC2NodeClass was not converted with it;
   - documents of other kinds, which are skipped (NodeClaims, NodeOverlays, ConfigMaps, ...).
 

@@ -16,8 +16,13 @@
 //! A re-bless accepts whatever the import does, so each fixture also asserts what it exists to
 //! show on the library's report (`dovetail_api::import`), which must be what the binary printed,
 //! and every output must load and validate as Dovetail manifests.
+//!
+//! `karpenter-v1-fields.yaml` stands for Karpenter's published v1 examples: it uses every field
+//! they use (`fields::EXAMPLE_FIELDS`), each must come out unchanged or with a warning
+//! (`fields::silently_changed`), and each converted pool must plan a generic Deployment.
 
 mod common;
+mod fields;
 
 use std::path::{Path, PathBuf};
 
@@ -116,7 +121,14 @@ fn gitops_multi_document_file() {
     assert!(report.errors.is_empty(), "{}", messages(&report));
     assert_eq!(
         names(&report),
-        ["NodePool batch", "NodePool training", "EC2NodeClass default", "EC2NodeClass training"]
+        [
+            "NodePool batch",
+            "NodePool training",
+            "EC2NodeClass default",
+            "EC2NodeClass training",
+            "NodePool windows",
+            "EC2NodeClass windows"
+        ]
     );
     warned(&report, "NodePool batch", "spec.template.metadata.annotations[karpenter.sh/do-not-disrupt]", "renamed");
     warned(&report, "NodePool batch", "spec.limits[nodes]", "does not enforce");
@@ -132,6 +144,25 @@ fn gitops_multi_document_file() {
     warned(&report, "EC2NodeClass training", "spec.blockDeviceMappings[0].ebs.volumeSize", "500Gi");
     warned(&report, "EC2NodeClass training", "spec.ipPrefixCount", "dropped");
     warned(&report, "ConfigMap karpenter/karpenter-global-settings", "", "skipped");
+    // A Windows pool and class carry over as they are: Dovetail launches Windows nodes too. Only
+    // the root volume (on the Windows device, /dev/sda1) differs from the 50Gi planned.
+    warned(&report, "EC2NodeClass windows", "spec.blockDeviceMappings[0].ebs.volumeSize", "default 50Gi");
+    let windows: Vec<_> = report
+        .warnings
+        .iter()
+        .filter(|w| w.object.ends_with(" windows"))
+        .map(|w| format!("{} {}", w.object, w.field))
+        .collect();
+    assert_eq!(
+        windows,
+        [
+            "NodePool windows spec.template.spec.nodeClassRef.group",
+            "EC2NodeClass windows spec.role",
+            "EC2NodeClass windows spec.blockDeviceMappings[0].ebs.volumeSize"
+        ],
+        "{}",
+        messages(&report)
+    );
     // A 20Gi root volume is what Dovetail plans with; an instance profile needs no warning.
     assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass default" && w.field.starts_with("spec.block"))));
     assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass training" && w.field == "spec.role")));
@@ -189,7 +220,7 @@ fn an_unreadable_file_stops_only_itself() {
     assert_eq!(text(&out.stdout), read(format!("{FIXTURES}/expected/gitops.yaml")));
     let err = text(&out.stderr);
     assert!(err.contains("dovetail: error: no-such-file.yaml: cannot read: "), "{err}");
-    assert!(err.ends_with("converted 2 NodePools and 2 EC2NodeClasses, 12 warnings, 1 error\n"), "{err}");
+    assert!(err.ends_with("converted 3 NodePools and 3 EC2NodeClasses, 15 warnings, 1 error\n"), "{err}");
 }
 
 #[test]
@@ -267,4 +298,240 @@ fn json_and_table_show_the_same_conversion() {
     );
     assert_eq!(text(&table.stdout), expected);
     assert!(warnings("NodePool default") > 0 && warnings("EC2NodeClass default") > 0, "{:?}", report.warnings);
+}
+
+const FIELDS: &str = "karpenter-v1-fields";
+
+/// The `(object, field)` of every warning, sorted.
+fn warned_fields(report: &Report) -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = report.warnings.iter().map(|w| (w.object.clone(), w.field.clone())).collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn every_field_of_karpenters_examples_carries_over() {
+    let report = fixture(FIELDS, 0);
+    assert!(report.errors.is_empty(), "{}", messages(&report));
+    let inputs = fields::documents(&read(format!("{FIXTURES}/{FIELDS}.yaml")));
+    assert_eq!(fields::uncovered(&inputs), Vec::<String>::new(), "the fixture no longer covers the examples");
+    assert_eq!(report.objects.len(), inputs.len(), "every object converts");
+
+    // What the import says, all of it: the group of every pool, the role of every class that has
+    // one, and what Dovetail launches differently (AL2, Bottlerocket, RAID0).
+    let pools =
+        ["general", "spot-spread", "large", "graviton", "nvme", "legacy", "custom", "custom-alias", "bottlerocket"];
+    let mut expected: Vec<(String, String)> =
+        pools.iter().map(|p| (format!("NodePool {p}"), "spec.template.spec.nodeClassRef.group".to_string())).collect();
+    for class in ["standard", "pinned", "scratch", "al2-images", "custom-images", "custom-alias", "bottlerocket"] {
+        expected.push((format!("EC2NodeClass {class}"), "spec.role".into()));
+    }
+    for (class, field) in [
+        ("scratch", "spec.instanceStorePolicy"),
+        ("al2-images", "spec.amiFamily"),
+        ("custom-alias", "spec.amiSelectorTerms[0].alias"),
+        ("bottlerocket", "spec.amiSelectorTerms[0].alias"),
+    ] {
+        expected.push((format!("EC2NodeClass {class}"), field.into()));
+    }
+    expected.sort();
+    assert_eq!(warned_fields(&report), expected, "{}", messages(&report));
+    warned(&report, "NodePool general", "spec.template.spec.nodeClassRef.group", "karpenter.k8s.aws → dovetail.dev");
+    warned(&report, "EC2NodeClass standard", "spec.role", "NodeRoleName=NodeRole-shop-prod");
+    warned(&report, "EC2NodeClass scratch", "spec.instanceStorePolicy", "RAID0");
+    warned(&report, "EC2NodeClass al2-images", "spec.amiFamily", "deprecated AL2");
+    warned(&report, "EC2NodeClass custom-alias", "spec.amiSelectorTerms[0].alias", "finds no image");
+    warned(&report, "EC2NodeClass bottlerocket", "spec.amiSelectorTerms[0].alias", "would not join");
+
+    // Everything else comes out as it went in: values, and fields no warning names.
+    let outputs = fields::outputs(&report);
+    assert_eq!(fields::silently_changed(&inputs, &outputs, &report.warnings), Vec::<String>::new());
+    let pool = |name: &str| outputs.iter().find(|o| o["kind"] == "NodePool" && o["metadata"]["name"] == name).unwrap();
+    assert_eq!(pool("general")["spec"]["limits"]["cpu"], "400", "a number limit is a quantity");
+    assert_eq!(pool("general")["spec"]["template"]["spec"]["nodeClassRef"]["group"], "dovetail.dev");
+    assert_eq!(pool("spot-spread")["spec"]["template"]["spec"]["requirements"][3]["minValues"], 4);
+}
+
+#[test]
+fn the_field_check_names_what_an_import_loses_or_changes() {
+    let report = convert([("in.yaml", read(format!("{FIXTURES}/{FIELDS}.yaml")).as_str())]);
+    let inputs = fields::documents(&read(format!("{FIXTURES}/{FIELDS}.yaml")));
+    let mut outputs = fields::outputs(&report);
+    let class =
+        outputs.iter_mut().find(|o| o["metadata"]["name"] == "standard" && o["kind"] == "EC2NodeClass").unwrap();
+    class["spec"]["kubelet"].as_object_mut().unwrap().remove("cpuCFSQuota");
+    class["spec"]["tags"]["CostCentre"] = "0815".into();
+    let pool = outputs.iter_mut().find(|o| o["metadata"]["name"] == "spot-spread").unwrap();
+    pool["apiVersion"] = "karpenter.sh/v1".into();
+    // Dropping a field the import warns about is what the warning is for: not reported.
+    let scratch = outputs.iter_mut().find(|o| o["metadata"]["name"] == "scratch").unwrap();
+    scratch["spec"].as_object_mut().unwrap().remove("instanceStorePolicy");
+    assert_eq!(
+        fields::silently_changed(&inputs, &outputs, &report.warnings),
+        [
+            "NodePool spot-spread: apiVersion: \"dovetail.dev/v1\" became \"karpenter.sh/v1\"",
+            "EC2NodeClass standard: spec.kubelet.cpuCFSQuota: \"true\" is gone",
+            "EC2NodeClass standard: spec.tags.CostCentre: \"4711\" became \"0815\"",
+        ]
+    );
+
+    // The coverage check notices a field of the examples the fixture stops using.
+    let mut fewer = inputs.clone();
+    for object in &mut fewer {
+        if let Some(spec) = object["spec"].as_object_mut() {
+            spec.remove("instanceStorePolicy");
+        }
+    }
+    assert_eq!(fields::uncovered(&fewer), ["EC2NodeClass spec.instanceStorePolicy"]);
+    assert_eq!(fields::parse("spec.tags[example.org/x].y[0]"), ["spec", "tags", "example.org/x", "y", "0"]);
+}
+
+/// A Deployment of 10 replicas of 500m and 1Gi, with `pod_spec` merged into its pod template's
+/// spec (selectors, tolerations).
+fn generic_deployment(name: &str, pod_spec: serde_json::Value) -> String {
+    let mut spec = serde_json::json!({
+        "containers": [{"name": "app", "image": "example.org/app:1",
+                        "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}],
+    });
+    spec.as_object_mut().unwrap().extend(pod_spec.as_object().cloned().unwrap_or_default());
+    let deployment = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": 10, "selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec}},
+    });
+    serde_yaml_ng::to_string(&deployment).unwrap()
+}
+
+/// `dovetail plan -o json` of the files; fails unless it succeeds.
+fn plan_json(files: &[&Path]) -> serde_json::Value {
+    let mut args = vec!["plan", "-o", "json"];
+    for file in files {
+        args.extend(["-f", file.to_str().unwrap()]);
+    }
+    let out = dovetail(&args, None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the plan as JSON")
+}
+
+#[test]
+fn every_imported_pool_plans_a_generic_deployment() {
+    let report = fixture(FIELDS, 0);
+    let dir = scratch("plan-fields");
+    let imported = dir.join("dovetail.yaml");
+    std::fs::write(&imported, report.yaml()).unwrap();
+
+    // No selector at all: some pool takes it.
+    let workload = dir.join("generic.yaml");
+    std::fs::write(&workload, generic_deployment("generic", serde_json::json!({}))).unwrap();
+    let plan = plan_json(&[&imported, &workload]);
+    assert_eq!(plan["unschedulable"], serde_json::json!([]), "{plan}");
+    assert!(!plan["nodeclaims"].as_array().unwrap().is_empty(), "{plan}");
+
+    each_pool_plans(&report, &imported, &workload, serde_json::json!({}));
+}
+
+/// For each pool of the report (imported into `imported`): a generic Deployment that selects the
+/// pool by name and by `selector` and tolerates its taints plans claims of that pool only, with
+/// `selector`'s labels, and leaves no pod unplaced. `workload` is the file to write it to.
+fn each_pool_plans(report: &Report, imported: &Path, workload: &Path, selector: serde_json::Value) {
+    for object in &report.objects {
+        let Converted::NodePool(pool) = object else { continue };
+        let name = object.name();
+        let tolerations: Vec<serde_json::Value> = pool
+            .spec
+            .template
+            .spec
+            .taints
+            .iter()
+            .map(|t| serde_json::json!({"key": t.key, "operator": "Exists", "effect": t.effect.to_string()}))
+            .collect();
+        let mut node_selector = selector.clone();
+        node_selector["dovetail.dev/nodepool"] = name.into();
+        let pod_spec = serde_json::json!({"nodeSelector": node_selector, "tolerations": tolerations});
+        std::fs::write(workload, generic_deployment(name, pod_spec)).unwrap();
+        let plan = plan_json(&[imported, workload]);
+        assert_eq!(plan["unschedulable"], serde_json::json!([]), "pool {name}: {plan}");
+        let claims = plan["nodeclaims"].as_array().unwrap();
+        assert!(!claims.is_empty(), "pool {name} plans no claim: {plan}");
+        for claim in claims {
+            assert_eq!(claim["nodepool"], name, "pool {name}: {plan}");
+            for (key, value) in node_selector.as_object().unwrap() {
+                assert_eq!(&claim["labels"][key], value, "pool {name}, label {key}: {claim}");
+            }
+        }
+    }
+}
+
+#[test]
+fn karpenters_windows_fields_carry_over() {
+    let report = fixture("karpenter-v1-windows", 0);
+    assert!(report.errors.is_empty(), "{}", messages(&report));
+    assert_eq!(
+        names(&report),
+        [
+            "NodePool build-2019",
+            "NodePool reports",
+            "NodePool build-2025",
+            "EC2NodeClass build-2019",
+            "EC2NodeClass reports",
+            "EC2NodeClass build-2025"
+        ]
+    );
+    // Windows carries over as it is: the groups and the roles are all there is to say.
+    let mut expected: Vec<(String, String)> = ["build-2019", "reports", "build-2025"]
+        .iter()
+        .flat_map(|name| {
+            [
+                (format!("NodePool {name}"), "spec.template.spec.nodeClassRef.group".to_string()),
+                (format!("EC2NodeClass {name}"), "spec.role".to_string()),
+            ]
+        })
+        .collect();
+    expected.sort();
+    assert_eq!(warned_fields(&report), expected, "{}", messages(&report));
+    warned(&report, "NodePool reports", "spec.template.spec.nodeClassRef.group", "is an apiVersion");
+
+    let inputs = fields::documents(&read(format!("{FIXTURES}/karpenter-v1-windows.yaml")));
+    assert_eq!(fields::silently_changed(&inputs, &fields::outputs(&report), &report.warnings), Vec::<String>::new());
+}
+
+#[test]
+fn every_imported_windows_pool_plans_a_windows_deployment() {
+    let report = fixture("karpenter-v1-windows", 0);
+    let dir = scratch("plan-windows");
+    let imported = dir.join("dovetail.yaml");
+    std::fs::write(&imported, report.yaml()).unwrap();
+    let workload = dir.join("windows.yaml");
+
+    // Selecting Windows only: some Windows pool takes it.
+    std::fs::write(
+        &workload,
+        generic_deployment("windows", serde_json::json!({"nodeSelector": {"kubernetes.io/os": "windows"}})),
+    )
+    .unwrap();
+    let plan = plan_json(&[&imported, &workload]);
+    assert_eq!(plan["unschedulable"], serde_json::json!([]), "{plan}");
+    assert!(!plan["nodeclaims"].as_array().unwrap().is_empty(), "{plan}");
+
+    // Each pool on its own, its claims Windows nodes of the class's release.
+    each_pool_plans(&report, &imported, &workload, serde_json::json!({"kubernetes.io/os": "windows"}));
+    let builds = [("build-2019", "10.0.17763"), ("reports", "10.0.20348"), ("build-2025", "10.0.26100")];
+    for (pool, build) in builds {
+        let selector = serde_json::json!({"dovetail.dev/nodepool": pool});
+        std::fs::write(&workload, generic_deployment(pool, serde_json::json!({"nodeSelector": selector}))).unwrap();
+        let plan = plan_json(&[&imported, &workload]);
+        for claim in plan["nodeclaims"].as_array().unwrap() {
+            assert_eq!(claim["labels"]["node.kubernetes.io/windows-build"], build, "{claim}");
+            assert_eq!(claim["labels"]["kubernetes.io/arch"], "amd64", "{claim}");
+        }
+    }
+
+    // A pod that selects Linux is no Windows pool's. (One that selects no OS may land on either,
+    // as with Karpenter and the scheduler: Windows pools are usually tainted for that reason.)
+    let linux = serde_json::json!({"nodeSelector": {"kubernetes.io/os": "linux"}});
+    std::fs::write(&workload, generic_deployment("linux", linux)).unwrap();
+    let plan = plan_json(&[&imported, &workload]);
+    assert_eq!(plan["nodeclaims"], serde_json::json!([]), "{plan}");
+    assert_eq!(plan["unschedulable"].as_array().unwrap().len(), 10, "{plan}");
 }

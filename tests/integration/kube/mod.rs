@@ -3,6 +3,7 @@
 //! `infra/k8s/rbac/functions-clusterrole.yaml` grants. Every test has a namespace and nodes of its
 //! own (the control plane is shared), and pods select their test's nodes by label.
 
+mod import;
 mod read;
 mod snapshot;
 mod writes;

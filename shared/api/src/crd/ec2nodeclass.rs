@@ -333,6 +333,18 @@ impl EC2NodeClass {
 }
 
 impl AmiFamily {
+    /// The OS the family's images run: Windows for the Windows families, Linux for every other,
+    /// `Custom` included (as Karpenter reads a Custom class: the image is the user's).
+    pub fn node_os(&self) -> dovetail_core::model::NodeOs {
+        use dovetail_core::model::NodeOs;
+        match self {
+            AmiFamily::Windows2019 => NodeOs::Windows2019,
+            AmiFamily::Windows2022 => NodeOs::Windows2022,
+            AmiFamily::Windows2025 => NodeOs::Windows2025,
+            _ => NodeOs::Linux,
+        }
+    }
+
     /// Why the family should not be used any more, for the class's status and `dovetail import`.
     pub fn deprecation(&self) -> Option<&'static str> {
         (*self == AmiFamily::Al2).then_some(

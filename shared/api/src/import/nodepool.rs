@@ -8,7 +8,7 @@
 
 use serde_json::Value;
 
-use dovetail_core::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, OS, TAINT_DISRUPTED, TAINT_UNREGISTERED};
+use dovetail_core::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 
 use super::object::{self, is_karpenter_key};
 use super::Notes;
@@ -112,15 +112,12 @@ fn rewrite(spec: &mut Value, notes: &mut Notes<'_>) {
 }
 
 /// Requirement values Dovetail reads but never offers.
-const NEVER_OFFERED: &[(&str, &str, &str)] = &[
-    (
-        CAPACITY_TYPE,
-        "reserved",
-        "Dovetail launches spot and on-demand capacity only, never into capacity reservations: this value \
-         matches nothing",
-    ),
-    (OS, "windows", "Dovetail launches Linux (Amazon Linux) nodes only: this value matches nothing"),
-];
+const NEVER_OFFERED: &[(&str, &str, &str)] = &[(
+    CAPACITY_TYPE,
+    "reserved",
+    "Dovetail launches spot and on-demand capacity only, never into capacity reservations: this value \
+     matches nothing",
+)];
 
 /// Warnings about what the typed pool keeps but Dovetail treats differently from Karpenter.
 fn check(pool: &NodePool, notes: &mut Notes<'_>) {

@@ -374,7 +374,8 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
     assert_eq!(pool.spec.template.spec.requirements[0].values, ["reserved", "on-demand"]);
     assert_eq!(pool.spec.template.spec.requirements[3].operator, Operator::In);
     assert!(warning(&report, "NodePool default", "spec.template.spec.requirements[0]").message.contains("reserved"));
-    assert!(warning(&report, "NodePool default", "spec.template.spec.requirements[1]").message.contains("windows"));
+    // Windows is an OS Dovetail launches (with a Windows EC2NodeClass), so os windows matches.
+    no_warning(&report, "NodePool default", "spec.template.spec.requirements[1]");
     no_warning(&report, "NodePool default", "spec.template.spec.requirements[2]");
     no_warning(&report, "NodePool default", "spec.template.spec.requirements[3]");
     assert!(warning(&report, "NodePool default", "spec.template.spec.taints[0]")
@@ -387,19 +388,30 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
 }
 
 #[test]
-fn ami_families_other_than_al2023_are_flagged() {
-    // Karpenter 1.14's Windows families, 2025 included, are read (and flagged, as Dovetail
-    // launches Amazon Linux only).
-    for (alias, family) in [("windows2019", AmiFamily::Windows2019), ("windows2025", AmiFamily::Windows2025)] {
+fn ami_families_other_than_al2023_and_windows_are_flagged() {
+    // Karpenter 1.14's Windows families, 2025 included, are launched as Karpenter launches them:
+    // by alias or by amiFamily, nothing to say.
+    for (alias, family) in [
+        ("windows2019", AmiFamily::Windows2019),
+        ("windows2022", AmiFamily::Windows2022),
+        ("windows2025", AmiFamily::Windows2025),
+    ] {
         let report = run(&class(|d| d["spec"]["amiSelectorTerms"] = yaml(&format!("[{{alias: {alias}@latest}}]"))));
-        let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
-        assert!(w.message.starts_with(&format!("kept {family}, but Dovetail launches Amazon Linux nodes only")), "{w}");
+        assert!(report.warnings.is_empty(), "{alias}: {}", lines(&report.warnings));
         assert_eq!(class_of(&report, "default").ami_family(), family);
+        let report = run(&class(|d| {
+            d["spec"]["amiFamily"] = family.to_string().into();
+            d["spec"]["amiSelectorTerms"] = yaml("[{id: ami-0123456789abcdef0}]");
+        }));
+        assert!(report.warnings.is_empty(), "amiFamily {family}: {}", lines(&report.warnings));
     }
 
     let report = run(&class(|d| d["spec"]["amiSelectorTerms"] = yaml("[{alias: bottlerocket@latest}]")));
     let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
-    assert!(w.message.starts_with("kept Bottlerocket, but Dovetail launches Amazon Linux nodes only"), "{w}");
+    assert!(
+        w.message.starts_with("kept Bottlerocket, but Dovetail launches Amazon Linux and Windows nodes only"),
+        "{w}"
+    );
     assert_eq!(class_of(&report, "default").ami_family(), AmiFamily::Bottlerocket);
 
     let report = run(&class(|d| {
@@ -433,6 +445,29 @@ fn ami_families_other_than_al2023_are_flagged() {
 }
 
 #[test]
+fn a_custom_class_on_an_alias_dovetail_does_not_resolve_is_flagged() {
+    // Karpenter's custom-family-with-alias example: its own user data on the Bottlerocket image.
+    let custom = |alias: &'static str| {
+        run(&class(move |d| {
+            d["spec"]["amiFamily"] = "Custom".into();
+            d["spec"]["amiSelectorTerms"] = yaml(&format!("[{{alias: {alias}}}]"));
+            d["spec"]["userData"] = "#!/bin/bash\n/opt/join\n".into();
+        }))
+    };
+    let report = custom("bottlerocket@latest");
+    let w = warning(&report, "EC2NodeClass default", "spec.amiSelectorTerms[0].alias");
+    assert!(
+        w.message.starts_with("kept bottlerocket@latest, but Dovetail does not resolve bottlerocket aliases"),
+        "{w}"
+    );
+    assert_eq!(report.warnings.len(), 1, "{}", lines(&report.warnings));
+    assert_eq!(class_of(&report, "default").ami_family(), AmiFamily::Custom);
+    // An alias Dovetail resolves needs no word.
+    let report = custom("al2023@latest");
+    assert!(report.warnings.is_empty(), "{}", lines(&report.warnings));
+}
+
+#[test]
 fn launch_settings_dovetail_applies_differently_are_flagged() {
     let report = run(&class(|d| {
         d["spec"]["instanceProfile"] = serde_yaml_ng::Value::Null;
@@ -458,6 +493,20 @@ fn launch_settings_dovetail_applies_differently_are_flagged() {
             "[{deviceName: /dev/xvda, ebs: {volumeSize: 100Gi}}, {deviceName: /dev/xvdb, rootVolume: true, ebs: {volumeSize: 20Gi}}]",
         );
     }));
+    assert!(report.warnings.is_empty(), "{}", lines(&report.warnings));
+
+    // Windows images boot from /dev/sda1, and Dovetail plans their default 50Gi.
+    let windows = |mappings: &'static str| {
+        run(&class(move |d| {
+            d["spec"]["amiSelectorTerms"] = yaml("[{alias: windows2022@latest}]");
+            d["spec"]["blockDeviceMappings"] = yaml(mappings);
+        }))
+    };
+    let report = windows("[{deviceName: /dev/sda1, ebs: {volumeSize: 100Gi}}]");
+    let root = warning(&report, "EC2NodeClass default", "spec.blockDeviceMappings[0].ebs.volumeSize");
+    assert!(root.message.contains("the Windows images' default 50Gi one"), "{root}");
+    let report =
+        windows("[{deviceName: /dev/sda1, ebs: {volumeSize: 50Gi}}, {deviceName: /dev/xvda, ebs: {volumeSize: 20Gi}}]");
     assert!(report.warnings.is_empty(), "{}", lines(&report.warnings));
 }
 
