@@ -595,17 +595,7 @@ mod tests {
     fn windows_without_class_script_or_cluster_dns() {
         let mut c = cluster();
         c.service_cidr = None;
-        let labels = BTreeMap::new();
-        let s = NodeSettings {
-            cluster: &c,
-            labels: &labels,
-            taints: &[],
-            max_pods: 110,
-            kubelet: None,
-            user_data: None,
-            family: AmiFamily::Windows2022,
-        };
-        let out = user_data(&s).unwrap();
+        let out = plain(&c, AmiFamily::Windows2022, 110, None).unwrap();
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 4, "{out}");
         assert_eq!((lines[0], lines[3]), ("<powershell>", "</powershell>"));
@@ -624,19 +614,8 @@ mod tests {
     /// its closing tag and leave the bootstrap out); other EC2Launch tags follow our block.
     #[test]
     fn a_class_powershell_block_is_unwrapped() {
-        let c = cluster();
-        let labels = BTreeMap::new();
         let user = "<PowerShell>\r\nWrite-Host one\r\n</PowerShell>\r\n<persist>true</persist>\r\n";
-        let s = NodeSettings {
-            cluster: &c,
-            labels: &labels,
-            taints: &[],
-            max_pods: 8,
-            kubelet: None,
-            user_data: Some(user),
-            family: AmiFamily::Windows2019,
-        };
-        let out = user_data(&s).unwrap();
+        let out = plain(&cluster(), AmiFamily::Windows2019, 8, Some(user)).unwrap();
         assert_eq!(out.matches("<powershell>").count() + out.matches("<PowerShell>").count(), 1, "{out}");
         assert_eq!(out.matches("</powershell>").count() + out.matches("</PowerShell>").count(), 1, "{out}");
         assert!(out.starts_with("<powershell>\nWrite-Host one\n[string]$EKSBootstrapScriptFile"), "{out:?}");
@@ -661,20 +640,17 @@ mod tests {
         assert_eq!(windows_bootstrap_args("Write-Host"), None);
     }
 
-    /// The user data of a pool of `cluster()` (maxPods 110) whose class's `userData` is `user`.
-    fn merge(user: &str) -> Result<String, MimeError> {
-        let c = cluster();
+    /// The user data of a pool of `c` without labels, taints or kubelet settings.
+    fn plain(c: &ClusterFacts, family: AmiFamily, max_pods: i64, user: Option<&str>) -> Result<String, MimeError> {
         let labels = BTreeMap::new();
-        let s = NodeSettings {
-            cluster: &c,
-            labels: &labels,
-            taints: &[],
-            max_pods: 110,
-            kubelet: None,
-            user_data: Some(user),
-            family: AmiFamily::Al2023,
-        };
+        let s =
+            NodeSettings { cluster: c, labels: &labels, taints: &[], max_pods, kubelet: None, user_data: user, family };
         user_data(&s)
+    }
+
+    /// The user data of an AL2023 pool of `cluster()` (maxPods 110) whose class's `userData` is `user`.
+    fn merge(user: &str) -> Result<String, MimeError> {
+        plain(&cluster(), AmiFamily::Al2023, 110, Some(user))
     }
 
     /// The class's `userData` merged with Dovetail's NodeConfig, read back as parts; the last is
