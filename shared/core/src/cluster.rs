@@ -120,6 +120,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// The kubelet settings (with the OS) of a class's nodes; the defaults, Linux, for a class
+    /// the cluster does not have.
+    pub fn kubelet_of(&self, class: &str) -> crate::model::KubeletConfig {
+        self.nodeclasses.iter().find(|c| c.name == class).map(|c| c.kubelet.clone()).unwrap_or_default()
+    }
+
     /// Puts a claim's new state into this working copy, for the decisions that follow to read.
     pub fn record(&mut self, claim: &NodeClaim) {
         match self.claims.iter_mut().find(|c| c.name == claim.name) {

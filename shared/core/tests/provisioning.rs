@@ -11,7 +11,7 @@ use dovetail_core::catalog::{self, CapacityType, OfferingKey};
 use dovetail_core::cluster::{Cluster, ResolvedClass};
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::labels;
-use dovetail_core::model::{NodeClass, NodePool, Pod, Taint, TaintEffect};
+use dovetail_core::model::{NodeClass, NodeOs, NodePool, Pod, Taint, TaintEffect};
 use dovetail_core::nodeclaim::{launched_labels, NodeClaim, Phase, Reason};
 use dovetail_core::provisioning::{self, claim_name, intent, offers, plan, plan_cached, pool_usage};
 use dovetail_core::requirements::{Operator, Requirement};
@@ -274,7 +274,7 @@ fn an_intent_carries_what_launch_and_drift_need() {
 fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = vec!["m7i.large".into(), "m6i.large".into(), "c7i.xlarge".into()];
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &[]);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux);
     assert_eq!(groups.len(), 2);
     assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::Spot));
     assert!(groups[1].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
@@ -289,7 +289,7 @@ fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
         zone: "us-east-1b".into(),
         capacity_type: CapacityType::OnDemand,
     };
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]), &[]);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]), &[], NodeOs::Linux);
     assert_eq!(groups.len(), 1);
     assert!(groups[0].iter().all(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::OnDemand));
     assert!(!groups[0].iter().any(|o| o.key() == gone));
@@ -301,14 +301,14 @@ fn offers_stay_in_the_zones_the_class_has_subnets_in() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = vec!["m7i.large".into(), "m6i.large".into()];
     let class_zones = ["us-east-1a".to_string(), "us-east-1c".to_string()];
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &class_zones);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &class_zones, NodeOs::Linux);
     assert_eq!(groups.len(), 2);
     for g in &groups {
         assert!(!g.is_empty() && g.iter().all(|o| class_zones.contains(&o.zone)), "{g:?}");
     }
     // Every spot offering in those zones ruled out: on-demand is next, not spot elsewhere.
     let spot_gone: BTreeSet<OfferingKey> = groups[0].iter().map(|o| o.key()).collect();
-    let groups = offers(&claim, catalog::embedded(), &spot_gone, &class_zones);
+    let groups = offers(&claim, catalog::embedded(), &spot_gone, &class_zones, NodeOs::Linux);
     assert_eq!(groups.len(), 1);
     assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
 }
@@ -334,10 +334,42 @@ fn a_launch_relabels_the_claim_for_the_type_zone_and_capacity_the_fleet_chose() 
 }
 
 #[test]
+fn windows_offers_and_launch_labels_are_the_classes_os() {
+    let catalog = catalog::embedded();
+    let mut claim = NodeClaim::launching("x", "win", "win", T0);
+    claim.instance_types = vec!["m5.large".into(), "c5.xlarge".into()];
+    claim.requirements.add(Requirement::single(labels::CAPACITY_TYPE, "on-demand"));
+    let linux = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Linux);
+    let windows = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Windows2022);
+    let price = |groups: &[Vec<dovetail_core::catalog::Offer>], t: &str| {
+        groups[0].iter().find(|o| o.instance_type == t).map(|o| o.price).unwrap()
+    };
+    // The licence is 0.046 $/vCPU-hour: m5.large 0.096 + 2 x 0.046, c5.xlarge 0.17 + 4 x 0.046.
+    assert!((price(&windows, "m5.large") - 0.188).abs() < 1e-9);
+    assert!((price(&windows, "c5.xlarge") - 0.354).abs() < 1e-9);
+    assert!((price(&linux, "m5.large") - 0.096).abs() < 1e-9);
+
+    // A Windows claim planned on m5.large and launched as c5.xlarge stays Windows of its build.
+    let mut planned =
+        catalog.get("m5.large").unwrap().requirements_for(NodeOs::Windows2019).unwrap().single_valued_labels();
+    planned.insert(labels::ZONE.into(), "us-east-1a".into());
+    let got = launched_labels(&planned, "c5.xlarge", "us-east-1a", CapacityType::OnDemand, catalog);
+    assert_eq!(got[labels::INSTANCE_TYPE], "c5.xlarge");
+    assert_eq!(got[labels::INSTANCE_CPU], "4");
+    assert_eq!(got[labels::OS], "windows");
+    assert_eq!(got[labels::WINDOWS_BUILD], "10.0.17763");
+    // Planned labels that name no OS (claims written by hand) take the type's, Linux.
+    planned.remove(labels::OS);
+    planned.remove(labels::WINDOWS_BUILD);
+    let linux = launched_labels(&planned, "c5.xlarge", "us-east-1a", CapacityType::OnDemand, catalog);
+    assert_eq!((linux[labels::OS].as_str(), linux.get(labels::WINDOWS_BUILD)), ("linux", None));
+}
+
+#[test]
 fn offers_are_capped_at_sixty() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = catalog::embedded().types.iter().map(|t| t.name.clone()).take(200).collect();
-    for g in offers(&claim, catalog::embedded(), &BTreeSet::new(), &[]) {
+    for g in offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux) {
         assert_eq!(g.len(), provisioning::MAX_OFFERS);
     }
 }

@@ -13,7 +13,8 @@ use dovetail_core::resources::{parse_cpu_millis, parse_units, Resources, CPU};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
-    Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError, NodePool, Taint, TaintEffect,
+    AmiFamily, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError, NodePool, Taint,
+    TaintEffect,
 };
 
 fn field_error(kind: &'static str, name: &str, field: String, message: String) -> FieldError {
@@ -161,6 +162,17 @@ fn budget(b: &Budget) -> Result<core::Budget, String> {
     Ok(core::Budget { nodes, schedule: b.schedule.clone(), duration, reasons })
 }
 
+/// The OS a family's images run: Windows for the Windows families (from `amiFamily`, else the
+/// alias), Linux for every other, `Custom` included (as Karpenter reads a Custom class).
+fn node_os(family: &AmiFamily) -> core::NodeOs {
+    match family {
+        AmiFamily::Windows2019 => core::NodeOs::Windows2019,
+        AmiFamily::Windows2022 => core::NodeOs::Windows2022,
+        AmiFamily::Windows2025 => core::NodeOs::Windows2025,
+        _ => core::NodeOs::Linux,
+    }
+}
+
 impl EC2NodeClass {
     /// The parts of the class the decision core needs (kubelet settings that shape allocatable,
     /// and tags).
@@ -168,7 +180,7 @@ impl EC2NodeClass {
         self.validate()?;
         let name = self.metadata.name.clone().unwrap_or_default();
         let err = |field: String, message: String| vec![field_error("EC2NodeClass", &name, field, message)];
-        let mut kubelet = core::KubeletConfig::default();
+        let mut kubelet = core::KubeletConfig { os: node_os(&self.ami_family()), ..Default::default() };
         if let Some(k) = &self.spec.kubelet {
             kubelet.max_pods = k.max_pods.map(i64::from);
             kubelet.pods_per_core = k.pods_per_core.map(i64::from);
@@ -347,5 +359,44 @@ spec:
         assert_eq!(c.kubelet.kube_reserved.as_ref().map(|r| r.cpu), Some(200));
         let m5 = dovetail_core::catalog::embedded().get("m5.large").unwrap();
         assert_eq!(m5.allocatable(&c.kubelet).pods, 20);
+        assert_eq!(c.kubelet.os, core::NodeOs::Linux);
+    }
+
+    fn class_with(ami: &str) -> EC2NodeClass {
+        serde_yaml_ng::from_str(&format!(
+            r#"
+apiVersion: dovetail.dev/v1
+kind: EC2NodeClass
+metadata: {{name: win}}
+spec:
+  role: KarpenterNodeRole-demo
+  {ami}
+  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo}}}}]
+"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_family_decides_the_node_os() {
+        for (ami, os) in [
+            ("amiSelectorTerms: [{alias: windows2019@latest}]", core::NodeOs::Windows2019),
+            ("amiSelectorTerms: [{alias: windows2022@latest}]", core::NodeOs::Windows2022),
+            ("amiSelectorTerms: [{alias: windows2025@latest}]", core::NodeOs::Windows2025),
+            ("amiSelectorTerms: [{alias: windows2022@latest}]\n  amiFamily: Windows2022", core::NodeOs::Windows2022),
+            ("amiSelectorTerms: [{id: ami-0123456789abcdef0}]\n  amiFamily: Windows2025", core::NodeOs::Windows2025),
+            // Custom with a Windows alias is Custom, as Karpenter reads it: the image is the user's.
+            ("amiSelectorTerms: [{alias: windows2022@latest}]\n  amiFamily: Custom", core::NodeOs::Linux),
+            ("amiSelectorTerms: [{alias: al2023@latest}]", core::NodeOs::Linux),
+            ("amiSelectorTerms: [{alias: bottlerocket@latest}]", core::NodeOs::Linux),
+        ] {
+            let c = class_with(ami).to_core().unwrap_or_else(|e| panic!("{ami}: {e:?}"));
+            assert_eq!(c.kubelet.os, os, "{ami}");
+        }
+        // The OS reaches allocatable: 110 pods on a Windows m5.large, not the ENI limit of 29.
+        let c = class_with("amiSelectorTerms: [{alias: windows2022@latest}]").to_core().unwrap();
+        let m5 = dovetail_core::catalog::embedded().get("m5.large").unwrap();
+        assert_eq!(m5.allocatable(&c.kubelet).pods, 110);
     }
 }

@@ -318,6 +318,9 @@ fn instance_type(row: &Row<'_>, zones: &[Zone]) -> InstanceType {
         labels::INSTANCE_GPU_MANUFACTURER,
         labels::INSTANCE_GPU_COUNT,
         labels::INSTANCE_GPU_MEMORY,
+        // The catalog describes Linux nodes; `InstanceType::requirements_for` gives a Windows
+        // class's view with the build its image carries.
+        labels::WINDOWS_BUILD,
     ] {
         if !req.has_key(key) {
             req.add(

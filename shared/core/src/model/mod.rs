@@ -12,7 +12,7 @@ mod taint;
 
 pub use held::{hold, Held};
 pub use node::{DaemonSet, Node, NodeCondition, NodeKind};
-pub use nodeclass::{KubeletConfig, NodeClass};
+pub use nodeclass::{KubeletConfig, NodeClass, NodeOs};
 pub use nodepool::{
     limit_share, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool, RebalancePolicy,
     LIMIT_NODES, NODE_REPAIR_ANNOTATION, REBALANCE_POLICY_ANNOTATION,

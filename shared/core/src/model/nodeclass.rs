@@ -5,9 +5,59 @@ use std::collections::BTreeMap;
 
 use crate::resources::Resources;
 
-/// Kubelet settings that change a node's allocatable resources.
+/// The operating system of a class's image (its AMI family), which a node's labels and the
+/// kubelet's defaults follow. Every family but Windows runs Linux.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum NodeOs {
+    #[default]
+    Linux,
+    /// Windows Server 2019 (build 10.0.17763).
+    Windows2019,
+    /// Windows Server 2022 (build 10.0.20348).
+    Windows2022,
+    /// Windows Server 2025 (build 10.0.26100).
+    Windows2025,
+}
+
+impl NodeOs {
+    /// The node's `kubernetes.io/os`.
+    pub fn label(self) -> &'static str {
+        if self.is_windows() {
+            "windows"
+        } else {
+            "linux"
+        }
+    }
+
+    /// The node's `node.kubernetes.io/windows-build` (the build Karpenter labels each Windows
+    /// Server release with); none on Linux.
+    pub fn windows_build(self) -> Option<&'static str> {
+        match self {
+            NodeOs::Linux => None,
+            NodeOs::Windows2019 => Some("10.0.17763"),
+            NodeOs::Windows2022 => Some("10.0.20348"),
+            NodeOs::Windows2025 => Some("10.0.26100"),
+        }
+    }
+
+    pub fn is_windows(self) -> bool {
+        self != NodeOs::Linux
+    }
+
+    pub fn is_linux(&self) -> bool {
+        *self == NodeOs::Linux
+    }
+}
+
+/// What shapes a node's capacity and allocatable besides its type: the kubelet settings of its
+/// class, and the OS of the class's image, whose kubelet defaults differ (max pods, the pod count
+/// kube-reserved memory is sized for, the root volume). The OS lives here, not beside it on
+/// [`NodeClass`], because every caller that works out allocatable for a class already holds this.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct KubeletConfig {
+    /// Linux unless the class's AMI family is Windows.
+    #[serde(default, skip_serializing_if = "NodeOs::is_linux")]
+    pub os: NodeOs,
     pub max_pods: Option<i64>,
     pub pods_per_core: Option<i64>,
     /// Replaces the computed kube-reserved amounts for the resources it names.

@@ -204,9 +204,10 @@ pub struct NodeClaim {
 /// The labels of the Node a launch becomes: `labels` (the pool's, custom ones, the claim's name,
 /// and the planned cheapest candidate's instance-type labels) with the candidate's instance-type
 /// labels replaced by those of the type the fleet launched, and the zone (with its id) and
-/// capacity type it launched in. A launch template carries only what every instance of a pool
-/// shares, so registration puts these on the Node, as Karpenter does; the simulator's kubelets
-/// register with them.
+/// capacity type it launched in. The OS and Windows build are the class's image's, not the type's:
+/// planned labels that name an OS keep it (a Windows claim's node stays Windows of its build). A
+/// launch template carries only what every instance of a pool shares, so registration puts these
+/// on the Node, as Karpenter does; the simulator's kubelets register with them.
 pub fn launched_labels(
     labels: &BTreeMap<String, String>,
     instance_type: &str,
@@ -216,10 +217,11 @@ pub fn launched_labels(
 ) -> BTreeMap<String, String> {
     let mut out = labels.clone();
     if let Some(t) = catalog.get(instance_type) {
-        for k in t.requirements.keys() {
+        let planned = |k: &str| (k == labels::OS || k == labels::WINDOWS_BUILD) && labels.contains_key(labels::OS);
+        for k in t.requirements.keys().filter(|k| !planned(k)) {
             out.remove(k);
         }
-        out.extend(t.requirements.single_valued_labels());
+        out.extend(t.requirements.single_valued_labels().into_iter().filter(|(k, _)| !planned(k)));
     }
     out.insert(labels::ZONE.into(), zone.to_string());
     match catalog.zone_id(zone) {

@@ -1,16 +1,19 @@
-//! AL2023 node overhead: what a node of an EC2 type reports as capacity and allocatable.
+//! Node overhead: what a node of an EC2 type reports as capacity and allocatable.
 //!
 //! Dovetail must predict allocatable before the node exists, and must predict it the way Karpenter
 //! does: a model that is too generous packs pods onto nodes where the kubelet then rejects them, one
 //! that is too stingy buys bigger nodes than Karpenter would. Every rule and rounding step below
-//! mirrors Karpenter's AWS provider for the AL2023 AMI family; `tests/overhead_reference.rs` checks
-//! the result against Karpenter's published allocatable for every type in the catalog.
+//! mirrors Karpenter's AWS provider for the AL2023 AMI family, and for the Windows families where
+//! they differ (pod density not limited by ENIs, kube-reserved memory sized from that pod count, a
+//! 50 GiB root volume, the VPC resource controller's `PrivateIPv4Address`);
+//! `tests/overhead_reference.rs` checks the Linux result against Karpenter's published allocatable
+//! for every type in the catalog.
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::model::KubeletConfig;
-use crate::resources::{parse_units, Resources};
+use crate::model::{KubeletConfig, NodeOs};
+use crate::resources::{parse_units, Resources, PRIVATE_IPV4_ADDRESS};
 
 /// Raw facts of an EC2 instance type, from which the AL2023 overhead model computes allocatable.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -38,7 +41,10 @@ pub const GRAVITON_CMA_MIB: i64 = 64;
 /// Size of AL2023's root volume when the EC2NodeClass maps no block devices; the kubelet's
 /// ephemeral storage lives on it.
 pub const DEFAULT_ROOT_VOLUME_BYTES: i64 = 20 << 30;
-/// Max pods when the ENI limits of a type are unknown (the kubelet's own default).
+/// Size of the Windows images' root volume (`/dev/sda1`) when the class maps no block devices.
+pub const WINDOWS_ROOT_VOLUME_BYTES: i64 = 50 << 30;
+/// Max pods when the ENI limits of a type are unknown, and always on Windows (the kubelet's own
+/// default).
 pub const DEFAULT_MAX_PODS: i64 = 110;
 /// Pods that use the host network and so need no VPC address (kube-proxy, aws-node).
 const HOST_NETWORK_PODS: i64 = 2;
@@ -99,9 +105,22 @@ pub fn eni_limited_pods(facts: &Ec2Facts) -> i64 {
     facts.max_enis * (facts.ipv4_per_eni - 1) + HOST_NETWORK_PODS
 }
 
-/// The kubelet's `maxPods`: the configured value or the ENI limit, capped by `podsPerCore`.
+/// The root volume a node's ephemeral storage lives on, when the class maps no block devices.
+pub fn default_root_volume_bytes(os: NodeOs) -> i64 {
+    if os.is_windows() {
+        WINDOWS_ROOT_VOLUME_BYTES
+    } else {
+        DEFAULT_ROOT_VOLUME_BYTES
+    }
+}
+
+/// The kubelet's `maxPods`: the configured value, else the ENI limit on Linux and 110 on Windows
+/// (the Windows images do not size pod density from the type's ENIs), capped by `podsPerCore`.
 pub fn max_pods(facts: &Ec2Facts, kubelet: &KubeletConfig) -> i64 {
-    let count = kubelet.max_pods.unwrap_or_else(|| eni_limited_pods(facts));
+    let count = kubelet.max_pods.unwrap_or_else(|| match kubelet.os {
+        NodeOs::Linux => eni_limited_pods(facts),
+        _ => DEFAULT_MAX_PODS,
+    });
     match kubelet.pods_per_core {
         // Zero means "no limit" to the kubelet, so it must not cap the count at zero.
         Some(per_core) if per_core > 0 => count.min(per_core * facts.vcpu),
@@ -123,22 +142,31 @@ pub fn capacity(facts: &Ec2Facts, kubelet: &KubeletConfig) -> Resources {
     let mut r = Resources {
         cpu: facts.vcpu * 1000,
         memory: memory_capacity(facts),
-        ephemeral: DEFAULT_ROOT_VOLUME_BYTES,
+        ephemeral: default_root_volume_bytes(kubelet.os),
         pods: max_pods(facts, kubelet),
         extended: Vec::new(),
     };
     for (name, count) in &facts.extended {
         r.set(name, *count);
     }
+    if kubelet.os.is_windows() {
+        // Windows pods get their addresses from the VPC resource controller, which advertises the
+        // secondary addresses of the primary ENI (all but its own) as this resource.
+        r.set(PRIVATE_IPV4_ADDRESS, (facts.ipv4_per_eni - 1).max(0));
+    }
     r
 }
 
 /// kube-reserved with the EKS AMI defaults, then the EC2NodeClass's `kubeReserved` per resource.
 pub fn kube_reserved(facts: &Ec2Facts, kubelet: &KubeletConfig) -> Resources {
-    // The AMI sizes kubelet's memory reservation from the ENI-limited pod density even when maxPods
-    // is overridden (awslabs/amazon-eks-ami#782), and Karpenter follows the AMI, so neither maxPods
-    // nor podsPerCore changes it.
-    let pods = eni_limited_pods(facts);
+    // The Linux AMI sizes kubelet's memory reservation from the ENI-limited pod density even when
+    // maxPods is overridden (awslabs/amazon-eks-ami#782), and Karpenter follows the AMI, so neither
+    // maxPods nor podsPerCore changes it there. The Windows images size it from the pods the node
+    // actually runs, so there they do.
+    let pods = match kubelet.os {
+        NodeOs::Linux => eni_limited_pods(facts),
+        _ => max_pods(facts, kubelet),
+    };
     let mut r = Resources {
         cpu: kube_reserved_cpu(facts.vcpu),
         memory: (11 * pods + 255) << 20,
@@ -425,6 +453,61 @@ mod tests {
             validate(&KubeletConfig { pods_per_core: Some(-2), ..kubelet() }),
             Err(KubeletError::PodsPerCore(-2))
         );
+    }
+
+    fn windows(kubelet: KubeletConfig) -> KubeletConfig {
+        KubeletConfig { os: NodeOs::Windows2022, ..kubelet }
+    }
+
+    fn facts(vcpu: i64, memory_mib: i64, max_enis: i64, ipv4_per_eni: i64) -> Ec2Facts {
+        Ec2Facts { vcpu, memory_mib, max_enis, ipv4_per_eni, arm64: false, extended: vec![] }
+    }
+
+    /// Worked by hand from Karpenter's formulas for a Windows family: 110 pods whatever the ENIs,
+    /// kube-reserved memory 11 * 110 + 255 = 1465Mi, cpu bands as on Linux, a 50Gi root volume
+    /// (1Gi kube-reserved, 10% = 5Gi evicted), 100Mi memory eviction, and `PrivateIPv4Address` one
+    /// less than the addresses of an ENI.
+    #[test]
+    fn windows_defaults_follow_karpenter() {
+        let k = windows(kubelet());
+        // m5.large: 7577Mi of memory capacity (as on Linux), 2000m cpu, 10 addresses per ENI.
+        let a = allocatable(&m5_large(), &k);
+        assert_eq!((a.cpu, a.memory, a.ephemeral, a.pods), (1930, (7577 - 1465 - 100) * MI, 44 * GI, 110));
+        assert_eq!(a.get(PRIVATE_IPV4_ADDRESS), 9);
+        assert_eq!(a.get(POD_ENI), 9, "trunk ENIs are the type's, whatever the OS");
+        let c = capacity(&m5_large(), &k);
+        assert_eq!((c.cpu, c.memory, c.ephemeral, c.pods), (2000, 7577 * MI, 50 * GI, 110));
+        assert_eq!(kube_reserved(&m5_large(), &k).memory, 1465 * MI);
+        // c5.4xlarge: 16 vCPU, 32768Mi - ceil(2457.6) = 30310Mi; cpu 60 + 10 + 10 + 30 = 110m.
+        let a = allocatable(&facts(16, 32768, 8, 30), &k);
+        assert_eq!((a.cpu, a.memory, a.pods), (15890, (30310 - 1465 - 100) * MI, 110));
+        assert_eq!(a.get(PRIVATE_IPV4_ADDRESS), 29);
+        // t3.medium: 4096Mi - ceil(307.2) = 3788Mi; 6 addresses per ENI.
+        let a = allocatable(&facts(2, 4096, 3, 6), &k);
+        assert_eq!((a.cpu, a.memory, a.pods), (1930, (3788 - 1465 - 100) * MI, 110));
+        assert_eq!(a.get(PRIVATE_IPV4_ADDRESS), 5);
+    }
+
+    #[test]
+    fn windows_memory_reservation_follows_max_pods_and_pods_per_core() {
+        // maxPods 20: 11 * 20 + 255 = 475Mi reserved (Linux would keep the ENI-limited 574Mi).
+        let k = windows(KubeletConfig { max_pods: Some(20), ..kubelet() });
+        let a = allocatable(&m5_large(), &k);
+        assert_eq!((a.memory, a.pods), ((7577 - 475 - 100) * MI, 20));
+        // podsPerCore 10 on 2 vCPU caps the 110 default at 20: the same figures.
+        let k = windows(KubeletConfig { pods_per_core: Some(10), ..kubelet() });
+        assert_eq!(allocatable(&m5_large(), &k), a);
+        // A type with no ENI data still advertises no addresses rather than a negative count.
+        let a = allocatable(&facts(2, 8192, 0, 0), &windows(kubelet()));
+        assert_eq!((a.pods, a.get(PRIVATE_IPV4_ADDRESS)), (110, 0));
+    }
+
+    #[test]
+    fn linux_has_no_private_ipv4_resource_and_keeps_eni_limits() {
+        let a = allocatable(&m5_large(), &kubelet());
+        assert_eq!(a.get(PRIVATE_IPV4_ADDRESS), 0);
+        assert_eq!(default_root_volume_bytes(NodeOs::Linux), 20 * GI);
+        assert_eq!(default_root_volume_bytes(NodeOs::Windows2019), 50 * GI);
     }
 
     #[test]

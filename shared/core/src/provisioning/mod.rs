@@ -15,7 +15,7 @@ use crate::decision::{Action, Decision};
 use crate::events;
 use crate::hash::{fnv1a64, nodepool_hash};
 use crate::labels;
-use crate::model::{limit_share, DaemonSet, Node, NodeKind, NodePool, Taint};
+use crate::model::{limit_share, DaemonSet, Node, NodeKind, NodeOs, NodePool, Taint};
 use crate::nodeclaim::{Hashes, NodeClaim, Phase};
 use crate::requirements::{Operator, Requirement};
 use crate::resources::Resources;
@@ -75,10 +75,6 @@ fn claim_labels(claim: &NodeClaim) -> BTreeMap<String, String> {
     labels
 }
 
-fn kubelet_of(cluster: &Cluster, class: &str) -> crate::model::KubeletConfig {
-    cluster.nodeclasses.iter().find(|c| c.name == class).map(|c| c.kubelet.clone()).unwrap_or_default()
-}
-
 /// Each pool's usage for its `limits`: the [`limit_share`] (capacity and one node) of every claim
 /// of the pool that is not Terminated (Karpenter counts nodes being deleted until they are gone),
 /// plus registered nodes of the pool that no claim owns (adopted or hand-made).
@@ -106,13 +102,13 @@ pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Reso
 /// its cheapest candidate; none when the catalog does not know the type) and its one node, which
 /// counts whatever the type.
 pub fn claim_limit_share(claim: &NodeClaim, cluster: &Cluster, catalog: &Catalog) -> Resources {
-    let capacity = claim_type(claim, catalog).map(|t| t.capacity(&kubelet_of(cluster, &claim.nodeclass)));
+    let capacity = claim_type(claim, catalog).map(|t| t.capacity(&cluster.kubelet_of(&claim.nodeclass)));
     limit_share(&capacity.unwrap_or_default())
 }
 
 /// What a claim's node offers pods once up: its type's allocatable under its class's kubelet.
 fn claim_allocatable(claim: &NodeClaim, cluster: &Cluster, catalog: &Catalog) -> Option<Resources> {
-    claim_type(claim, catalog).map(|t| t.allocatable(&kubelet_of(cluster, &claim.nodeclass)))
+    claim_type(claim, catalog).map(|t| t.allocatable(&cluster.kubelet_of(&claim.nodeclass)))
 }
 
 /// What the scheduler plans from: pending pods; registered nodes (leaving ones unschedulable);
@@ -301,12 +297,14 @@ pub fn intent(planned: &PlannedClaim, cluster: &Cluster, now: Time) -> NodeClaim
 /// the claim allows (spot first), each cheapest first and at most [`MAX_OFFERS`] long. Offerings
 /// marked unavailable, and those in zones where the class has no subnet (`class_zones`, when
 /// known), are left out — so once capacity errors rule out a capacity type in the class's zones,
-/// the next group is tried rather than offers no launch could use.
+/// the next group is tried rather than offers no launch could use. Prices are those of the
+/// class's OS (`os`).
 pub fn offers(
     claim: &NodeClaim,
     catalog: &Catalog,
     unavailable: &BTreeSet<OfferingKey>,
     class_zones: &[String],
+    os: NodeOs,
 ) -> Vec<Vec<Offer>> {
     let zones = claim.requirements.get(labels::ZONE);
     let in_class = |zone: &str| class_zones.is_empty() || class_zones.iter().any(|z| z == zone);
@@ -327,7 +325,7 @@ pub fn offers(
                 instance_type: t.name.clone(),
                 zone: o.zone.clone(),
                 capacity_type: ct,
-                price: o.price,
+                price: t.price(o, os),
             })
             .filter(|o| !unavailable.contains(&o.key()))
             .collect();

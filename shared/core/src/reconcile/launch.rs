@@ -97,7 +97,13 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             return self.give_up(&attempt, why, view, report).await;
         }
         loop {
-            let groups = provisioning::offers(&attempt, &view.catalog, &view.cluster.unavailable, &resolved.zones);
+            let groups = provisioning::offers(
+                &attempt,
+                &view.catalog,
+                &view.cluster.unavailable,
+                &resolved.zones,
+                class.kubelet.os,
+            );
             let Some(offers) = groups.into_iter().next() else {
                 let why = format!(
                     "cannot launch {name}: every offering of its {} candidate types is unavailable; its pods are planned again",

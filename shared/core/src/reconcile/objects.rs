@@ -57,13 +57,13 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
 /// The object of `claim`: its conditions, and its type's capacity and allocatable under its class's
 /// kubelet settings.
 pub fn claim_object(claim: &NodeClaim, cluster: &Cluster, catalog: &Catalog) -> ClaimObject {
-    let kubelet = cluster.nodeclasses.iter().find(|c| c.name == claim.nodeclass).map(|c| c.kubelet.clone());
+    let kubelet = cluster.kubelet_of(&claim.nodeclass);
     let kind = crate::provisioning::claim_type(claim, catalog);
     ClaimObject {
         claim: claim.clone(),
         conditions: object::conditions(claim),
-        capacity: kind.map(|t| t.capacity(&kubelet.clone().unwrap_or_default())),
-        allocatable: kind.map(|t| t.allocatable(&kubelet.unwrap_or_default())),
+        capacity: kind.map(|t| t.capacity(&kubelet)),
+        allocatable: kind.map(|t| t.allocatable(&kubelet)),
     }
 }
 

@@ -21,6 +21,8 @@ pub const NEURON: &str = "aws.amazon.com/neuron";
 pub const NEURON_CORE: &str = "aws.amazon.com/neuroncore";
 pub const EFA: &str = "vpc.amazonaws.com/efa";
 pub const POD_ENI: &str = "vpc.amazonaws.com/pod-eni";
+/// Secondary IPv4 addresses the VPC resource controller hands to Windows pods.
+pub const PRIVATE_IPV4_ADDRESS: &str = "vpc.amazonaws.com/PrivateIPv4Address";
 
 /// An amount of every resource: cpu in millicores, memory and ephemeral storage in bytes,
 /// pods and extended resources in units.

@@ -185,12 +185,12 @@ impl<'a> Scheduler<'a> {
             .types
             .iter()
             .filter(|t| used.fits(&t.free) && within(t))
-            .filter(|t| self.catalog.types[t.catalog].requirements.overlaps(reqs) && t.has_offering(&allowed))
+            .filter(|t| t.requirements(self.catalog).overlaps(reqs) && t.has_offering(&allowed))
             .collect();
         mins.iter().all(|m| {
             let mut distinct: Vec<&str> = fitting
                 .iter()
-                .filter_map(|t| self.catalog.types[t.catalog].requirements.get(&m.key).and_then(|r| r.single_value()))
+                .filter_map(|t| t.requirements(self.catalog).get(&m.key).and_then(|r| r.single_value()))
                 .filter(|v| m.has(v))
                 .collect();
             distinct.sort_unstable();

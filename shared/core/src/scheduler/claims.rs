@@ -107,7 +107,7 @@ impl<'a> Scheduler<'a> {
             .iter()
             .map(|&i| &pool.types[i as usize])
             .filter(|t| t.best_offering_all(&allowed, &pins).is_some() && pool.within_limits(&t.capacity).is_ok())
-            .map(|t| &self.catalog.types[t.catalog].requirements)
+            .map(|t| t.requirements(self.catalog))
             .filter(|r| pins.iter().all(|(k, v)| r.get(k).is_none_or(|x| x.has(v))))
             .collect();
         for m in pool.pool.requirements.iter().filter(|r| r.min_values.is_some()) {

@@ -210,8 +210,8 @@ impl<'a> Scheduler<'a> {
         match bin.node {
             Some(n) => terms.iter().any(|t| t.matches_labels(&self.snap.nodes[n].labels)),
             None => {
-                let ty = &self.catalog.types[self.pools[bin.pool].types[bin.target].catalog];
-                terms.iter().any(|t| bin.reqs.overlaps(t) && ty.requirements.overlaps(t))
+                let treqs = self.pools[bin.pool].types[bin.target].requirements(self.catalog);
+                terms.iter().any(|t| bin.reqs.overlaps(t) && treqs.overlaps(t))
             }
         }
     }
@@ -261,7 +261,7 @@ fn universe(
         };
         let allowed = OfferingFilter::new(&reqs);
         for t in pool.types.iter() {
-            let treqs = &catalog.types[t.catalog].requirements;
+            let treqs = t.requirements(catalog);
             if !treqs.overlaps(&reqs) {
                 continue;
             }

@@ -93,7 +93,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         let ctype = &s.catalog.types[cheapest.catalog];
         let mut labels_out: BTreeMap<String, String> = pool.pool.labels.clone();
         labels_out.extend(bin.reqs.single_valued_labels());
-        labels_out.extend(ctype.requirements.single_valued_labels());
+        labels_out.extend(cheapest.requirements(s.catalog).single_valued_labels());
         labels_out.insert(labels::ZONE.to_string(), zone.to_string());
         if let Some(id) = s.catalog.zone_id(&zone) {
             labels_out.insert(labels::ZONE_ID.to_string(), id.to_string());
@@ -196,7 +196,7 @@ fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> PricedTy
     let mut on_demand = Vec::new();
     let allowed = OfferingFilter::new(reqs);
     for (i, t) in p.types.iter().enumerate() {
-        if !s.catalog.types[t.catalog].requirements.overlaps(reqs) {
+        if !t.requirements(s.catalog).overlaps(reqs) {
             continue;
         }
         let cheapest = |ct: CapacityType| {
@@ -223,7 +223,7 @@ fn min_values_met(s: &Scheduler<'_>, pool: usize, candidates: &[Candidate<'_>]) 
     s.pools[pool].pool.requirements.iter().filter(|r| r.min_values.is_some()).all(|m| {
         let mut values: Vec<&str> = candidates
             .iter()
-            .filter_map(|c| s.catalog.types[c.0.catalog].requirements.get(&m.key).and_then(|r| r.single_value()))
+            .filter_map(|c| c.0.requirements(s.catalog).get(&m.key).and_then(|r| r.single_value()))
             .collect();
         values.sort_unstable();
         values.dedup();
@@ -244,7 +244,7 @@ fn keep_min_values<'a>(s: &Scheduler<'_>, pool: usize, candidates: Vec<Candidate
         let want = m.min_values.unwrap_or(0);
         let mut seen: Vec<&str> = Vec::new();
         for (i, c) in candidates.iter().enumerate() {
-            let Some(v) = s.catalog.types[c.0.catalog].requirements.get(&m.key).and_then(|r| r.single_value()) else {
+            let Some(v) = c.0.requirements(s.catalog).get(&m.key).and_then(|r| r.single_value()) else {
                 continue;
             };
             if seen.len() < want && !seen.contains(&v) {

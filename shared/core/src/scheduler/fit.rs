@@ -61,7 +61,7 @@ impl<'a> Scheduler<'a> {
         let mut largest: Option<&PoolType> = None;
         let mut port_clash = false;
         for (i, t) in pool.types.iter().enumerate() {
-            if !self.catalog.types[t.catalog].requirements.overlaps(&reqs) {
+            if !t.requirements(self.catalog).overlaps(&reqs) {
                 continue;
             }
             matched += 1;
@@ -108,7 +108,7 @@ impl<'a> Scheduler<'a> {
             let want = m.min_values.unwrap_or(0);
             let mut values: Vec<&str> = types
                 .iter()
-                .filter_map(|&i| self.catalog.types[pool.types[i as usize].catalog].requirements.get(&m.key))
+                .filter_map(|&i| pool.types[i as usize].requirements(self.catalog).get(&m.key))
                 .filter_map(|r| r.single_value())
                 .filter(|v| reqs.get(&m.key).is_none_or(|r| r.has(v)))
                 .collect();

@@ -1,6 +1,7 @@
 //! NodePools prepared for one scheduling pass: which instance types each can launch, what they
 //! offer after DaemonSet overhead, where they can be bought and for how much.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
@@ -64,6 +65,9 @@ impl PoolOffering {
 pub(crate) struct PoolType {
     /// Index into the catalog.
     pub catalog: usize,
+    /// The type's requirements under the pool's class where they differ from the catalog's (a
+    /// Windows class: its OS and build); read them through [`PoolType::requirements`].
+    pub os_requirements: Option<Arc<Requirements>>,
     /// Allocatable minus the DaemonSet pods that would run on it: what pending pods can use.
     pub free: Resources,
     /// Full allocatable (what the plan reports).
@@ -76,6 +80,12 @@ pub(crate) struct PoolType {
 }
 
 impl PoolType {
+    /// The labels a node of this type and pool carries, as requirements (what pods are matched
+    /// against and the claim is labelled with).
+    pub fn requirements<'c>(&'c self, catalog: &'c Catalog) -> &'c Requirements {
+        self.os_requirements.as_deref().unwrap_or(&catalog.types[self.catalog].requirements)
+    }
+
     /// Whether pods with these host ports can run beside the type's DaemonSet pods.
     pub fn ports_free(&self, ports: &[HostPort]) -> bool {
         !ports.iter().any(|p| self.ports.iter().any(|q| p.conflicts(q)))
@@ -215,7 +225,9 @@ pub(crate) fn pool_types(
     };
     let mut types = Vec::new();
     for (i, t) in catalog.types.iter().enumerate() {
-        if !requirements.overlaps(&t.requirements) {
+        // As the class's OS runs on the type; a type its OS does not run on is not offered.
+        let Some(type_reqs) = t.requirements_for(kubelet.os) else { continue };
+        if !requirements.overlaps(&type_reqs) {
             continue;
         }
         // This type's offerings marked unavailable (the set is ordered by type first; no key is
@@ -234,7 +246,7 @@ pub(crate) fn pool_types(
             .filter(|o| !down.iter().any(|k| k.zone == o.zone && k.capacity_type == o.capacity_type))
             .map(|o| {
                 let (zone, zone_id) = zone(&o.zone);
-                PoolOffering { zone, zone_id, capacity_type: o.capacity_type, price: o.price }
+                PoolOffering { zone, zone_id, capacity_type: o.capacity_type, price: t.price(o, kubelet.os) }
             })
             .filter(|o| allowed.allows(o))
             .collect();
@@ -245,7 +257,7 @@ pub(crate) fn pool_types(
         let mut free = allocatable.clone();
         let mut ports = Vec::new();
         for ds in daemonsets {
-            if daemon_runs_on(&ds.pod, pool, requirements, &t.requirements) {
+            if daemon_runs_on(&ds.pod, pool, requirements, &type_reqs) {
                 free.sub(&ds.pod.requests);
                 ports.extend(ds.pod.host_ports.iter().cloned());
             }
@@ -254,7 +266,11 @@ pub(crate) fn pool_types(
             continue;
         }
         let capacity = limit_share(&t.capacity(kubelet));
-        types.push(PoolType { catalog: i, free, allocatable, capacity, offerings, ports });
+        let os_requirements = match type_reqs {
+            Cow::Owned(r) => Some(Arc::new(r)),
+            Cow::Borrowed(_) => None,
+        };
+        types.push(PoolType { catalog: i, os_requirements, free, allocatable, capacity, offerings, ports });
     }
     let broken =
         types.is_empty().then(|| "no instance type satisfies its requirements with an available offering".to_string());

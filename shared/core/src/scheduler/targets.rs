@@ -26,7 +26,7 @@ impl<'a> Scheduler<'a> {
             .map(|&ti| ti as usize)
             .filter(|&ti| {
                 let t = &pool.types[ti];
-                let treqs = &self.catalog.types[t.catalog].requirements;
+                let treqs = t.requirements(self.catalog);
                 !pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v)))
                     && t.best_offering_all(&allowed, &pins).is_some()
                     && pool.within_limits(&t.capacity).is_ok()
@@ -115,7 +115,7 @@ impl<'a> Scheduler<'a> {
             }
             for &ti in candidates {
                 let t = &pool.types[ti as usize];
-                let treqs = &self.catalog.types[t.catalog].requirements;
+                let treqs = t.requirements(self.catalog);
                 if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
                     continue;
                 }

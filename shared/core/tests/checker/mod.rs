@@ -19,11 +19,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use dovetail_core::catalog::{Catalog, InstanceType, Offering, OfferingKey};
+use dovetail_core::catalog::{Catalog, InstanceType, Offering, OfferingKey, WINDOWS_LICENSE_PER_VCPU_HOUR};
 use dovetail_core::labels;
 use dovetail_core::model::{
-    InclusionPolicy, KubeletConfig, NamespaceScope, NodePool, Pod, PodAffinityTerm, Taint, TaintEffect, Toleration,
-    WhenUnsatisfiable,
+    InclusionPolicy, KubeletConfig, NamespaceScope, NodeOs, NodePool, Pod, PodAffinityTerm, Taint, TaintEffect,
+    Toleration, WhenUnsatisfiable,
 };
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::{self, Resources};
@@ -199,13 +199,37 @@ fn single(r: &Requirement) -> Option<&str> {
     (!r.complement && r.values.len() == 1 && r.has(v)).then_some(v.as_str())
 }
 
-/// Labels an instance type gives its nodes (every single-valued requirement), offering keys aside.
-fn type_labels(t: &InstanceType) -> Labels {
-    t.requirements
+/// Labels an instance type gives its nodes (every single-valued requirement), offering keys aside,
+/// on a node of `os`: a Windows image's node says `windows` and its build; `None` when the OS does
+/// not run on the type (Windows images are amd64 only).
+fn type_labels(t: &InstanceType, os: NodeOs) -> Option<Labels> {
+    let mut l: Labels = t
+        .requirements
         .iter()
         .filter(|r| !OFFERING_KEYS.contains(&r.key.as_str()))
         .filter_map(|r| single(r).map(|v| (r.key.clone(), v.to_string())))
-        .collect()
+        .collect();
+    if let Some(build) = os.windows_build() {
+        if l.get(labels::ARCH).map(String::as_str) != Some("amd64") {
+            return None;
+        }
+        l.insert(labels::OS.to_string(), "windows".to_string());
+        l.insert(labels::WINDOWS_BUILD.to_string(), build.to_string());
+    }
+    Some(l)
+}
+
+/// What an offering costs on a node of `os`: Windows adds the licence per vCPU the type has.
+fn offering_price(t: &InstanceType, o: &Offering, os: NodeOs) -> f64 {
+    if !os.is_windows() {
+        return o.price;
+    }
+    let vcpus: f64 = single_label(t, labels::INSTANCE_CPU).and_then(|v| v.parse().ok()).unwrap_or(0.0);
+    o.price + vcpus * WINDOWS_LICENSE_PER_VCPU_HOUR
+}
+
+fn single_label<'t>(t: &'t InstanceType, key: &str) -> Option<&'t str> {
+    t.requirements.get(key).and_then(single)
 }
 
 /// Whether a requirement on a key some node will carry allows that key's value.
@@ -253,6 +277,11 @@ impl<'a> Checker<'a> {
         self.snap.nodeclasses.iter().find(|c| c.name == pool.node_class).map(|c| &c.kubelet)
     }
 
+    /// The OS of a pool's nodes (Linux when its class is missing, reported elsewhere).
+    fn os(&self, pool: &NodePool) -> NodeOs {
+        self.kubelet(pool).map(|k| k.os).unwrap_or_default()
+    }
+
     fn pool(&self, name: &str) -> Option<&'a NodePool> {
         self.snap.nodepools.iter().find(|p| p.name == name)
     }
@@ -298,7 +327,7 @@ impl<'a> Checker<'a> {
         let pool = self.pool(&claim.nodepool)?;
         let t = self.catalog.get(&claim.instance_type)?;
         let o = t.offerings.iter().find(|o| o.zone == claim.zone && o.capacity_type == claim.capacity_type)?;
-        Some(self.claim_node_labels(claim, pool, &type_labels(t), o))
+        Some(self.claim_node_labels(claim, pool, &type_labels(t, self.os(pool))?, o))
     }
 
     /// The DaemonSet pods that would run on a new node with these labels and taints: the
@@ -599,7 +628,7 @@ impl<'a> Checker<'a> {
                 continue;
             }
             for t in &self.catalog.types {
-                let tl = type_labels(t);
+                let Some(tl) = type_labels(t, self.os(pool)) else { continue };
                 for o in t.offerings.iter().filter(|o| launchable(self.snap, t, o)) {
                     let l = self.launch_labels(pool, &tl, o);
                     let Some(v) = l.get(key) else { continue };
@@ -884,7 +913,7 @@ impl<'a> Checker<'a> {
                 .instance_types
                 .iter()
                 .filter_map(|n| self.catalog.get(n))
-                .filter_map(|t| type_labels(t).get(&r.key).cloned())
+                .filter_map(|t| type_labels(t, kubelet.os)?.get(&r.key).cloned())
                 .collect();
             if values.len() < min {
                 self.err(format!(
@@ -908,8 +937,9 @@ impl<'a> Checker<'a> {
                         cheapest.name, claim.zone, claim.capacity_type
                     ));
                 }
-                if (o.price - claim.price_per_hour).abs() > 1e-12 {
-                    self.err(format!("claim {name}: price {} is not the offering's {}", claim.price_per_hour, o.price));
+                let price = offering_price(cheapest, o, kubelet.os);
+                if (price - claim.price_per_hour).abs() > 1e-12 {
+                    self.err(format!("claim {name}: price {} is not the offering's {price}", claim.price_per_hour));
                 }
             }
         }
@@ -943,7 +973,10 @@ impl<'a> Checker<'a> {
                 continue;
             };
             let alloc = t.allocatable(kubelet);
-            let tl = type_labels(t);
+            let Some(tl) = type_labels(t, kubelet.os) else {
+                errors.push(format!("claim {name}: candidate {tname} cannot run {:?}", kubelet.os));
+                continue;
+            };
             let mut outcomes = 0;
             let mut best: Option<f64> = None;
             for o in t.offerings.iter().filter(|o| launchable(self.snap, t, o)) {
@@ -960,7 +993,8 @@ impl<'a> Checker<'a> {
                 }
                 outcomes += 1;
                 if o.capacity_type == claim.capacity_type {
-                    best = Some(best.map_or(o.price, |b: f64| b.min(o.price)));
+                    let price = offering_price(t, o, kubelet.os);
+                    best = Some(best.map_or(price, |b: f64| b.min(price)));
                 }
                 // Zone-independent findings name the type only, so they are reported once.
                 let what = format!("claim {name} launched as {tname}");

@@ -502,7 +502,8 @@ impl State {
 
 /// The node an instance registers as: the spec's labels with the launched type's and offering's
 /// labels on top (a claim's labels describe its cheapest candidate, which CreateFleet may not
-/// have picked), the spec's taints, and the type's allocatable under the class's kubelet settings.
+/// have picked; a Windows claim's keep its OS and build), the spec's taints, and the type's
+/// allocatable under the class's kubelet settings.
 pub fn registration(
     catalog: &Catalog,
     spec: &LaunchSpec,

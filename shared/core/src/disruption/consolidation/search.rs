@@ -243,12 +243,14 @@ impl<'a> Work<'a> {
     fn keep_cheaper(&self, claim: &mut PlannedClaim, total: f64, all_spot: bool) -> Result<(), String> {
         let zones = claim.requirements.get(labels::ZONE).cloned();
         let ct = claim.capacity_type;
+        let class = self.cluster.nodepools.iter().find(|p| p.name == claim.nodepool).map(|p| p.node_class.as_str());
+        let os = class.map(|c| self.cluster.kubelet_of(c).os).unwrap_or_default();
         let price = |name: &str| -> Option<f64> {
             let t = &self.catalog.types[*self.type_index.get(name)?];
             t.offerings
                 .iter()
                 .filter(|o| o.available && o.capacity_type == ct && zones.as_ref().is_none_or(|z| z.has(&o.zone)))
-                .map(|o| o.price)
+                .map(|o| t.price(o, os))
                 .min_by(f64::total_cmp)
         };
         let cheaper: Vec<String> =

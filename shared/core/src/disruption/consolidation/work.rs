@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::first_fit::FirstFit;
 use super::{Allowed, Options};
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, InstanceType};
 use crate::cluster::{vacate_leaving, Cluster};
 use crate::decision::Decision;
 use crate::labels;
-use crate::model::{Node, Pod};
+use crate::model::{KubeletConfig, Node, Pod};
 use crate::nodeclaim::Reason;
 use crate::resources::Resources;
 use crate::scheduler::{Plan, SolveCache};
@@ -90,9 +90,18 @@ impl<'a> Work<'a> {
             .chain(snap.pods.iter())
             .flat_map(|p| p.pod_anti_affinity.iter())
             .any(|t| t.topology_key != labels::HOSTNAME);
-        let kubelet = cluster.nodeclasses.first().map(|c| c.kubelet.clone()).unwrap_or_default();
+        // A lower bound must hold for every class: each type at its roomiest allocatable under any
+        // class's kubelet (classes differ, Windows ones most), at the catalog's Linux price, which
+        // no class's price is below (Windows adds its licence).
+        let mut kubelets: Vec<&KubeletConfig> = cluster.nodeclasses.iter().map(|c| &c.kubelet).collect();
+        let linux = KubeletConfig::default();
+        if kubelets.is_empty() {
+            kubelets.push(&linux);
+        }
+        let roomiest =
+            |t: &InstanceType| kubelets.iter().map(|k| t.allocatable(k)).reduce(|a, b| a.max(&b)).unwrap_or_default();
         let mut price_floor: Vec<(f64, Resources)> =
-            catalog.types.iter().filter_map(|t| t.cheapest().map(|o| (o.price, t.allocatable(&kubelet)))).collect();
+            catalog.types.iter().filter_map(|t| t.cheapest().map(|o| (o.price, roomiest(t)))).collect();
         price_floor.sort_by(|a, b| a.0.total_cmp(&b.0));
         let type_index = catalog.types.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
         let mut w = Work {
