@@ -262,14 +262,57 @@ pub mod fixtures {
         for (arch, id) in images {
             let name =
                 format!("{prefix}/aws/service/eks/optimized-ami/{version}/amazon-linux-2023/{arch}/standard/recommended/image_id");
-            ssm.put_parameter()
-                .name(&name)
-                .value(*id)
-                .r#type(aws_sdk_ssm::types::ParameterType::String)
-                .send()
-                .await
-                .with_context(|| format!("publishing {name}"))?;
+            publish(ssm, &name, id).await?;
         }
+        Ok(())
+    }
+
+    /// Where AWS publishes its latest EKS-optimized Windows Server Core image of `year` (`2022`) for
+    /// Kubernetes `version`, under the SSM `prefix`: what the `windows<year>@latest` alias resolves.
+    pub fn windows_parameter(prefix: &str, year: &str, version: &str) -> String {
+        format!("{prefix}/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{version}/image_id")
+    }
+
+    /// Publishes `image` as that Windows image ([`windows_parameter`]).
+    pub async fn windows_image(
+        ssm: &aws_sdk_ssm::Client,
+        prefix: &str,
+        year: &str,
+        version: &str,
+        image: &str,
+    ) -> Result<()> {
+        publish(ssm, &windows_parameter(prefix, year, version), image).await
+    }
+
+    /// The Windows Server release (`2022`) whose EKS image [`windows_image`] published as `image`
+    /// under `prefix`, for any Kubernetes version: how the end-to-end test kubelet tells which
+    /// Windows an instance runs (a real one asks the OS).
+    pub async fn windows_year_of(ssm: &aws_sdk_ssm::Client, prefix: &str, image: &str) -> Result<Option<String>> {
+        let path = format!("{prefix}/aws/service/ami-windows-latest");
+        let mut pages = ssm.get_parameters_by_path().path(&path).recursive(true).into_paginator().send();
+        while let Some(page) = pages.next().await {
+            for p in page.with_context(|| format!("listing {path}"))?.parameters() {
+                if p.value() != Some(image) {
+                    continue;
+                }
+                let name = p.name().unwrap_or_default();
+                let year = name.split("Windows_Server-").nth(1).and_then(|rest| rest.split('-').next());
+                if let Some(year) = year {
+                    return Ok(Some(year.to_string()));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    async fn publish(ssm: &aws_sdk_ssm::Client, name: &str, value: &str) -> Result<()> {
+        ssm.put_parameter()
+            .name(name)
+            .value(value)
+            .r#type(aws_sdk_ssm::types::ParameterType::String)
+            .send()
+            .await
+            .with_context(|| format!("publishing {name}"))?;
         Ok(())
     }
 }

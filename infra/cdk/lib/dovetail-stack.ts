@@ -581,7 +581,11 @@ export class DovetailStack extends Stack {
         new iam.PolicyStatement({
           sid: 'ReadEksAmiParameters',
           actions: ['ssm:GetParameter'],
-          resources: [`arn:${Aws.PARTITION}:ssm:${Aws.REGION}::parameter/aws/service/eks/optimized-ami/*`],
+          // Linux aliases under eks/optimized-ami, Windows ones (windows2022@latest) under ami-windows-latest.
+          resources: [
+            `arn:${Aws.PARTITION}:ssm:${Aws.REGION}::parameter/aws/service/eks/optimized-ami/*`,
+            `arn:${Aws.PARTITION}:ssm:${Aws.REGION}::parameter/aws/service/ami-windows-latest/*`,
+          ],
         }),
         new iam.PolicyStatement({ sid: 'ReadPrices', actions: ['pricing:GetProducts'], resources: ['*'] }),
         new iam.PolicyStatement({
@@ -681,6 +685,12 @@ export class DovetailStack extends Stack {
       role,
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/eks/optimized-ami/*]',
       'The public EKS-optimized AMI parameters, one per Kubernetes version, architecture and variant; read-only.',
+    );
+    ack(
+      role,
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/ami-windows-latest/*]',
+      'The public Windows AMI parameters (the EKS-optimized ones among them, one per Windows release and Kubernetes ' +
+        'version); read-only.',
     );
   }
 }

@@ -360,7 +360,10 @@ describe("the functions' IAM", () => {
   });
 
   it('reads the EKS AMI parameters, prices and this cluster only', () => {
-    assert.equal(arnText(s.ReadEksAmiParameters.Resource), 'arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/eks/optimized-ami/*');
+    assert.deepEqual(list<Json>(s.ReadEksAmiParameters.Resource).map(arnText), [
+      'arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/eks/optimized-ami/*',
+      'arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/ami-windows-latest/*',
+    ]);
     assert.equal(s.ReadEksAmiParameters.Action, 'ssm:GetParameter');
     assert.equal(s.ReadPrices.Action, 'pricing:GetProducts');
     assert.equal(arnText(s.DescribeCluster.Resource), 'arn:<AWS::Partition>:eks:<AWS::Region>:<AWS::AccountId>:cluster/prod');

@@ -12,7 +12,7 @@ use dovetail_core::nodeclaim::NodeClaim;
 use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortError};
 use dovetail_core::time::Time;
 
-use super::{example, World, CLUSTER, K8S_VERSION, SSM_PREFIX};
+use super::{example, World, CLUSTER, DISCOVERY, K8S_VERSION, NODE_ROLE, SSM_PREFIX};
 
 fn offer(t: &str, zone: &str, capacity_type: CapacityType, price: f64) -> Offer {
     Offer { instance_type: t.into(), zone: zone.into(), capacity_type, price }
@@ -235,4 +235,109 @@ async fn an_al2_alias_resolves_and_bootstraps_with_bootstrap_sh() {
         }
         other => panic!("resolved an AL2 release nobody published: {other:?}"),
     }
+}
+
+/// A Windows class (`windows2022@latest`): resolved from the Windows EKS image's SSM parameter,
+/// amd64 only; launched with Karpenter's PowerShell bootstrap (the class's script first) and a
+/// 50 GiB `/dev/sda1` root volume. A Windows alias for a Kubernetes version AWS publishes no image
+/// for is refused with the field, the alias and the parameter, and other classes still resolve.
+#[tokio::test]
+async fn a_windows_alias_resolves_and_bootstraps_with_powershell() {
+    use dovetail_aws::ec2::userdata::windows_bootstrap_args;
+    use dovetail_tests::moto::fixtures;
+
+    let world = World::new().await;
+    world.network().await;
+    world.images().await;
+    let windows = world.windows_image("2022", K8S_VERSION).await;
+    // 2019's image only for an older Kubernetes: none for the cluster's.
+    assert_eq!(world.windows_image("2019", "1.30").await, windows);
+    let cloud = world.cloud();
+    // Converted as the functions convert it: the alias makes its kubelet settings Windows'.
+    let windows_class = |name: &str, alias: &str| {
+        let class: dovetail_api::crd::EC2NodeClass = serde_yaml_ng::from_str(&format!(
+            "apiVersion: dovetail.dev/v1
+kind: EC2NodeClass
+metadata: {{name: {name}}}
+spec:
+  role: {NODE_ROLE}
+  amiSelectorTerms: [{{alias: {alias}}}]
+  subnetSelectorTerms: [{{tags: {{{DISCOVERY}: {CLUSTER}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{{DISCOVERY}: {CLUSTER}}}}}]
+  kubelet: {{clusterDNS: [10.100.0.10]}}
+  userData: |
+    Write-Host \"before join\"
+"
+        ))
+        .unwrap();
+        class.to_core().unwrap()
+    };
+    let class = windows_class("windows", "windows2022@latest");
+    assert!(class.kubelet.os.is_windows());
+    let resolved = cloud.resolve(&class).await.unwrap();
+    assert_eq!(resolved.images, BTreeMap::from([("amd64".to_string(), windows.clone())]), "Windows is amd64 only");
+
+    let mut claim = NodeClaim::launching("windows-win01", "windows", "windows", Time::from_secs(1));
+    claim.labels.insert("team".into(), "dotnet".into());
+    let request = LaunchRequest {
+        claim,
+        class: class.clone(),
+        resolved,
+        offers: vec![offer("m5.large", "us-east-1a", CapacityType::OnDemand, 0.188)],
+    };
+    let LaunchOutcome::Launched(launch) = cloud.launch(&request).await.unwrap() else { panic!("no capacity?") };
+    assert_eq!((launch.image_id.as_str(), launch.instance_type.as_str()), (windows.as_str(), "m5.large"));
+    let templates = template_names(&world).await;
+    assert_eq!(templates.len(), 1, "{templates:?}");
+    let version =
+        world.clients.ec2.describe_launch_template_versions().launch_template_name(&templates[0]).send().await.unwrap();
+    let data = version.launch_template_versions()[0].launch_template_data().unwrap();
+    let disks: Vec<(&str, Option<i32>, Option<&str>)> = data
+        .block_device_mappings()
+        .iter()
+        .map(|m| {
+            let ebs = m.ebs();
+            (
+                m.device_name().unwrap_or_default(),
+                ebs.and_then(|e| e.volume_size()),
+                ebs.and_then(|e| e.volume_type()).map(|t| t.as_str()),
+            )
+        })
+        .collect();
+    assert_eq!(disks, vec![("/dev/sda1", Some(50), Some("gp3"))], "Windows' root device and size");
+    let user_data = String::from_utf8(STANDARD.decode(data.user_data().unwrap()).unwrap()).unwrap();
+    assert!(user_data.starts_with("<powershell>\nWrite-Host \"before join\"\n"), "{user_data}");
+    assert!(!user_data.contains("MIME-Version") && !user_data.contains("node.eks.aws"), "{user_data}");
+    let args = windows_bootstrap_args(&user_data).expect(&user_data);
+    assert_eq!(args["EKSClusterName"], CLUSTER);
+    assert_eq!(args["APIServerEndpoint"], World::facts().endpoint);
+    assert_eq!(args["DNSClusterIP"], "10.100.0.10");
+    let kubelet: Vec<&str> = args["KubeletExtraArgs"].split(' ').collect();
+    assert!(kubelet.contains(&"--register-with-taints=dovetail.dev/unregistered:NoExecute"), "{kubelet:?}");
+    let labels = kubelet.iter().find_map(|a| a.strip_prefix("--node-labels=")).expect("node labels");
+    assert!(
+        labels.split(',').any(|l| l == "team=dotnet") && labels.contains("dovetail.dev/nodepool=windows"),
+        "{labels}"
+    );
+    // Windows' pod density is the kubelet's 110, not m5.large's ENI limit (29).
+    assert!(kubelet.contains(&"--max-pods=110"), "{kubelet:?}");
+
+    // windows2019 on a Kubernetes version it has no image for: refused, naming what is missing.
+    match cloud.resolve(&windows_class("windows-2019", "windows2019@latest")).await {
+        Err(PortError::Rejected(m)) => {
+            let parameter = fixtures::windows_parameter(SSM_PREFIX, "2019", K8S_VERSION);
+            assert!(
+                m.contains("windows-2019")
+                    && m.contains("amiSelectorTerms")
+                    && m.contains("windows2019@latest")
+                    && m.contains(&format!("Kubernetes {K8S_VERSION}"))
+                    && m.contains(&parameter),
+                "{m}"
+            );
+        }
+        other => panic!("resolved a Windows image nobody published: {other:?}"),
+    }
+    // The other classes carry on.
+    assert_eq!(cloud.resolve(&class).await.unwrap().images.len(), 1);
+    assert_eq!(cloud.resolve(&example().nodeclasses.remove(0)).await.unwrap().images.len(), 2);
 }

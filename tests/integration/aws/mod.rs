@@ -152,6 +152,22 @@ impl World {
         out.instances().iter().map(|i| i.instance_id().unwrap().to_string()).collect()
     }
 
+    /// One of moto's Windows images (platform `windows`, x86_64), published as the EKS-optimized
+    /// Windows Server `year` image for Kubernetes `version` under the test prefix (what
+    /// `windows<year>@latest` resolves on a cluster of that version); its id.
+    pub async fn windows_image(&self, year: &str, version: &str) -> String {
+        let all = self.clients.ec2.describe_images().owners("amazon").send().await.unwrap();
+        let image = all
+            .images()
+            .iter()
+            .find(|i| i.platform().map(|p| p.as_str()) == Some("windows"))
+            .and_then(|i| i.image_id())
+            .expect("moto has Windows images")
+            .to_string();
+        fixtures::windows_image(&self.clients.ssm, SSM_PREFIX, year, version, &image).await.unwrap();
+        image
+    }
+
     /// An amd64 and an arm64 image among moto's, tagged `team=nodes`, and published as the
     /// `al2023@latest` parameters under the test prefix.
     pub async fn images(&self) -> (String, String) {

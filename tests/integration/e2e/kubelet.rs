@@ -5,6 +5,14 @@
 //! Dovetail chose, `providerID` `aws:///<zone>/<instance-id>` — and turns Ready. Pods the
 //! scheduler binds to its nodes are started (Running and Ready); pods being deleted are finished
 //! off, as a kubelet does once their containers stop.
+//!
+//! An instance whose user data is the Windows PowerShell bootstrap joins as the Windows AMI's
+//! `Start-EKSBootstrap.ps1` makes it: labels, taints and maxPods from its `-KubeletExtraArgs`, and
+//! what a Windows kubelet labels its Node with itself, `kubernetes.io/os=windows` and
+//! `node.kubernetes.io/windows-build`. A real kubelet reads the build from the OS; this one reads
+//! which Windows Server the instance's image is from the SSM parameter the image was published
+//! under (`…/ami-windows-latest/Windows_Server-<year>-…`, seeded by the test as AWS publishes
+//! it), and the release's build from the core's table.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -13,11 +21,12 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use aws_sdk_ec2::types::{Filter, Instance, InstanceAttributeName};
 use base64::Engine as _;
-use dovetail_aws::ec2::userdata::{user_parts, NODECONFIG_TYPE};
+use dovetail_aws::ec2::userdata::{user_parts, windows_bootstrap_args, NODECONFIG_TYPE};
 use dovetail_core::catalog::embedded;
 use dovetail_core::labels;
-use dovetail_core::model::{KubeletConfig, Taint, TaintEffect};
+use dovetail_core::model::{KubeletConfig, NodeOs, Taint, TaintEffect};
 use dovetail_tests::controlplane::register_node;
+use dovetail_tests::moto::fixtures;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -25,26 +34,31 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use super::Shared;
-use crate::aws::CLUSTER;
+use crate::aws::{CLUSTER, SSM_PREFIX};
 
 pub struct Kubelet {
     admin: Client,
     ec2: aws_sdk_ec2::Client,
+    /// Where the Windows images' parameters are (the build of a Windows node).
+    ssm: aws_sdk_ssm::Client,
     /// Instances joined so far (a terminated instance's Node is Dovetail's to delete).
     joined: BTreeSet<String>,
 }
 
-/// What nodeadm reads from Dovetail's NodeConfig.
+/// What nodeadm reads from Dovetail's NodeConfig, or `Start-EKSBootstrap.ps1` from its
+/// arguments.
 #[derive(Debug, Default, PartialEq)]
 pub struct NodeConfig {
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub max_pods: Option<i64>,
+    /// Bootstrapped by the Windows script.
+    pub windows: bool,
 }
 
 impl Kubelet {
-    pub fn new(admin: Client, ec2: aws_sdk_ec2::Client) -> Kubelet {
-        Kubelet { admin, ec2, joined: BTreeSet::new() }
+    pub fn new(admin: Client, ec2: aws_sdk_ec2::Client, ssm: aws_sdk_ssm::Client) -> Kubelet {
+        Kubelet { admin, ec2, ssm, joined: BTreeSet::new() }
     }
 
     /// Syncs every 250 ms until aborted; failures go to `shared`.
@@ -88,12 +102,14 @@ impl Kubelet {
             .await?;
         let encoded = attribute.user_data().and_then(|u| u.value()).context("the instance has no user data")?;
         let text = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(encoded)?)?;
-        let config = node_config(&text)?;
+        let config = match windows_bootstrap_args(&text) {
+            Some(args) => windows_config(&args)?,
+            None => node_config(&text)?,
+        };
 
         let instance_type = instance.instance_type().context("no instance type")?.as_str();
         let zone = instance.placement().and_then(|p| p.availability_zone()).context("no zone")?;
         let facts = embedded().get(instance_type).with_context(|| format!("{instance_type} is not in the catalog"))?;
-        let kubelet = KubeletConfig { max_pods: config.max_pods, ..KubeletConfig::default() };
         let quantities = |r: dovetail_core::resources::Resources| -> BTreeMap<String, Quantity> {
             r.to_quantities().into_iter().map(|(k, v)| (k, Quantity(v))).collect()
         };
@@ -114,9 +130,24 @@ impl Kubelet {
         let fallback = format!("{id}.ec2.internal");
         let name = if taken { fallback.as_str() } else { dns };
         let mut labels = config.labels.clone();
+        let os = if config.windows {
+            let image = instance.image_id().context("no image")?;
+            let year = fixtures::windows_year_of(&self.ssm, SSM_PREFIX, image).await?.with_context(|| {
+                format!("{id} runs Windows' bootstrap, but its image {image} is no Windows EKS image")
+            })?;
+            windows_os(&year)?
+        } else {
+            NodeOs::Linux
+        };
+        if let Some(build) = os.windows_build() {
+            labels.insert(labels::WINDOWS_BUILD.into(), build.into());
+        }
+        // Allocatable as the core models it for the node's OS (Windows: 110 pods by default,
+        // kube-reserved memory sized from them, a 50 GiB root volume).
+        let kubelet = KubeletConfig { max_pods: config.max_pods, os, ..KubeletConfig::default() };
         labels.extend([
             (labels::HOSTNAME.to_string(), name.to_string()),
-            (labels::OS.into(), "linux".into()),
+            (labels::OS.into(), os.label().into()),
             (labels::ARCH.into(), arch.into()),
             (labels::INSTANCE_TYPE.into(), instance_type.into()),
             (labels::ZONE.into(), zone.into()),
@@ -183,8 +214,38 @@ pub fn node_config(user_data: &str) -> Result<NodeConfig> {
     }
     let mut config =
         NodeConfig { max_pods: doc["spec"]["kubelet"]["config"]["maxPods"].as_i64(), ..Default::default() };
-    for flag in doc["spec"]["kubelet"]["flags"].as_array().into_iter().flatten().filter_map(Value::as_str) {
-        if let Some(list) = flag.strip_prefix("--node-labels=") {
+    read_flags(
+        &mut config,
+        doc["spec"]["kubelet"]["flags"].as_array().into_iter().flatten().filter_map(Value::as_str),
+    )?;
+    Ok(config)
+}
+
+/// What `Start-EKSBootstrap.ps1` gives the kubelet from its arguments: the labels, taints and
+/// maxPods of `-KubeletExtraArgs` (space-separated flags, as Dovetail writes them).
+pub fn windows_config(args: &BTreeMap<String, String>) -> Result<NodeConfig> {
+    let extra = args.get("KubeletExtraArgs").context("no -KubeletExtraArgs in the Windows bootstrap")?;
+    let mut config = NodeConfig { windows: true, ..Default::default() };
+    read_flags(&mut config, extra.split(' ').filter(|f| !f.is_empty()))?;
+    Ok(config)
+}
+
+/// The Windows Server release of an EKS Windows image's parameter (`2022`) as the core's OS.
+fn windows_os(year: &str) -> Result<NodeOs> {
+    Ok(match year {
+        "2019" => NodeOs::Windows2019,
+        "2022" => NodeOs::Windows2022,
+        "2025" => NodeOs::Windows2025,
+        other => bail!("Windows Server {other} has no EKS image Dovetail launches"),
+    })
+}
+
+/// `--node-labels`, `--register-with-taints` and `--max-pods` of kubelet `flags` into `config`.
+fn read_flags<'a>(config: &mut NodeConfig, flags: impl Iterator<Item = &'a str>) -> Result<()> {
+    for flag in flags {
+        if let Some(n) = flag.strip_prefix("--max-pods=") {
+            config.max_pods = Some(n.parse().with_context(|| format!("maxPods {n:?}"))?);
+        } else if let Some(list) = flag.strip_prefix("--node-labels=") {
             for pair in list.split(',') {
                 let (k, v) = pair.split_once('=').with_context(|| format!("label {pair:?}"))?;
                 config.labels.insert(k.into(), v.into());
@@ -198,5 +259,5 @@ pub fn node_config(user_data: &str) -> Result<NodeConfig> {
             }
         }
     }
-    Ok(config)
+    Ok(())
 }

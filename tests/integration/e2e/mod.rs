@@ -507,7 +507,8 @@ impl EndToEnd {
             let s = self.environments("dovetail-sweeper", 0).await?;
             self.tasks.push(tokio::spawn(lambda::sweeper(s, every, self.shared.clone())));
         }
-        let kubelet = kubelet::Kubelet::new(self.admin.clone(), self.aws.clients.ec2.clone());
+        let kubelet =
+            kubelet::Kubelet::new(self.admin.clone(), self.aws.clients.ec2.clone(), self.aws.clients.ssm.clone());
         self.tasks.push(tokio::spawn(kubelet.run(self.shared.clone())));
         Ok(())
     }

@@ -8,6 +8,7 @@ use dovetail_core::labels;
 use dovetail_core::reconcile::ports::Store;
 use dovetail_core::resources::parse_cpu_millis;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
 
 use super::{instance_of, label, node_of, EndToEnd, Install, Options, STEP};
 
@@ -351,6 +352,159 @@ async fn an_invalid_nodepool_gets_a_condition_and_an_event_and_the_others_carry_
         "an Event on the NodePool: {events:?}"
     );
     e2e.assert_exactly_once("invalid pool").await?;
+    e2e.report_latency().await?;
+    Ok(())
+}
+
+/// A Windows pool (`windows2022@latest`, `kubernetes.io/os In [windows]`) scales a Windows
+/// Deployment: amd64 instances of the Windows image with the PowerShell bootstrap, registered by
+/// the test kubelet as Windows nodes with their build, the pods bound by the scheduler. Beside it,
+/// a `windows2019@latest` class on a Kubernetes version AWS publishes no Windows 2019 image for
+/// says so on its `AMIsReady`, a pod only it could serve brings a `LaunchFailed` Event on its
+/// pool, and the 2022 pool carries on.
+#[tokio::test]
+async fn a_windows_deployment_runs_on_windows_nodes() -> Result<()> {
+    use base64::Engine as _;
+    use dovetail_aws::ec2::userdata::windows_bootstrap_args;
+
+    let e2e = EndToEnd::start("windows", SWEEPING).await?;
+    let image = e2e.aws.windows_image("2022", crate::aws::K8S_VERSION).await;
+    let class = |name: &str, alias: &str| {
+        format!(
+            "apiVersion: dovetail.dev/v1
+kind: EC2NodeClass
+metadata: {{name: {name}}}
+spec:
+  role: DovetailNodeRole-demo-cluster
+  amiSelectorTerms: [{{alias: {alias}}}]
+  subnetSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo-cluster}}}}]
+  securityGroupSelectorTerms: [{{tags: {{karpenter.sh/discovery: demo-cluster}}}}]
+  userData: |
+    Write-Host \"joining {name}\"
+"
+        )
+    };
+    let pool = |name: &str, class: &str, taints: &str| {
+        format!(
+            "apiVersion: dovetail.dev/v1
+kind: NodePool
+metadata: {{name: {name}}}
+spec:
+  template:
+    spec:
+      nodeClassRef: {{group: dovetail.dev, kind: EC2NodeClass, name: {class}}}
+      taints: {taints}
+      requirements:
+        - {{key: kubernetes.io/os, operator: In, values: [windows]}}
+        - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
+        - {{key: karpenter.k8s.aws/instance-category, operator: In, values: [c, m]}}
+"
+        )
+    };
+    e2e.apply(&class("windows", "windows2022@latest")).await?;
+    e2e.apply(&pool("windows", "windows", "[]")).await?;
+    e2e.apply(&class("legacy", "windows2019@latest")).await?;
+    // Tainted, so that the claims planned for its pod (which fail to launch) take no other pod.
+    e2e.apply(&pool("legacy", "legacy", "[{key: legacy, value: 'true', effect: NoSchedule}]")).await?;
+    e2e.apply(
+        "apiVersion: v1
+kind: Namespace
+metadata: {name: dotnet}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: shop, namespace: dotnet}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: shop}}
+  template:
+    metadata: {labels: {app: shop}}
+    spec:
+      nodeSelector: {kubernetes.io/os: windows}
+      containers:
+        - {name: c, image: mcr.microsoft.com/windows/servercore:ltsc2022, resources: {requests: {cpu: 500m, memory: 1Gi}}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: legacy, namespace: dotnet}
+spec:
+  nodeSelector: {kubernetes.io/os: windows, node.kubernetes.io/windows-build: 10.0.17763}
+  tolerations: [{key: legacy, operator: Equal, value: 'true', effect: NoSchedule}]
+  containers:
+    - {name: c, image: mcr.microsoft.com/windows/servercore:ltsc2019, resources: {requests: {cpu: 500m, memory: 1Gi}}}
+",
+    )
+    .await?;
+    let pods = e2e.running("dotnet", "app=shop", 4).await?;
+    let ec2 = &e2e.aws.clients.ec2;
+    for node in on_dovetail_nodes(&e2e, &pods).await? {
+        let instance = instance_of(&node);
+        assert_eq!(label(&node, labels::NODEPOOL), "windows");
+        assert_eq!(label(&node, labels::OS), "windows", "{instance}");
+        assert_eq!(label(&node, labels::WINDOWS_BUILD), "10.0.20348", "{instance}: Windows Server 2022's build");
+        assert_eq!(label(&node, labels::ARCH), "amd64", "{instance}");
+        let described = ec2.describe_instances().instance_ids(&instance).send().await?;
+        let launched = &described.reservations()[0].instances()[0];
+        assert_eq!(launched.image_id(), Some(image.as_str()), "{instance} runs the Windows image");
+        let attribute = ec2
+            .describe_instance_attribute()
+            .instance_id(&instance)
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+            .send()
+            .await?;
+        let encoded = attribute.user_data().and_then(|u| u.value()).context("user data")?;
+        let user_data = String::from_utf8(base64::engine::general_purpose::STANDARD.decode(encoded)?)?;
+        ensure!(user_data.starts_with("<powershell>\nWrite-Host \"joining windows\""), "{instance}: {user_data}");
+        let args = windows_bootstrap_args(&user_data).with_context(|| format!("{instance}: {user_data}"))?;
+        ensure!(args["KubeletExtraArgs"].contains("--max-pods=110"), "{instance}: {args:?}");
+        // Allocatable from the core's Windows overhead: 110 pods, whatever the type's ENIs.
+        let pods = node.status.as_ref().and_then(|s| s.allocatable.as_ref()).and_then(|a| a.get("pods"));
+        assert_eq!(pods.map(|q| q.0.as_str()), Some("110"), "{instance}");
+    }
+    for claim in e2e.live_claims().await?.iter().filter(|c| c.nodepool == "windows") {
+        assert_eq!(claim.labels.get(labels::OS).map(String::as_str), Some("windows"), "{}", claim.name);
+    }
+
+    // The 2019 class: AMIsReady False saying what is missing, on the class the sweeper writes;
+    // the 2022 class's True.
+    let classes = super::super::kube::nodeclasses(&e2e.admin);
+    let amis_ready = |name: &'static str| {
+        let classes = classes.clone();
+        async move {
+            let class = classes.get(name).await?;
+            let conditions = class.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+            anyhow::Ok(conditions.into_iter().find(|c| c["type"] == "AMIsReady"))
+        }
+    };
+    let (legacy, windows) = e2e
+        .until("both classes' AMIsReady conditions", STEP, || async {
+            Ok(amis_ready("legacy").await?.zip(amis_ready("windows").await?))
+        })
+        .await?;
+    assert_eq!(windows["status"], "True", "{windows}");
+    assert_eq!(legacy["status"], "False", "{legacy}");
+    let message = legacy["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("amiSelectorTerms")
+            && message.contains("windows2019@latest")
+            && message.contains("Windows_Server-2019-English-Core-EKS_Optimized"),
+        "the condition names the field, the alias and the parameter: {message}"
+    );
+    let failed = e2e
+        .until("a LaunchFailed Event on the legacy pool", STEP, || {
+            let e2e = &e2e;
+            async move {
+                let events = e2e.events("default", "NodePool", "legacy").await?;
+                Ok(events.into_iter().find(|e| e.reason.as_deref() == Some("LaunchFailed")))
+            }
+        })
+        .await?;
+    assert!(failed.message.as_deref().is_some_and(|m| m.contains("EC2NodeClass legacy")), "{:?}", failed.message);
+    let legacy = Api::<Pod>::namespaced(e2e.admin.clone(), "dotnet").get("legacy").await?;
+    assert_eq!(node_of(&legacy), "", "nothing can run the 2019 pod");
+    // Its claims come and go with every pass; without it the rest must add up.
+    Api::<Pod>::namespaced(e2e.admin.clone(), "dotnet").delete("legacy", &Default::default()).await?;
+    e2e.assert_exactly_once("windows").await?;
     e2e.report_latency().await?;
     Ok(())
 }

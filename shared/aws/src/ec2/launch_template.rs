@@ -15,6 +15,7 @@ use dovetail_core::hash::json_hash;
 use dovetail_core::resources::parse_units;
 use serde::Serialize;
 
+use super::userdata::is_windows;
 use crate::error::{api_error, AwsError, AwsResult};
 
 /// One EBS volume of the template.
@@ -78,8 +79,19 @@ fn as_text<T: Serialize>(v: &T) -> Option<String> {
     serde_json::to_value(v).ok()?.as_str().map(str::to_string)
 }
 
-/// The template content for a class: its disks (default: a 20 GiB encrypted gp3 root volume, as
-/// for AL2023), IMDS settings, monitoring and public-IP setting, with the given image, user data
+/// The root device and default root volume size (GiB) of the class's family, Karpenter's
+/// `DefaultBlockDeviceMappings`: Windows images boot from `/dev/sda1` and need 50 GiB, the Linux
+/// ones from `/dev/xvda` with 20 GiB.
+pub fn default_root(spec: &EC2NodeClassSpec) -> (&'static str, i32) {
+    if is_windows(&spec.ami_family()) {
+        ("/dev/sda1", 50)
+    } else {
+        ("/dev/xvda", 20)
+    }
+}
+
+/// The template content for a class: its disks (default: an encrypted gp3 root volume on the
+/// family's root device, [`default_root`]; a mapping without a device name is the root), IMDS settings, monitoring and public-IP setting, with the given image, user data
 /// (plain text, encoded here), security groups and instance profile (the one the class resolved
 /// to: `spec.instanceProfile`, or the one made for `spec.role`).
 pub fn content(
@@ -90,13 +102,14 @@ pub fn content(
     instance_profile: Option<&str>,
 ) -> TemplateContent {
     use base64::Engine;
+    let (root_device, root_gib) = default_root(spec);
     let mut volumes: Vec<Volume> = spec
         .block_device_mappings
         .iter()
         .map(|m| {
             let ebs = m.ebs.clone().unwrap_or_default();
             Volume {
-                device_name: m.device_name.clone().unwrap_or_else(|| "/dev/xvda".to_string()),
+                device_name: m.device_name.clone().unwrap_or_else(|| root_device.to_string()),
                 size_gib: ebs.volume_size.as_ref().and_then(|q| size_gib(&q.0)),
                 volume_type: ebs.volume_type.as_ref().and_then(as_text),
                 iops: ebs.iops.and_then(|v| i32::try_from(v).ok()),
@@ -110,8 +123,8 @@ pub fn content(
         .collect();
     if volumes.is_empty() {
         volumes.push(Volume {
-            device_name: "/dev/xvda".into(),
-            size_gib: Some(20),
+            device_name: root_device.into(),
+            size_gib: Some(root_gib),
             volume_type: Some("gp3".into()),
             iops: None,
             throughput: None,
@@ -303,6 +316,31 @@ mod tests {
         assert_eq!(custom.metadata.http_tokens, "optional");
         assert_eq!(custom.metadata.hop_limit, 2);
         assert!(custom.detailed_monitoring);
+    }
+
+    #[test]
+    fn the_default_root_volume_is_the_familys() {
+        let linux = content(&spec(serde_json::json!({})), "ami-1", "x", &[], None);
+        assert_eq!((linux.volumes[0].device_name.as_str(), linux.volumes[0].size_gib), ("/dev/xvda", Some(20)));
+        for alias in ["windows2019@latest", "windows2022@latest", "windows2025@latest"] {
+            let s = spec(serde_json::json!({"amiSelectorTerms": [{"alias": alias}]}));
+            let windows = content(&s, "ami-1", "x", &[], None);
+            assert_eq!(windows.volumes.len(), 1);
+            let v = &windows.volumes[0];
+            assert_eq!(
+                (v.device_name.as_str(), v.size_gib, v.volume_type.as_deref()),
+                ("/dev/sda1", Some(50), Some("gp3"))
+            );
+            assert_eq!((v.encrypted, v.delete_on_termination), (Some(true), Some(true)));
+        }
+        // amiFamily decides over the alias; a mapping without a device name is the root.
+        let s = spec(serde_json::json!({
+            "amiFamily": "Windows2022",
+            "amiSelectorTerms": [{"id": "ami-0123"}],
+            "blockDeviceMappings": [{"ebs": {"volumeSize": "80Gi"}}],
+        }));
+        let v = &content(&s, "ami-1", "x", &[], None).volumes[0];
+        assert_eq!((v.device_name.as_str(), v.size_gib), ("/dev/sda1", Some(80)));
     }
 
     #[test]

@@ -93,14 +93,22 @@ fn security_group_filters(term: &SecurityGroupSelectorTerm) -> Vec<Filter> {
 }
 
 /// The SSM parameter holding the EKS-optimized image of an alias for `arch` (`x86_64` / `arm64`),
-/// `recommended` for `latest`, else the release's own parameter (`v20240625`):
+/// `recommended` for `latest`, else the release's own parameter (`v20240625`); `None` when the
+/// family publishes no image for `arch`:
 /// - AL2023: `<prefix>/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/standard/…`
 /// - AL2: `<prefix>/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2[-arm64]/…`, published for
 ///   Kubernetes up to 1.32 (AWS ended AL2 EKS images in November 2025): for a later cluster the
 ///   parameter is missing and the class says so.
-pub fn alias_parameter(prefix: &str, alias: &AmiAlias, k8s_version: &str, arch: &str) -> AwsResult<String> {
+/// - Windows 2019/2022/2025: `<prefix>/aws/service/ami-windows-latest/Windows_Server-<year>-English-
+///   Core-EKS_Optimized-<k8s>/image_id` (the Server Core image, the one Karpenter uses), x86_64
+///   only, and only `latest` (AWS publishes no per-release parameters for them).
+pub fn alias_parameter(prefix: &str, alias: &AmiAlias, k8s_version: &str, arch: &str) -> AwsResult<Option<String>> {
     let root = format!("{prefix}/aws/service/eks/optimized-ami/{k8s_version}");
     let version = &alias.version;
+    let unsupported = |why: &str| AwsError::Class {
+        class: String::new(),
+        message: format!("amiSelectorTerms: alias {}@{version}: {why}", alias.family),
+    };
     // Per family: where its parameters live, and a release's own parameter name.
     let (base, release) = match alias.ami_family() {
         AmiFamily::Al2023 => (
@@ -111,14 +119,36 @@ pub fn alias_parameter(prefix: &str, alias: &AmiAlias, k8s_version: &str, arch: 
             let suffix = if arch == "arm64" { "-arm64" } else { "" };
             (format!("{root}/amazon-linux-2{suffix}"), format!("amazon-eks{suffix}-node-{k8s_version}-{version}"))
         }
-        _ => {
-            return Err(AwsError::Class {
-                class: String::new(),
-                message: format!("AMI alias family {:?} is not supported yet (use al2023)", alias.family),
-            })
+        family @ (AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025) => {
+            if *version != "latest" {
+                return Err(unsupported("windows families may only use version 'latest'"));
+            }
+            if arch != "x86_64" {
+                return Ok(None);
+            }
+            let year = windows_year(&family).expect("a Windows family");
+            return Ok(Some(format!(
+                "{prefix}/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s_version}/image_id"
+            )));
         }
+        _ => return Err(unsupported("the family is not supported yet (use al2023)")),
     };
-    Ok(if *version == "latest" { format!("{base}/recommended/image_id") } else { format!("{base}/{release}/image_id") })
+    Ok(Some(if *version == "latest" {
+        format!("{base}/recommended/image_id")
+    } else {
+        format!("{base}/{release}/image_id")
+    }))
+}
+
+/// The Windows Server release of a Windows family (`2022` for `Windows2022`); `None` for Linux
+/// and `Custom` families.
+pub fn windows_year(family: &AmiFamily) -> Option<&'static str> {
+    match family {
+        AmiFamily::Windows2019 => Some("2019"),
+        AmiFamily::Windows2022 => Some("2022"),
+        AmiFamily::Windows2025 => Some("2025"),
+        _ => None,
+    }
 }
 
 /// Kubernetes architecture of an EC2 image architecture.
@@ -220,7 +250,9 @@ impl Resolver {
             let alias = AmiAlias::parse(alias).map_err(|message| AwsError::Class { class: String::new(), message })?;
             let mut missing = Vec::new();
             for (k8s_arch, ec2_arch) in ARCHES {
-                let name = alias_parameter(&self.ssm_prefix, &alias, &self.k8s_version, ec2_arch)?;
+                let Some(name) = alias_parameter(&self.ssm_prefix, &alias, &self.k8s_version, ec2_arch)? else {
+                    continue;
+                };
                 match self.parameter(&name).await? {
                     Some(id) => {
                         images.insert(k8s_arch.to_string(), id);
@@ -320,37 +352,54 @@ mod tests {
     fn alias_parameters_follow_the_eks_layout() {
         let latest = AmiAlias::parse("al2023@latest").unwrap();
         assert_eq!(
-            alias_parameter("", &latest, "1.31", "x86_64").unwrap(),
+            alias_parameter("", &latest, "1.31", "x86_64").unwrap().unwrap(),
             "/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/x86_64/standard/recommended/image_id"
         );
         assert_eq!(
-            alias_parameter("/test", &latest, "1.31", "arm64").unwrap(),
+            alias_parameter("/test", &latest, "1.31", "arm64").unwrap().unwrap(),
             "/test/aws/service/eks/optimized-ami/1.31/amazon-linux-2023/arm64/standard/recommended/image_id"
         );
         let pinned = AmiAlias::parse("al2023@v20240625").unwrap();
         assert_eq!(
-            alias_parameter("", &pinned, "1.30", "x86_64").unwrap(),
+            alias_parameter("", &pinned, "1.30", "x86_64").unwrap().unwrap(),
             "/aws/service/eks/optimized-ami/1.30/amazon-linux-2023/x86_64/standard/\
              amazon-eks-node-al2023-x86_64-standard-1.30-v20240625/image_id"
         );
         let bottlerocket = AmiAlias::parse("bottlerocket@latest").unwrap();
         assert!(alias_parameter("", &bottlerocket, "1.31", "x86_64").is_err());
+        for (alias, year) in [("windows2019", "2019"), ("windows2022", "2022"), ("windows2025", "2025")] {
+            let windows = AmiAlias::parse(&format!("{alias}@latest")).unwrap();
+            assert_eq!(
+                alias_parameter("/test", &windows, "1.31", "x86_64").unwrap().as_deref(),
+                Some(
+                    format!(
+                        "/test/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-1.31/image_id"
+                    )
+                    .as_str()
+                )
+            );
+            assert_eq!(alias_parameter("", &windows, "1.31", "arm64").unwrap(), None, "Windows images are x86_64 only");
+        }
+        // The API refuses a pinned Windows alias; built by hand, it is refused here too.
+        let pinned_windows = AmiAlias { family: "windows2022".into(), version: "v1".into() };
+        let refused = alias_parameter("", &pinned_windows, "1.31", "x86_64").unwrap_err().to_string();
+        assert!(refused.contains("windows2022@v1") && refused.contains("'latest'"), "{refused}");
         let al2 = AmiAlias::parse("al2@latest").unwrap();
         assert_eq!(
-            alias_parameter("", &al2, "1.32", "x86_64").unwrap(),
+            alias_parameter("", &al2, "1.32", "x86_64").unwrap().unwrap(),
             "/aws/service/eks/optimized-ami/1.32/amazon-linux-2/recommended/image_id"
         );
         assert_eq!(
-            alias_parameter("/test", &al2, "1.32", "arm64").unwrap(),
+            alias_parameter("/test", &al2, "1.32", "arm64").unwrap().unwrap(),
             "/test/aws/service/eks/optimized-ami/1.32/amazon-linux-2-arm64/recommended/image_id"
         );
         let pinned = AmiAlias::parse("al2@v20240213").unwrap();
         assert_eq!(
-            alias_parameter("", &pinned, "1.29", "arm64").unwrap(),
+            alias_parameter("", &pinned, "1.29", "arm64").unwrap().unwrap(),
             "/aws/service/eks/optimized-ami/1.29/amazon-linux-2-arm64/amazon-eks-arm64-node-1.29-v20240213/image_id"
         );
         assert_eq!(
-            alias_parameter("", &pinned, "1.29", "x86_64").unwrap(),
+            alias_parameter("", &pinned, "1.29", "x86_64").unwrap().unwrap(),
             "/aws/service/eks/optimized-ami/1.29/amazon-linux-2/amazon-eks-node-1.29-v20240213/image_id"
         );
     }

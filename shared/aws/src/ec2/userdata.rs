@@ -6,6 +6,8 @@
 //! - AL2: a shell script calling the image's `/etc/eks/bootstrap.sh` with the same settings as
 //!   its arguments (the kubelet's as `--kubelet-extra-args`); cloud-init runs the parts in order,
 //!   so the class's scripts run before the node joins.
+//! - Windows: no MIME document but one `<powershell>` block, the class's PowerShell and then the
+//!   image's `Start-EKSBootstrap.ps1` with the same settings ([`windows_bootstrap`]).
 
 use std::collections::BTreeMap;
 
@@ -41,8 +43,14 @@ pub struct NodeSettings<'a> {
     pub kubelet: Option<&'a KubeletConfiguration>,
     /// The class's `userData`, merged in.
     pub user_data: Option<&'a str>,
-    /// How the image bootstraps: [`AmiFamily::Al2`] with `bootstrap.sh`, any other with nodeadm.
+    /// How the image bootstraps: [`AmiFamily::Al2`] with `bootstrap.sh`, the Windows families with
+    /// `Start-EKSBootstrap.ps1`, any other with nodeadm.
     pub family: AmiFamily,
+}
+
+/// Whether `family` is one of the Windows Server families (PowerShell user data, `/dev/sda1`).
+pub fn is_windows(family: &AmiFamily) -> bool {
+    crate::ec2::resolve::windows_year(family).is_some()
 }
 
 /// Whether the kubelet accepts `key` in `--node-labels`: labels in the `kubernetes.io` and
@@ -133,47 +141,53 @@ pub fn node_config(s: &NodeSettings<'_>) -> String {
     serde_yaml_ng::to_string(&doc).expect("JSON values serialize as YAML")
 }
 
-/// AL2's bootstrap: `/etc/eks/bootstrap.sh` with the cluster's facts and the kubelet's settings
-/// (the flags [`kubelet_flags`] gives, maxPods, and the class's kubelet fields) as
-/// `--kubelet-extra-args`. `--use-max-pods false` keeps the script's own maxPods table out of it.
-pub fn al2_bootstrap(s: &NodeSettings<'_>) -> String {
+/// The kubelet's command-line settings both bootstrap scripts take as one "extra args" string
+/// (AL2's `--kubelet-extra-args`, Windows' `-KubeletExtraArgs`), as Karpenter passes them: the
+/// flags [`kubelet_flags`] gives, maxPods, and the class's kubelet fields; with the class's first
+/// `clusterDNS` address, which both scripts take as an argument of their own.
+fn kubelet_extra_args<'a>(s: &NodeSettings<'a>) -> (Vec<String>, Option<&'a String>) {
     let mut kubelet = kubelet_flags(s.labels, s.taints);
     kubelet.push(format!("--max-pods={}", s.max_pods));
-    let mut dns = None;
-    if let Some(k) = s.kubelet {
-        let pairs = |m: &BTreeMap<String, String>, sep: &str| {
-            m.iter().map(|(k, v)| format!("{k}{sep}{v}")).collect::<Vec<_>>().join(",")
-        };
-        for (flag, map, sep) in [
-            ("system-reserved", &k.system_reserved, "="),
-            ("kube-reserved", &k.kube_reserved, "="),
-            ("eviction-hard", &k.eviction_hard, "<"),
-            ("eviction-soft", &k.eviction_soft, "<"),
-        ] {
-            if !map.is_empty() {
-                kubelet.push(format!("--{flag}={}", pairs(map, sep)));
-            }
+    let Some(k) = s.kubelet else { return (kubelet, None) };
+    let pairs = |m: &BTreeMap<String, String>, sep: &str| {
+        m.iter().map(|(k, v)| format!("{k}{sep}{v}")).collect::<Vec<_>>().join(",")
+    };
+    for (flag, map, sep) in [
+        ("system-reserved", &k.system_reserved, "="),
+        ("kube-reserved", &k.kube_reserved, "="),
+        ("eviction-hard", &k.eviction_hard, "<"),
+        ("eviction-soft", &k.eviction_soft, "<"),
+    ] {
+        if !map.is_empty() {
+            kubelet.push(format!("--{flag}={}", pairs(map, sep)));
         }
-        if !k.eviction_soft_grace_period.is_empty() {
-            let periods: BTreeMap<String, String> =
-                k.eviction_soft_grace_period.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
-            kubelet.push(format!("--eviction-soft-grace-period={}", pairs(&periods, "=")));
-        }
-        for (flag, value) in [
-            ("pods-per-core", k.pods_per_core),
-            ("eviction-max-pod-grace-period", k.eviction_max_pod_grace_period),
-            ("image-gc-high-threshold", k.image_gc_high_threshold_percent),
-            ("image-gc-low-threshold", k.image_gc_low_threshold_percent),
-        ] {
-            if let Some(v) = value {
-                kubelet.push(format!("--{flag}={v}"));
-            }
-        }
-        if let Some(quota) = k.cpu_cfs_quota {
-            kubelet.push(format!("--cpu-cfs-quota={quota}"));
-        }
-        dns = k.cluster_dns.first();
     }
+    if !k.eviction_soft_grace_period.is_empty() {
+        let periods: BTreeMap<String, String> =
+            k.eviction_soft_grace_period.iter().map(|(k, v)| (k.clone(), v.to_string())).collect();
+        kubelet.push(format!("--eviction-soft-grace-period={}", pairs(&periods, "=")));
+    }
+    for (flag, value) in [
+        ("pods-per-core", k.pods_per_core),
+        ("eviction-max-pod-grace-period", k.eviction_max_pod_grace_period),
+        ("image-gc-high-threshold", k.image_gc_high_threshold_percent),
+        ("image-gc-low-threshold", k.image_gc_low_threshold_percent),
+    ] {
+        if let Some(v) = value {
+            kubelet.push(format!("--{flag}={v}"));
+        }
+    }
+    if let Some(quota) = k.cpu_cfs_quota {
+        kubelet.push(format!("--cpu-cfs-quota={quota}"));
+    }
+    (kubelet, k.cluster_dns.first())
+}
+
+/// AL2's bootstrap: `/etc/eks/bootstrap.sh` with the cluster's facts and the kubelet's settings
+/// ([`kubelet_extra_args`]) as `--kubelet-extra-args`. `--use-max-pods false` keeps the script's
+/// own maxPods table out of it.
+pub fn al2_bootstrap(s: &NodeSettings<'_>) -> String {
+    let (kubelet, dns) = kubelet_extra_args(s);
     let mut args = vec![
         quoted(&s.cluster.name),
         "--apiserver-endpoint".to_string(),
@@ -190,6 +204,103 @@ pub fn al2_bootstrap(s: &NodeSettings<'_>) -> String {
     args.extend(["--use-max-pods".to_string(), "false".to_string()]);
     args.extend(["--kubelet-extra-args".to_string(), quoted(&kubelet.join(" "))]);
     format!("#!/bin/bash\nset -euo pipefail\n/etc/eks/bootstrap.sh {}\n", args.join(" "))
+}
+
+/// Where the EKS Windows AMI keeps its bootstrap script (PowerShell expands the variable).
+pub const WINDOWS_BOOTSTRAP_SCRIPT: &str = r#"$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"#;
+
+/// Windows' user data, Karpenter's shape: one `<powershell>` block that runs the class's own
+/// PowerShell first, then the image's `Start-EKSBootstrap.ps1` with the cluster's facts, the
+/// kubelet's settings ([`kubelet_extra_args`]) as `-KubeletExtraArgs`, and `-DNSClusterIP` when the
+/// class sets `clusterDNS`. EC2Launch runs the block; it is no MIME document.
+///
+/// Karpenter documents the class's `userData` as bare PowerShell commands and pastes it into its
+/// block as written, so a class that wraps its script in `<powershell>` tags itself ends up with
+/// nested blocks, which EC2Launch cuts at the first `</powershell>`: the bootstrap line falls
+/// outside and the node never joins. Here such a block's content goes into ours instead, and
+/// whatever stands outside it (other EC2Launch tags, such as `<persist>true</persist>`) follows our
+/// block unchanged.
+///
+/// Unlike Karpenter (its issue 4088), the cluster's service CIDR is passed as `-ServiceCIDR` when
+/// known: without it the script guesses 10.100.0.0/16 or 172.20.0.0/16 from the node's address.
+pub fn windows_bootstrap(s: &NodeSettings<'_>) -> String {
+    let (script, outside) = s.user_data.map(powershell_of).unwrap_or_default();
+    let (kubelet, dns) = kubelet_extra_args(s);
+    let mut out = String::from("<powershell>\n");
+    if !script.trim().is_empty() {
+        out.push_str(script.trim_matches(['\r', '\n']));
+        out.push('\n');
+    }
+    out.push_str(&format!("[string]$EKSBootstrapScriptFile = \"{WINDOWS_BOOTSTRAP_SCRIPT}\"\n"));
+    let mut call = format!(
+        "& $EKSBootstrapScriptFile -EKSClusterName {} -APIServerEndpoint {} -Base64ClusterCA {}",
+        ps_quoted(&s.cluster.name),
+        ps_quoted(&s.cluster.endpoint),
+        ps_quoted(&STANDARD.encode(&s.cluster.ca_pem)),
+    );
+    call.push_str(&format!(" -KubeletExtraArgs {}", ps_quoted(&kubelet.join(" "))));
+    if let Some(ip) = dns {
+        call.push_str(&format!(" -DNSClusterIP {}", ps_quoted(ip)));
+    }
+    if let Some(cidr) = &s.cluster.service_cidr {
+        call.push_str(&format!(" -ServiceCIDR {}", ps_quoted(cidr)));
+    }
+    out.push_str(&call);
+    out.push_str("\n</powershell>\n");
+    if !outside.trim().is_empty() {
+        out.push_str(outside.trim_matches(['\r', '\n']));
+        out.push('\n');
+    }
+    out
+}
+
+/// A class's Windows `userData` split into the PowerShell to run in Dovetail's block and the rest:
+/// the content of its first `<powershell>` block (tags matched in any case) and the text around
+/// that block; without such a block, all of it is PowerShell.
+fn powershell_of(user_data: &str) -> (String, String) {
+    let lower = user_data.to_ascii_lowercase();
+    let (open, close) = ("<powershell>", "</powershell>");
+    let Some(start) = lower.find(open) else { return (user_data.to_string(), String::new()) };
+    let inner = start + open.len();
+    let end = lower[inner..].find(close).map_or(user_data.len(), |e| inner + e);
+    let after = (end + close.len()).min(user_data.len());
+    let outside = format!("{}{}", &user_data[..start], &user_data[after..]);
+    (user_data[inner..end].to_string(), outside)
+}
+
+/// `text` as one PowerShell single-quoted string (a `'` inside doubled).
+fn ps_quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// The named arguments of the `Start-EKSBootstrap.ps1` call in Windows user data, as
+/// [`windows_bootstrap`] writes it (`-Name 'value'`, `''` standing for a `'`): what the image's
+/// script receives, for whoever plays the node (the end-to-end test kubelet) and for tests.
+/// `None` if no line calls the script.
+pub fn windows_bootstrap_args(user_data: &str) -> Option<BTreeMap<String, String>> {
+    let line = user_data.lines().find_map(|l| l.trim_start().strip_prefix("& $EKSBootstrapScriptFile"))?;
+    let mut args = BTreeMap::new();
+    let mut rest = line.trim();
+    while !rest.is_empty() {
+        let (name, after) = rest.strip_prefix('-')?.split_once(' ')?;
+        let mut quoted = after.trim_start().strip_prefix('\'')?;
+        let mut value = String::new();
+        loop {
+            let end = quoted.find('\'')?;
+            value.push_str(&quoted[..end]);
+            quoted = &quoted[end + 1..];
+            match quoted.strip_prefix('\'') {
+                Some(more) => {
+                    value.push('\'');
+                    quoted = more;
+                }
+                None => break,
+            }
+        }
+        args.insert(name.to_string(), value);
+        rest = quoted.trim_start();
+    }
+    Some(args)
 }
 
 /// `text` as one shell word: single-quoted, a `'` inside closed, escaped and reopened.
@@ -220,8 +331,12 @@ pub fn user_parts(user_data: &str) -> Result<Vec<Part>, MimeError> {
 }
 
 /// The whole user data: the class's parts, then Dovetail's NodeConfig (AL2: its bootstrap
-/// script). An error if the class's `userData` says it is multipart but cannot be split.
+/// script), or for Windows the PowerShell block [`windows_bootstrap`] writes. An error if the
+/// class's `userData` says it is multipart but cannot be split.
 pub fn user_data(s: &NodeSettings<'_>) -> Result<String, MimeError> {
+    if is_windows(&s.family) {
+        return Ok(windows_bootstrap(s));
+    }
     let mut parts = s.user_data.map(user_parts).transpose()?.unwrap_or_default();
     parts.push(match s.family {
         AmiFamily::Al2 => Part { headers: vec![format!("Content-Type: {SHELL_SCRIPT_TYPE}")], body: al2_bootstrap(s) },
@@ -415,20 +530,127 @@ mod tests {
         assert_eq!(shell_words(&format!("x {}", quoted("it's a 'test'"))), vec!["x", "it's a 'test'"]);
     }
 
-    /// The user data of a pool of `cluster()` (maxPods 110) whose class's `userData` is `user`.
-    fn merge(user: &str) -> Result<String, MimeError> {
+    /// A Windows class's user data: its PowerShell first in the one block, then the bootstrap call
+    /// with the cluster's facts and the kubelet's settings.
+    #[test]
+    fn windows_bootstraps_with_powershell_after_the_class_script() {
         let c = cluster();
-        let labels = BTreeMap::new();
-        let s = NodeSettings {
-            cluster: &c,
-            labels: &labels,
-            taints: &[],
-            max_pods: 110,
-            kubelet: None,
-            user_data: Some(user),
-            family: AmiFamily::Al2023,
+        let labels = BTreeMap::from([
+            ("dovetail.dev/nodepool".to_string(), "win".to_string()),
+            ("team".to_string(), "o'brien".to_string()),
+            // The kubelet may not set it: left out, as for Linux.
+            ("node-role.kubernetes.io/windows".to_string(), "".to_string()),
+        ]);
+        let kubelet = KubeletConfiguration {
+            cluster_dns: vec!["10.100.0.10".into()],
+            kube_reserved: BTreeMap::from([("memory".into(), "500Mi".into())]),
+            eviction_hard: BTreeMap::from([("memory.available".into(), "5%".into())]),
+            pods_per_core: Some(4),
+            ..Default::default()
         };
+        let taints = [Taint::new("os", "windows", TaintEffect::NoSchedule)];
+        for family in [AmiFamily::Windows2019, AmiFamily::Windows2022, AmiFamily::Windows2025] {
+            let s = NodeSettings {
+                cluster: &c,
+                labels: &labels,
+                taints: &taints,
+                max_pods: 110,
+                kubelet: Some(&kubelet),
+                user_data: Some("Write-Host \"mine\"\nNew-Item -Path 'C:\\temp' -ItemType Directory\n"),
+                family: family.clone(),
+            };
+            let out = user_data(&s).unwrap();
+            assert!(out.starts_with("<powershell>\nWrite-Host \"mine\"\nNew-Item -Path 'C:\\temp'"), "{out}");
+            assert!(out.trim_end().ends_with("</powershell>"), "{out}");
+            assert!(!out.contains("MIME-Version"), "no MIME document for EC2Launch: {out}");
+            let lines: Vec<&str> = out.lines().collect();
+            let call = lines.iter().position(|l| l.starts_with("& $EKSBootstrapScriptFile")).expect("a bootstrap call");
+            assert!(lines[call - 1].contains(WINDOWS_BOOTSTRAP_SCRIPT), "{out}");
+            assert!(call > 2, "the class's script comes before the bootstrap: {out}");
+            let args = windows_bootstrap_args(&out).expect("the bootstrap's arguments");
+            assert_eq!(args["EKSClusterName"], "prod");
+            assert_eq!(args["APIServerEndpoint"], c.endpoint);
+            assert_eq!(STANDARD.decode(&args["Base64ClusterCA"]).unwrap(), c.ca_pem.as_bytes());
+            assert_eq!(args["DNSClusterIP"], "10.100.0.10");
+            assert_eq!(args["ServiceCIDR"], "10.100.0.0/16");
+            let kubelet_args: Vec<&str> = args["KubeletExtraArgs"].split(' ').collect();
+            assert_eq!(
+                kubelet_args,
+                vec![
+                    "--node-labels=dovetail.dev/nodepool=win,team=o'brien",
+                    "--register-with-taints=os=windows:NoSchedule,dovetail.dev/unregistered:NoExecute",
+                    "--max-pods=110",
+                    "--kube-reserved=memory=500Mi",
+                    "--eviction-hard=memory.available<5%",
+                    "--pods-per-core=4",
+                ],
+                "{family:?}"
+            );
+            assert_eq!(args.len(), 6, "{args:?}");
+        }
+    }
+
+    /// Without class user data or clusterDNS: only the bootstrap, no `-DNSClusterIP`.
+    #[test]
+    fn windows_without_class_script_or_cluster_dns() {
+        let mut c = cluster();
+        c.service_cidr = None;
+        let out = plain(&c, AmiFamily::Windows2022, 110, None).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 4, "{out}");
+        assert_eq!((lines[0], lines[3]), ("<powershell>", "</powershell>"));
+        let args = windows_bootstrap_args(&out).unwrap();
+        assert_eq!(
+            args.keys().map(String::as_str).collect::<Vec<_>>(),
+            ["APIServerEndpoint", "Base64ClusterCA", "EKSClusterName", "KubeletExtraArgs"]
+        );
+        assert_eq!(
+            args["KubeletExtraArgs"],
+            "--register-with-taints=dovetail.dev/unregistered:NoExecute --max-pods=110"
+        );
+    }
+
+    /// A class script in its own `<powershell>` block runs inside ours (nested blocks would end at
+    /// its closing tag and leave the bootstrap out); other EC2Launch tags follow our block.
+    #[test]
+    fn a_class_powershell_block_is_unwrapped() {
+        let user = "<PowerShell>\r\nWrite-Host one\r\n</PowerShell>\r\n<persist>true</persist>\r\n";
+        let out = plain(&cluster(), AmiFamily::Windows2019, 8, Some(user)).unwrap();
+        assert_eq!(out.matches("<powershell>").count() + out.matches("<PowerShell>").count(), 1, "{out}");
+        assert_eq!(out.matches("</powershell>").count() + out.matches("</PowerShell>").count(), 1, "{out}");
+        assert!(out.starts_with("<powershell>\nWrite-Host one\n[string]$EKSBootstrapScriptFile"), "{out:?}");
+        assert!(out.ends_with("</powershell>\n<persist>true</persist>\n"), "{out:?}");
+        assert_eq!(
+            windows_bootstrap_args(&out).unwrap()["KubeletExtraArgs"].split(' ').next_back(),
+            Some("--max-pods=8")
+        );
+        // No block: all of it is the script.
+        assert_eq!(powershell_of("Write-Host two"), ("Write-Host two".to_string(), String::new()));
+        // An unclosed block runs to the end.
+        assert_eq!(powershell_of("x<powershell>y"), ("y".to_string(), "x".to_string()));
+    }
+
+    #[test]
+    fn windows_bootstrap_arguments_read_back_quotes() {
+        let line = format!("& $EKSBootstrapScriptFile -A {} -B {}", ps_quoted("it's 'q'"), ps_quoted(""));
+        let args = windows_bootstrap_args(&line).unwrap();
+        assert_eq!(args["A"], "it's 'q'");
+        assert_eq!(args["B"], "");
+        assert_eq!(windows_bootstrap_args("& $EKSBootstrapScriptFile -A 'open"), None);
+        assert_eq!(windows_bootstrap_args("Write-Host"), None);
+    }
+
+    /// The user data of a pool of `c` without labels, taints or kubelet settings.
+    fn plain(c: &ClusterFacts, family: AmiFamily, max_pods: i64, user: Option<&str>) -> Result<String, MimeError> {
+        let labels = BTreeMap::new();
+        let s =
+            NodeSettings { cluster: c, labels: &labels, taints: &[], max_pods, kubelet: None, user_data: user, family };
         user_data(&s)
+    }
+
+    /// The user data of an AL2023 pool of `cluster()` (maxPods 110) whose class's `userData` is `user`.
+    fn merge(user: &str) -> Result<String, MimeError> {
+        plain(&cluster(), AmiFamily::Al2023, 110, Some(user))
     }
 
     /// The class's `userData` merged with Dovetail's NodeConfig, read back as parts; the last is
