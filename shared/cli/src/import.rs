@@ -43,8 +43,7 @@ exactly:
     Windows (alias bottlerocket, amiFamily Bottlerocket: such nodes would not join), AL2
     (deprecated by AWS: no images for Kubernetes 1.33 and later), amiFamily Custom on a
     bottlerocket alias (Dovetail finds no image for it) or with user data naming Karpenter's
-    unregistered taint, role (Dovetail makes its instance profile; the stack must be deployed
-    with it as NodeRoleName to pass it), capacity reservations and capacity type reserved,
+    unregistered taint, capacity reservations and capacity type reserved,
     instanceStorePolicy, a root volume other than the image's default (planning assumes 20Gi of
     ephemeral storage, 50Gi on Windows), a nodes limit (not enforced), Karpenter's own taints;
   - a NodePool whose EC2NodeClass was not converted with it;
@@ -117,8 +116,31 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for e in &errors {
         eprintln!("dovetail: error: {e}");
     }
+    if let Some(note) = node_role_note(&report.node_roles()) {
+        eprintln!("dovetail: note: {note}");
+    }
     eprintln!("dovetail: {}", summary(&report, errors.len()));
     Ok(if errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(2) })
+}
+
+/// What deploying the converted classes needs of Dovetail's stack: its functions may pass only
+/// the node role the stack was deployed with (`NodeRoleName`), so it must be the classes' role.
+fn node_role_note(roles: &[&str]) -> Option<String> {
+    let needs = "Dovetail makes their instance profiles, but its functions may pass only the node role \
+                 their stack was deployed with";
+    match roles {
+        [] => None,
+        [role] => Some(format!(
+            "the classes use the node role {role}: {needs}; deploy the stack with NodeRoleName={role} \
+             (and CreateNodeAccessEntry=false if the role has an access entry already)"
+        )),
+        roles => Some(format!(
+            "the classes use the node roles {}: {needs}, one per stack; deploy it with NodeRoleName set to \
+             one of them and point the other classes at that role (a class whose role may not be passed \
+             says so on its InstanceProfileReady condition)",
+            roles.join(", ")
+        )),
+    }
 }
 
 /// `converted 2 NodePools and 1 EC2NodeClass, 3 warnings, 1 error`.
@@ -168,4 +190,19 @@ fn table(report: &Report) -> String {
         out.push_str(&format!("{k:<kind$}  {n:<name$}  {w}\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::node_role_note;
+
+    #[test]
+    fn the_role_note_names_the_stack_parameter_for_one_role_and_the_choice_for_several() {
+        assert_eq!(node_role_note(&[]), None);
+        let one = node_role_note(&["NodeRole-a"]).unwrap();
+        assert!(one.contains("NodeRoleName=NodeRole-a") && one.contains("CreateNodeAccessEntry=false"), "{one}");
+        let two = node_role_note(&["NodeRole-a", "NodeRole-b"]).unwrap();
+        assert!(two.contains("node roles NodeRole-a, NodeRole-b") && two.contains("one per stack"), "{two}");
+        assert!(two.contains("InstanceProfileReady"), "{two}");
+    }
 }

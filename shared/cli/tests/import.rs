@@ -58,7 +58,10 @@ fn fixture(name: &str, exit_code: i32) -> Report {
 
     let report = convert([(path.as_str(), read(&path).as_str())]);
     assert_eq!(report.yaml(), stdout, "the binary prints the library's conversion");
-    assert_eq!(stderr.lines().count(), report.warnings.len() + report.errors.len() + 1, "{stderr}");
+    // The warnings, the errors, the note on the stack's node role when a class names one, the summary.
+    let note = usize::from(!report.node_roles().is_empty());
+    assert_eq!(stderr.lines().count(), report.warnings.len() + report.errors.len() + note + 1, "{stderr}");
+    assert_eq!(stderr.contains("dovetail: note: the classes use the node role"), note == 1, "{stderr}");
     if !report.objects.is_empty() {
         let inputs = manifest::load_str("out.yaml", &stdout).expect("the output loads as manifests");
         let snapshot = inputs.snapshot().expect("the output passes Dovetail's validation");
@@ -109,7 +112,9 @@ fn kubectl_get_list() {
     }
     warned(&report, "NodePool gpu", "spec.template.spec.nodeClassRef.group", "karpenter.k8s.aws → dovetail.dev");
     warned(&report, "EC2NodeClass default", "metadata.finalizers", "karpenter.k8s.aws/termination");
-    warned(&report, "EC2NodeClass default", "spec.role", "NodeRoleName=KarpenterNodeRole-prod-eks");
+    // A role is no warning (nothing is lost), but the note on the stack names it.
+    assert!(report.warnings.iter().all(|w| w.field != "spec.role"), "{}", messages(&report));
+    assert_eq!(report.node_roles(), ["KarpenterNodeRole-prod-eks"]);
     warned(&report, "EC2NodeClass gpu", "spec.amiSelectorTerms[0].alias", "would not join");
     // Dovetail's budgets and schedules are Karpenter's: nothing to say about the GPU pool's.
     assert!(report.warnings.iter().all(|w| !w.field.starts_with("spec.disruption")), "{}", messages(&report));
@@ -157,7 +162,6 @@ fn gitops_multi_document_file() {
         windows,
         [
             "NodePool windows spec.template.spec.nodeClassRef.group",
-            "EC2NodeClass windows spec.role",
             "EC2NodeClass windows spec.blockDeviceMappings[0].ebs.volumeSize"
         ],
         "{}",
@@ -165,7 +169,6 @@ fn gitops_multi_document_file() {
     );
     // A 20Gi root volume is what Dovetail plans with; an instance profile needs no warning.
     assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass default" && w.field.starts_with("spec.block"))));
-    assert!(report.warnings.iter().all(|w| !(w.object == "EC2NodeClass training" && w.field == "spec.role")));
     let out = report.yaml();
     assert!(out.contains("dovetail.dev/do-not-disrupt: 'true'"), "{out}");
     assert!(out.contains("shutdownGracePeriod: 60s"), "userData is carried over: {out}");
@@ -204,7 +207,7 @@ fn stdin_by_default_or_dash_and_an_output_file() {
         err.contains("warning: <stdin>: document 1, item 4 (EC2NodeClass gpu): spec.amiSelectorTerms[0].alias"),
         "{err}"
     );
-    assert!(err.ends_with("dovetail: converted 2 NodePools and 2 EC2NodeClasses, 14 warnings, 0 errors\n"), "{err}");
+    assert!(err.ends_with("dovetail: converted 2 NodePools and 2 EC2NodeClasses, 13 warnings, 0 errors\n"), "{err}");
 
     let file = scratch("stdin").join("dovetail.yaml");
     let out = dovetail(&["import", "-f", "-", "--output-file", file.to_str().unwrap()], Some(input.as_bytes()));
@@ -220,7 +223,7 @@ fn an_unreadable_file_stops_only_itself() {
     assert_eq!(text(&out.stdout), read(format!("{FIXTURES}/expected/gitops.yaml")));
     let err = text(&out.stderr);
     assert!(err.contains("dovetail: error: no-such-file.yaml: cannot read: "), "{err}");
-    assert!(err.ends_with("converted 3 NodePools and 3 EC2NodeClasses, 15 warnings, 1 error\n"), "{err}");
+    assert!(err.ends_with("converted 3 NodePools and 3 EC2NodeClasses, 13 warnings, 1 error\n"), "{err}");
 }
 
 #[test]
@@ -317,15 +320,12 @@ fn every_field_of_karpenters_examples_carries_over() {
     assert_eq!(fields::uncovered(&inputs), Vec::<String>::new(), "the fixture no longer covers the examples");
     assert_eq!(report.objects.len(), inputs.len(), "every object converts");
 
-    // What the import says, all of it: the group of every pool, the role of every class that has
-    // one, and what Dovetail launches differently (AL2, Bottlerocket, RAID0).
+    // What the import says, all of it: the group of every pool and what Dovetail launches
+    // differently (AL2, Bottlerocket, RAID0). The roles are a note on the stack, not a warning.
     let pools =
         ["general", "spot-spread", "large", "graviton", "nvme", "legacy", "custom", "custom-alias", "bottlerocket"];
     let mut expected: Vec<(String, String)> =
         pools.iter().map(|p| (format!("NodePool {p}"), "spec.template.spec.nodeClassRef.group".to_string())).collect();
-    for class in ["standard", "pinned", "scratch", "al2-images", "custom-images", "custom-alias", "bottlerocket"] {
-        expected.push((format!("EC2NodeClass {class}"), "spec.role".into()));
-    }
     for (class, field) in [
         ("scratch", "spec.instanceStorePolicy"),
         ("al2-images", "spec.amiFamily"),
@@ -337,7 +337,7 @@ fn every_field_of_karpenters_examples_carries_over() {
     expected.sort();
     assert_eq!(warned_fields(&report), expected, "{}", messages(&report));
     warned(&report, "NodePool general", "spec.template.spec.nodeClassRef.group", "karpenter.k8s.aws → dovetail.dev");
-    warned(&report, "EC2NodeClass standard", "spec.role", "NodeRoleName=NodeRole-shop-prod");
+    assert!(report.node_roles().contains(&"NodeRole-shop-prod"), "{:?}", report.node_roles());
     warned(&report, "EC2NodeClass scratch", "spec.instanceStorePolicy", "RAID0");
     warned(&report, "EC2NodeClass al2-images", "spec.amiFamily", "deprecated AL2");
     warned(&report, "EC2NodeClass custom-alias", "spec.amiSelectorTerms[0].alias", "finds no image");
@@ -478,15 +478,10 @@ fn karpenters_windows_fields_carry_over() {
             "EC2NodeClass build-2025"
         ]
     );
-    // Windows carries over as it is: the groups and the roles are all there is to say.
+    // Windows carries over as it is: the groups are all there is to say.
     let mut expected: Vec<(String, String)> = ["build-2019", "reports", "build-2025"]
         .iter()
-        .flat_map(|name| {
-            [
-                (format!("NodePool {name}"), "spec.template.spec.nodeClassRef.group".to_string()),
-                (format!("EC2NodeClass {name}"), "spec.role".to_string()),
-            ]
-        })
+        .map(|name| (format!("NodePool {name}"), "spec.template.spec.nodeClassRef.group".to_string()))
         .collect();
     expected.sort();
     assert_eq!(warned_fields(&report), expected, "{}", messages(&report));

@@ -129,6 +129,22 @@ impl Report {
     pub fn yaml(&self) -> String {
         self.objects.iter().map(Converted::to_yaml).collect::<Vec<_>>().join("---\n")
     }
+
+    /// The node roles (`spec.role`) the converted classes name, each once, in input order. Nothing
+    /// is lost with them (Dovetail makes each class's instance profile for its role, as Karpenter
+    /// does), but Dovetail's functions may pass only the node role their stack was deployed with,
+    /// so the stack must be given these: a deployment step, not a warning about the manifests.
+    pub fn node_roles(&self) -> Vec<&str> {
+        let mut roles: Vec<&str> = Vec::new();
+        for o in &self.objects {
+            if let Converted::EC2NodeClass(c) = o {
+                if let Some(role) = c.spec.role.as_deref().filter(|r| !roles.contains(r)) {
+                    roles.push(role);
+                }
+            }
+        }
+        roles
+    }
 }
 
 /// Converts every Karpenter NodePool and EC2NodeClass in the texts (`(name, text)` pairs as

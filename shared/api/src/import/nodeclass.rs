@@ -115,19 +115,6 @@ fn check_custom_alias(class: &EC2NodeClass, notes: &mut Notes<'_>) {
 
 /// Launch settings Dovetail keeps but applies differently.
 fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
-    if let Some(role) = &spec.role {
-        // Dovetail makes the class's instance profile as Karpenter does (shared/aws/src/iam), but
-        // the stacks let the functions pass only the node roles they were deployed with.
-        notes.warn(
-            "spec.role",
-            format!(
-                "kept: Dovetail makes the instance profile for it, as Karpenter does, but the functions may \
-                 only pass the node role their stack was deployed with: deploy it with NodeRoleName={role} \
-                 (and CreateNodeAccessEntry=false if the role has an access entry already), or use the \
-                 stack's role here"
-            ),
-        );
-    }
     if !spec.capacity_reservation_selector_terms.is_empty() {
         notes.warn(
             "spec.capacityReservationSelectorTerms",

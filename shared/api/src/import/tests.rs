@@ -480,8 +480,9 @@ fn launch_settings_dovetail_applies_differently_are_flagged() {
         );
     }));
     assert!(report.errors.is_empty(), "{}", errors(&report));
-    let role = warning(&report, "EC2NodeClass default", "spec.role");
-    assert!(role.message.contains("NodeRoleName=KarpenterNodeRole-demo"), "{role}");
+    // The role carries over with nothing lost: no warning, and the stack's note names it.
+    assert!(report.warnings.iter().all(|w| w.field != "spec.role"), "{:?}", report.warnings);
+    assert_eq!(report.node_roles(), ["KarpenterNodeRole-demo"]);
     warning(&report, "EC2NodeClass default", "spec.capacityReservationSelectorTerms");
     assert!(warning(&report, "EC2NodeClass default", "spec.instanceStorePolicy").message.starts_with("kept RAID0"));
     let root = warning(&report, "EC2NodeClass default", "spec.blockDeviceMappings[0].ebs.volumeSize");
