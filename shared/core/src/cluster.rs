@@ -117,6 +117,9 @@ pub struct Cluster {
     /// stay functions of the cluster alone.
     #[serde(default)]
     pub node_repair: bool,
+    /// EC2NodeClasses whose resolution failed in this read, with why (their status says so).
+    #[serde(default)]
+    pub unresolved: BTreeMap<String, String>,
 }
 
 impl Cluster {
@@ -135,9 +138,24 @@ impl Cluster {
     }
 
     /// The pools that may launch: all but those being deleted (a deleting pool's nodes are being
-    /// taken away, so nothing new goes to it — not even a replacement).
+    /// taken away, so nothing new goes to it — not even a replacement) and those whose class is
+    /// known not to be ready ([`Cluster::class_not_ready`]). Like Karpenter's NodePools that are not
+    /// Ready, such a pool takes no pods: they go to the next pool by weight, or wait, instead of
+    /// being planned onto claims that can only fail to launch.
     pub fn launchable_pools(&self) -> impl Iterator<Item = &NodePool> {
-        self.nodepools.iter().filter(|p| !p.deleting)
+        self.nodepools.iter().filter(|p| !p.deleting && self.class_not_ready(&p.node_class).is_none())
+    }
+
+    /// Why a class cannot launch, when this read knows: its resolution failed, or it resolved to
+    /// no subnet, security group, image or instance profile. `None` when it is ready, and when it
+    /// was not resolved at all (`dovetail plan`, which reads no cloud: nothing is known against it).
+    pub fn class_not_ready(&self, class: &str) -> Option<String> {
+        if let Some(why) = self.unresolved.get(class) {
+            return Some(why.clone());
+        }
+        let resolved = self.resolved.iter().find(|r| r.name == class)?;
+        let missing: Vec<String> = resolved.missing().into_iter().map(|(_, why)| why).collect();
+        (!missing.is_empty()).then(|| missing.join("; "))
     }
 
     /// Records that `object` (`NodePool/x` or `EC2NodeClass/x`) now carries Dovetail's

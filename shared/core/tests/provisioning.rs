@@ -37,6 +37,18 @@ fn base(now_s: u64) -> Cluster {
     }
 }
 
+/// What a class that can launch resolves to: an image, a subnet, a security group, a profile.
+fn ready(class: &str) -> ResolvedClass {
+    ResolvedClass {
+        name: class.into(),
+        images: [("amd64".to_string(), "ami-1".to_string())].into(),
+        subnets: vec!["subnet-1".into()],
+        security_groups: vec!["sg-1".into()],
+        instance_profile: Some("profile".into()),
+        ..Default::default()
+    }
+}
+
 fn planned(ds: &[Decision]) -> Vec<PlannedClaim> {
     ds.iter()
         .filter_map(|d| match &d.action {
@@ -173,7 +185,7 @@ fn a_kept_solve_cache_decides_what_a_fresh_solve_decides() {
     assert!(!planned(&pass(&c)).is_empty());
     assert_eq!(cache.starts(), 1, "pods and claims are not what the cache depends on");
 
-    c.resolved = vec![ResolvedClass { name: "default".into(), zones: vec!["us-east-1b".into()], ..Default::default() }];
+    c.resolved = vec![ResolvedClass { zones: vec!["us-east-1b".into()], ..ready("default") }];
     let narrowed = planned(&pass(&c));
     assert_eq!(cache.starts(), 2, "the pools' zones follow the class's subnets");
     assert!(narrowed.iter().all(|p| p.zone == "us-east-1b"), "{narrowed:?}");
@@ -187,6 +199,56 @@ fn a_kept_solve_cache_decides_what_a_fresh_solve_decides() {
     let after = planned(&pass(&c));
     assert_eq!(cache.starts(), 3);
     assert_ne!(after[0].instance_type, chosen.instance_type);
+}
+
+/// As Karpenter leaves a NodePool alone while its NodeClass is not Ready, a pool whose class does
+/// not resolve (or resolves to no image) takes no pods: they go to the next pool by weight, or
+/// wait with a FailedScheduling Event saying which pool is left out and why. A class nothing was
+/// resolved for (`dovetail plan`) is not held against its pools.
+#[test]
+fn a_pool_whose_class_is_not_ready_takes_no_pods() {
+    let mut c = base(0);
+    let mut preferred = NodePool::new("preferred", "broken");
+    preferred.weight = 10;
+    c.nodepools.push(preferred);
+    c.nodeclasses.push(NodeClass { name: "broken".into(), ..Default::default() });
+    c.pending = vec![pending("web-0", 1000, 1024)];
+    let pools = |c: &Cluster| -> Vec<String> {
+        planned(&plan(c, catalog::embedded())).into_iter().map(|p| p.nodepool).collect()
+    };
+    assert_eq!(pools(&c), ["preferred"], "nothing known against the class: the heavier pool wins");
+
+    // Its resolution failed; or it resolved, to no image.
+    for unresolved in [true, false] {
+        let mut c = c.clone();
+        c.resolved = vec![ready("default")];
+        if unresolved {
+            c.unresolved.insert("broken".into(), "alias windows2019@latest: no such image".into());
+        } else {
+            c.resolved.push(ResolvedClass { images: Default::default(), ..ready("broken") });
+        }
+        assert_eq!(pools(&c), ["default"], "unresolved {unresolved}: the pods go to the next pool");
+        assert!(c.class_not_ready("broken").is_some() && c.class_not_ready("default").is_none());
+
+        // Only the broken pool can run it: it waits, and its Event says why.
+        let mut only = c.clone();
+        only.nodepools.retain(|p| p.name == "preferred");
+        let decisions = plan(&only, catalog::embedded());
+        assert!(planned(&decisions).is_empty());
+        let message = decisions
+            .iter()
+            .find_map(|d| match &d.action {
+                Some(Action::Event { reason, message, .. }) if reason == "FailedScheduling" => Some(message.clone()),
+                _ => None,
+            })
+            .expect("a FailedScheduling Event");
+        let why = if unresolved { "no such image" } else { "no AMI matches amiSelectorTerms" };
+        assert!(
+            message.contains("NodePool preferred is not used while its EC2NodeClass broken is not ready")
+                && message.contains(why),
+            "{message}"
+        );
+    }
 }
 
 #[test]
@@ -252,11 +314,7 @@ fn a_node_limit_launches_what_it_allows_and_says_why_the_rest_waits() {
 fn an_intent_carries_what_launch_and_drift_need() {
     let mut c = base(0);
     c.pending = vec![pending("web-0", 1000, 1024)];
-    c.resolved = vec![dovetail_core::cluster::ResolvedClass {
-        name: "default".into(),
-        hash: "class-hash".into(),
-        ..Default::default()
-    }];
+    c.resolved = vec![ResolvedClass { hash: "class-hash".into(), ..ready("default") }];
     let p = planned(&plan(&c, catalog::embedded())).remove(0);
     let claim: NodeClaim = intent(&p, &c, c.now);
     assert_eq!((claim.phase, claim.version, claim.launch_attempts), (Phase::Launching, 0, 0));

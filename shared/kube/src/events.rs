@@ -38,6 +38,10 @@ const WARNINGS: &[&str] = &[
     // Node repair: a node replaced for a failed condition, or a pool too unhealthy to repair.
     dovetail_core::disruption::repair::UNHEALTHY,
     dovetail_core::disruption::repair::NODE_REPAIR_BLOCKED,
+    // A class that cannot launch (its pools take no pods), and a launch that failed.
+    dovetail_core::reconcile::NODECLASS_NOT_READY,
+    dovetail_core::reconcile::INSTANCE_PROFILE_FAILED,
+    "LaunchFailed",
 ];
 
 /// The object an Event is about, from the core's `Kind/name` or `Kind/namespace/name`.
@@ -209,6 +213,9 @@ mod tests {
         assert_eq!(event_type("ProtectionOverridden"), "Warning");
         assert_eq!((event_type("Unhealthy"), event_type("NodeRepairBlocked")), ("Warning", "Warning"));
         assert_eq!(event_type("FailedDraining"), "Warning");
+        for failed in ["NodeClassNotReady", "InstanceProfileFailed", "LaunchFailed"] {
+            assert_eq!(event_type(failed), "Warning", "{failed}");
+        }
         // Karpenter's disruption Events are Normal: they explain, nothing failed.
         for normal in ["DisruptionBlocked", "Unconsolidatable", "DisruptionLaunching", "DisruptionTerminating"] {
             assert_eq!(event_type(normal), "Normal", "{normal}");

@@ -360,8 +360,9 @@ async fn an_invalid_nodepool_gets_a_condition_and_an_event_and_the_others_carry_
 /// Deployment: amd64 instances of the Windows image with the PowerShell bootstrap, registered by
 /// the test kubelet as Windows nodes with their build, the pods bound by the scheduler. Beside it,
 /// a `windows2019@latest` class on a Kubernetes version AWS publishes no Windows 2019 image for
-/// says so on its `AMIsReady`, a pod only it could serve brings a `LaunchFailed` Event on its
-/// pool, and the 2022 pool carries on.
+/// says so on its `AMIsReady` and in a `NodeClassNotReady` Event; its pool takes no pods (as
+/// Karpenter leaves a NodePool that is not Ready alone), so the pod only it could serve waits with
+/// a `FailedScheduling` Event naming the pool and why, and the 2022 pool carries on.
 #[tokio::test]
 async fn a_windows_deployment_runs_on_windows_nodes() -> Result<()> {
     use base64::Engine as _;
@@ -384,7 +385,7 @@ spec:
 "
         )
     };
-    let pool = |name: &str, class: &str, taints: &str| {
+    let pool = |name: &str, class: &str| {
         format!(
             "apiVersion: dovetail.dev/v1
 kind: NodePool
@@ -393,7 +394,6 @@ spec:
   template:
     spec:
       nodeClassRef: {{group: dovetail.dev, kind: EC2NodeClass, name: {class}}}
-      taints: {taints}
       requirements:
         - {{key: kubernetes.io/os, operator: In, values: [windows]}}
         - {{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}}
@@ -402,10 +402,10 @@ spec:
         )
     };
     e2e.apply(&class("windows", "windows2022@latest")).await?;
-    e2e.apply(&pool("windows", "windows", "[]")).await?;
+    e2e.apply(&pool("windows", "windows")).await?;
     e2e.apply(&class("legacy", "windows2019@latest")).await?;
-    // Tainted, so that the claims planned for its pod (which fail to launch) take no other pod.
-    e2e.apply(&pool("legacy", "legacy", "[{key: legacy, value: 'true', effect: NoSchedule}]")).await?;
+    // Untainted and heavier: were it used, the 2022 pods would be planned onto its claims.
+    e2e.apply(&pool("legacy", "legacy").replace("spec:\n  template:", "spec:\n  weight: 10\n  template:")).await?;
     e2e.apply(
         "apiVersion: v1
 kind: Namespace
@@ -429,7 +429,6 @@ kind: Pod
 metadata: {name: legacy, namespace: dotnet}
 spec:
   nodeSelector: {kubernetes.io/os: windows, node.kubernetes.io/windows-build: 10.0.17763}
-  tolerations: [{key: legacy, operator: Equal, value: 'true', effect: NoSchedule}]
   containers:
     - {name: c, image: mcr.microsoft.com/windows/servercore:ltsc2019, resources: {requests: {cpu: 500m, memory: 1Gi}}}
 ",
@@ -490,20 +489,34 @@ spec:
             && message.contains("Windows_Server-2019-English-Core-EKS_Optimized"),
         "the condition names the field, the alias and the parameter: {message}"
     );
-    let failed = e2e
-        .until("a LaunchFailed Event on the legacy pool", STEP, || {
+    let not_ready = e2e
+        .until("a NodeClassNotReady Event on the legacy class", STEP, || {
             let e2e = &e2e;
             async move {
-                let events = e2e.events("default", "NodePool", "legacy").await?;
-                Ok(events.into_iter().find(|e| e.reason.as_deref() == Some("LaunchFailed")))
+                let events = e2e.events("default", "EC2NodeClass", "legacy").await?;
+                Ok(events.into_iter().find(|e| e.reason.as_deref() == Some("NodeClassNotReady")))
             }
         })
         .await?;
-    assert!(failed.message.as_deref().is_some_and(|m| m.contains("EC2NodeClass legacy")), "{:?}", failed.message);
+    assert_eq!(not_ready.type_.as_deref(), Some("Warning"));
+    assert!(not_ready.message.as_deref().is_some_and(|m| m.contains("windows2019@latest")), "{not_ready:?}");
+    let waiting = e2e
+        .until("a FailedScheduling Event on the 2019 pod naming its pool", STEP, || {
+            let e2e = &e2e;
+            async move {
+                let events = e2e.events("dotnet", "Pod", "legacy").await?;
+                Ok(events.into_iter().find(|e| e.reason.as_deref() == Some("FailedScheduling")))
+            }
+        })
+        .await?;
+    let message = waiting.message.unwrap_or_default();
+    assert!(message.contains("NodePool legacy is not used while its EC2NodeClass legacy is not ready"), "{message}");
     let legacy = Api::<Pod>::namespaced(e2e.admin.clone(), "dotnet").get("legacy").await?;
     assert_eq!(node_of(&legacy), "", "nothing can run the 2019 pod");
-    // Its claims come and go with every pass; without it the rest must add up.
-    Api::<Pod>::namespaced(e2e.admin.clone(), "dotnet").delete("legacy", &Default::default()).await?;
+    assert!(
+        e2e.store().claims().await?.iter().all(|c| c.nodepool != "legacy"),
+        "no claim was ever planned for a pool whose class is not ready"
+    );
     e2e.assert_exactly_once("windows").await?;
     e2e.report_latency().await?;
     Ok(())

@@ -259,13 +259,23 @@ pub fn plan_cached<'c>(cluster: &Cluster, catalog: impl Into<CatalogRef<'c>>, ca
         out.push(Decision::act(Some(&p.name.clone()), Action::Launch(Box::new(p)), why));
         out.extend(nominated);
     }
+    // Pools left out for their class are not in the scheduler's reasons: say so beside them.
+    let unready: Vec<String> = cluster
+        .nodepools
+        .iter()
+        .filter(|p| !p.deleting)
+        .filter_map(|p| {
+            let why = cluster.class_not_ready(&p.node_class)?;
+            Some(format!("NodePool {} is not used while its EC2NodeClass {} is not ready: {why}", p.name, p.node_class))
+        })
+        .collect();
     for u in &plan.unschedulable {
-        out.push(Decision::event(
-            None,
-            format!("Pod/{}", u.pod),
-            events::FAILED_SCHEDULING,
-            format!("Dovetail cannot launch capacity for it: {}", u.reason),
-        ));
+        let mut message = format!("Dovetail cannot launch capacity for it: {}", u.reason);
+        for why in &unready {
+            message.push_str("; ");
+            message.push_str(why);
+        }
+        out.push(Decision::event(None, format!("Pod/{}", u.pod), events::FAILED_SCHEDULING, message));
     }
     out
 }

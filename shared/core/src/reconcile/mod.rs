@@ -62,6 +62,9 @@ pub use scope::Scope;
 pub const VALIDATION_FAILED: &str = "ValidationFailed";
 /// The Event reason on an EC2NodeClass whose instance profile could not be made.
 pub const INSTANCE_PROFILE_FAILED: &str = "InstanceProfileFailed";
+/// The Event reason on an EC2NodeClass that cannot launch for want of an image, subnet or security
+/// group, or whose resolution failed (Karpenter's NodeClass `Ready=False`): its pools take no pods.
+pub const NODECLASS_NOT_READY: &str = "NodeClassNotReady";
 
 /// The adapters one reconciler works through.
 pub struct Ports<K, C, S, Q, T> {
@@ -216,8 +219,6 @@ pub struct View {
     pub written: BTreeSet<String>,
     /// When the invocation this view serves stops starting work.
     pub deadline: Deadline,
-    /// EC2NodeClasses whose resolution failed, with why (their status says so).
-    pub unresolved: std::collections::BTreeMap<String, String>,
 }
 
 /// Passes a provisioner makes before it leaves remaining work to the next doorbell or sweep.
@@ -620,6 +621,30 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             };
             let object = format!("EC2NodeClass/{}", s.name);
             if let Err(e) = self.event(&object, INSTANCE_PROFILE_FAILED, problem).await {
+                report.errors.push(format!("{object} Event: {e}"));
+            }
+        }
+        // A class that cannot launch for another reason (no image, subnet or security group, or
+        // its resolution failed) says so on the class too: its pools take no pods meanwhile
+        // (`Cluster::launchable_pools`), so no launch failure would say it.
+        for s in &classes {
+            let problem = match &s.resolved {
+                Err(why) => why.clone(),
+                Ok(resolved) => {
+                    let missing: Vec<String> = resolved
+                        .missing()
+                        .into_iter()
+                        .filter(|(condition, _)| *condition != crate::cluster::INSTANCE_PROFILE_READY)
+                        .map(|(_, why)| why)
+                        .collect();
+                    if missing.is_empty() {
+                        continue;
+                    }
+                    missing.join("; ")
+                }
+            };
+            let object = format!("EC2NodeClass/{}", s.name);
+            if let Err(e) = self.event(&object, NODECLASS_NOT_READY, &problem).await {
                 report.errors.push(format!("{object} Event: {e}"));
             }
         }

@@ -77,6 +77,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             namespaces: kube.namespaces,
             claim_objects: kube.claim_objects,
             node_repair: self.settings.node_repair,
+            unresolved,
         };
         let usage = provisioning::pool_usage(&cluster, &catalog);
         for p in &mut cluster.nodepools {
@@ -90,7 +91,6 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             drains_to_start: None,
             written: BTreeSet::new(),
             deadline: Deadline::NONE,
-            unresolved,
         };
         // Measured now, so a pass that stops early still reports what it read; measured again
         // after the actions by whoever ends the invocation.

@@ -82,7 +82,7 @@ pub(super) fn classes(view: &View) -> Vec<ClassStatus> {
 fn resolution(view: &View, class: &str) -> Result<crate::cluster::ResolvedClass, String> {
     match view.cluster.resolved.iter().find(|r| r.name == class) {
         Some(r) => Ok(r.clone()),
-        None => Err(view.unresolved.get(class).cloned().unwrap_or_else(|| "not resolved in this pass".into())),
+        None => Err(view.cluster.unresolved.get(class).cloned().unwrap_or_else(|| "not resolved in this pass".into())),
     }
 }
 
