@@ -196,14 +196,16 @@ fn check_claim(name: &str, ex: &Example, catalog: &Catalog, c: &PlannedClaim) ->
         assert_eq!(c.labels.get(k), Some(v), "{at}: pool label {k}");
     }
 
-    // The cheapest type: price, zone, capacity type and labels are the catalog's.
+    // The cheapest type: price, zone, capacity type and labels are the catalog's, as the class's OS
+    // sees it (a Windows class: its OS, build and licence).
+    let os = class.kubelet.os;
     let cheapest = catalog.get(&c.instance_type).expect("a catalog type");
     let offering = cheapest
         .offerings
         .iter()
         .find(|o| o.zone == c.zone && o.capacity_type == c.capacity_type)
         .unwrap_or_else(|| panic!("{at}: {} has no {} offering in {}", c.instance_type, c.capacity_type, c.zone));
-    assert!((offering.price - c.price_per_hour).abs() < 1e-9, "{at}: price is not the catalog's");
+    assert!((cheapest.price(offering, os) - c.price_per_hour).abs() < 1e-9, "{at}: price is not the catalog's");
     for (key, value) in [
         (labels::INSTANCE_TYPE, c.instance_type.as_str()),
         (labels::ZONE, c.zone.as_str()),
@@ -225,8 +227,9 @@ fn check_claim(name: &str, ex: &Example, catalog: &Catalog, c: &PlannedClaim) ->
     let mut claim_worst: BTreeMap<String, i64> = BTreeMap::new();
     for t in &c.instance_types {
         let ty = catalog.get(t).unwrap_or_else(|| panic!("{at}: {t} is not in the catalog"));
-        assert!(ty.requirements.intersects(&c.requirements).is_ok(), "{at}: {t} violates the claim's requirements");
-        assert!(ty.requirements.intersects(&pool.requirements).is_ok(), "{at}: {t} violates the pool's requirements");
+        let treqs = ty.requirements_for(os).unwrap_or_else(|| panic!("{at}: {t} cannot run {os:?}"));
+        assert!(treqs.intersects(&c.requirements).is_ok(), "{at}: {t} violates the claim's requirements");
+        assert!(treqs.intersects(&pool.requirements).is_ok(), "{at}: {t} violates the pool's requirements");
         let offered = ty.offerings.iter().any(|o| {
             o.available
                 && c.requirements.get(labels::ZONE).is_none_or(|r| r.has(&o.zone))
@@ -247,11 +250,11 @@ fn check_claim(name: &str, ex: &Example, catalog: &Catalog, c: &PlannedClaim) ->
         for p in &c.pods {
             let pod = ex.pod(p);
             assert!(
-                pod.node_affinity.iter().any(|term| ty.requirements.intersects(term).is_ok()),
+                pod.node_affinity.iter().any(|term| treqs.intersects(term).is_ok()),
                 "{at}: {t} does not satisfy the node affinity of {p}"
             );
             assert!(
-                ty.requirements.intersects(&pod.volume_requirements).is_ok(),
+                treqs.intersects(&pod.volume_requirements).is_ok(),
                 "{at}: {t} does not satisfy the volumes of {p}"
             );
         }
@@ -347,6 +350,36 @@ fn gpu() {
         "the reason names the taint: {}",
         notebook.reason
     );
+}
+
+/// Windows pods on the Windows pool's nodes (amd64, labelled with the OS and build, priced with the
+/// licence, 110 pods each), Linux pods on the Linux pool's.
+#[test]
+fn windows() {
+    let ex = run_example("windows");
+    let catalog = catalog::embedded();
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    for p in ex.pods_named("storefront/iis-") {
+        let c = ex.claim_of(&p);
+        assert_eq!(c.nodepool, "windows", "{p}");
+        assert_eq!(c.labels[labels::OS], "windows", "{p}");
+        assert_eq!(c.labels[labels::WINDOWS_BUILD], "10.0.20348", "{p}: Windows Server 2022");
+        assert_eq!(c.allocatable["pods"], "110", "{p}: Windows pod density is not ENI-limited");
+        for t in &c.instance_types {
+            assert_eq!(label(catalog.get(t).unwrap(), labels::ARCH), Some("amd64"), "{}: {t}", c.name);
+        }
+        // Linux on-demand price plus the licence: 0.046 $/h for each vCPU.
+        let ty = catalog.get(&c.instance_type).unwrap();
+        let linux = ty.offerings.iter().find(|o| o.zone == c.zone && o.capacity_type == c.capacity_type).unwrap().price;
+        let vcpus: f64 = c.labels[labels::INSTANCE_CPU].parse().unwrap();
+        assert!((c.price_per_hour - (linux + 0.046 * vcpus)).abs() < 1e-9, "{}: {}", c.name, c.price_per_hour);
+    }
+    for p in ex.pods_named("storefront/cart-") {
+        let c = ex.claim_of(&p);
+        assert_eq!(c.nodepool, "default", "{p}");
+        assert_eq!(c.labels[labels::OS], "linux", "{p}");
+        assert!(!c.labels.contains_key(labels::WINDOWS_BUILD), "{p}");
+    }
 }
 
 #[test]

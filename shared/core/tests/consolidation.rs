@@ -9,10 +9,11 @@ use dovetail_core::decision::{Action, Decision};
 use dovetail_core::disruption::consolidation::{after, consolidate, consolidate_with, Options};
 use dovetail_core::events::{DISRUPTION_BLOCKED, UNCONSOLIDATABLE};
 use dovetail_core::labels;
-use dovetail_core::model::{ConsolidationPolicy, LabelSelector, Node, OwnerKind, Pdb, Pod};
+use dovetail_core::model::{ConsolidationPolicy, LabelSelector, Node, NodeOs, OwnerKind, Pdb, Pod};
 use dovetail_core::nodeclaim::{Launch, NodeClaim, Phase, Reason};
+use dovetail_core::requirements::{Requirement, Requirements};
 use dovetail_core::resources::Resources;
-use dovetail_core::scheduler::schedule;
+use dovetail_core::scheduler::{schedule, PlannedClaim};
 use dovetail_core::time::Time;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -216,6 +217,78 @@ fn single_node_replace_with_a_cheaper_node() {
     assert_eq!(d.replacements.len(), 1);
     assert!(d.message.starts_with("replaced big (m5.4xlarge on-demand) by "), "{}", d.message);
     assert!(d.message.contains("saving $"));
+    assert_no_flap(&c, &ds);
+}
+
+/// A Windows class's node is priced, and replaced, as Windows: the replacement is a Windows node
+/// of the class's build (amd64), priced and compared at Windows prices (the Linux price plus
+/// 0.046 $/h per vCPU), not the Linux ones.
+#[test]
+fn a_windows_node_is_replaced_by_a_cheaper_windows_node() {
+    let mut c = cluster();
+    c.nodeclasses[0].kubelet.os = NodeOs::Windows2022;
+    // The benchmark pool asks for Linux; this one is the Windows class's. It allows both
+    // architectures; a Windows class still never gets Graviton.
+    c.nodepools[0].requirements.remove(labels::OS);
+    let price = |itype: &str, ct: CapacityType, zone: &str| {
+        let t = embedded().get(itype).unwrap();
+        let o = t.offerings.iter().find(|o| o.capacity_type == ct && o.zone == zone).unwrap();
+        o.price + 0.046 * t.vcpus() as f64
+    };
+    add_node(&mut c, "big", "m5.4xlarge", CapacityType::OnDemand);
+    let zone = c.claims[0].launch.as_ref().unwrap().zone.clone();
+    let big = price("m5.4xlarge", CapacityType::OnDemand, &zone);
+    {
+        let t = embedded().get("m5.4xlarge").unwrap();
+        let node = c.nodes.iter_mut().find(|n| n.name == "big").unwrap();
+        node.labels.insert(labels::OS.into(), "windows".into());
+        node.labels.insert(labels::WINDOWS_BUILD.into(), "10.0.20348".into());
+        node.allocatable = t.allocatable(&c.nodeclasses[0].kubelet);
+        node.price = Some(big);
+        // As the launch recorded it: the offer's (Windows) price.
+        c.claims[0].launch.as_mut().unwrap().price = big;
+        // The EKS DaemonSets select Linux nodes: none runs here.
+        node.pods.clear();
+    }
+    for ds in &mut c.daemonsets {
+        ds.pod.node_affinity = vec![Requirements::from_iter([Requirement::single(labels::OS, "linux")])];
+    }
+    let mut iis = pod("iis-1", 1000, 1024);
+    iis.node_affinity = vec![Requirements::from_iter([Requirement::single(labels::OS, "windows")])];
+    put(&mut c, "big", iis);
+
+    let ds = consolidate(&c, embedded(), &unlimited);
+    let launched: Vec<&PlannedClaim> = ds
+        .iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::Launch(claim)) => Some(claim.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(launched.len(), 1, "{ds:?}");
+    let r = launched[0];
+    assert_eq!(r.labels[labels::OS], "windows");
+    assert_eq!(r.labels[labels::WINDOWS_BUILD], "10.0.20348");
+    let new = price(&r.instance_type, r.capacity_type, &r.zone);
+    assert!((r.price_per_hour - new).abs() < 1e-9, "{} is not {new}", r.price_per_hour);
+    for t in &r.instance_types {
+        let arch = embedded().get(t).unwrap().requirements.get(labels::ARCH).unwrap();
+        assert!(arch.has("amd64"), "{t}: Windows runs on amd64 only");
+    }
+    let write = ds
+        .iter()
+        .find_map(|d| match &d.action {
+            Some(Action::WriteClaim(claim)) if claim.name == "big" => claim.disruption.clone(),
+            _ => None,
+        })
+        .expect("big is disrupted");
+    let want = format!(
+        "replaced big (m5.4xlarge on-demand) by {} {}, saving ${:.3}/h",
+        r.instance_type,
+        r.capacity_type.as_str(),
+        big - new
+    );
+    assert!(write.message.starts_with(&want), "{}\nwant {want}", write.message);
     assert_no_flap(&c, &ds);
 }
 

@@ -14,16 +14,15 @@ use dovetail_core::benchmark;
 use dovetail_core::catalog::{self, CapacityType, Catalog, InstanceType, OfferingKey};
 use dovetail_core::labels;
 use dovetail_core::model::{
-    DaemonSet, HostPort, InclusionPolicy, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind, NodePool,
-    OwnerKind, Pod, PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted,
-    WhenUnsatisfiable,
+    HostPort, InclusionPolicy, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind, NodePool, OwnerKind, Pod,
+    PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted, WhenUnsatisfiable,
 };
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::{Resources, NVIDIA_GPU};
 use dovetail_core::scheduler::{schedule, Plan, PlannedClaim};
 use dovetail_core::snapshot::Snapshot;
 
-use synthetic::{fixed_catalog, fixed_type, req, reqs};
+use synthetic::{daemonset, fixed_catalog, fixed_type, req, reqs};
 
 const MIB: i64 = 1 << 20;
 const TEAM: &str = "example.com/team";
@@ -570,18 +569,6 @@ fn host_port_conflict_forces_two_nodes() {
 
 // ---------------------------------------------------------------------------------------------
 // DaemonSets, minValues, explanations, determinism.
-
-fn daemonset(name: &str, cpu_m: i64, mem_mi: i64) -> DaemonSet {
-    let mut p = Pod::new("kube-system", name, Resources::new(cpu_m, mem_mi * MIB));
-    p.owner = OwnerKind::DaemonSet;
-    p.tolerations.push(Toleration {
-        key: String::new(),
-        operator: TolerationOp::Exists,
-        value: String::new(),
-        effect: None,
-    });
-    DaemonSet { namespace: "kube-system".into(), name: name.into(), pod: p }
-}
 
 #[test]
 fn daemonset_overhead_pushes_a_pod_to_a_bigger_type() {

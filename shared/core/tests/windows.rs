@@ -7,15 +7,13 @@ mod synthetic;
 
 use dovetail_core::catalog::{self, CapacityType, Catalog};
 use dovetail_core::labels;
-use dovetail_core::model::{
-    DaemonSet, KubeletConfig, NodeClass, NodeOs, NodePool, OwnerKind, Pod, Toleration, TolerationOp,
-};
+use dovetail_core::model::{DaemonSet, KubeletConfig, NodeClass, NodeOs, NodePool, OwnerKind, Pod};
 use dovetail_core::requirements::{Operator, Requirement};
 use dovetail_core::resources::Resources;
 use dovetail_core::scheduler::{schedule, Plan, PlannedClaim};
 use dovetail_core::snapshot::Snapshot;
 
-use synthetic::{req, reqs};
+use synthetic::{daemonset, req, reqs};
 
 const MIB: i64 = 1 << 20;
 
@@ -42,17 +40,11 @@ fn pod(name: &str, os: &str, cpu_m: i64, mem_mi: i64) -> Pod {
     p
 }
 
-fn daemonset(name: &str, os: &str, cpu_m: i64) -> DaemonSet {
-    let mut p = Pod::new("kube-system", name, Resources::new(cpu_m, 64 * MIB));
-    p.owner = OwnerKind::DaemonSet;
-    p.node_affinity = vec![reqs(vec![Requirement::single(labels::OS, os)])];
-    p.tolerations.push(Toleration {
-        key: String::new(),
-        operator: TolerationOp::Exists,
-        value: String::new(),
-        effect: None,
-    });
-    DaemonSet { namespace: "kube-system".into(), name: name.into(), pod: p }
+/// A node agent that runs on nodes of `os` only (its pods select it, as EKS's own agents do).
+fn agent(name: &str, os: &str, cpu_m: i64) -> DaemonSet {
+    let mut ds = daemonset(name, cpu_m, 64);
+    ds.pod.node_affinity = vec![reqs(vec![Requirement::single(labels::OS, os)])];
+    ds
 }
 
 fn snapshot(pods: Vec<Pod>, pools: Vec<NodePool>) -> Snapshot {
@@ -150,11 +142,11 @@ fn only_daemonsets_of_the_nodes_os_count_as_overhead() {
     for (os, pool_name) in [("windows", "windows"), ("linux", "linux")] {
         let other = if os == "windows" { "linux" } else { "windows" };
         let mut snap = snapshot(vec![pod("app", os, 1800, 1024)], vec![pool(pool_name, &types)]);
-        snap.daemonsets.push(daemonset(&format!("{other}-agent"), other, 500));
+        snap.daemonsets.push(agent(&format!("{other}-agent"), other, 500));
         let plan = run(&snap, catalog);
         assert_eq!(claim_of(&plan, "app").instance_type, "m5.large", "{other} DaemonSet counted on {os} nodes");
 
-        snap.daemonsets.push(daemonset(&format!("{os}-agent"), os, 500));
+        snap.daemonsets.push(agent(&format!("{os}-agent"), os, 500));
         let plan = run(&snap, catalog);
         assert_eq!(claim_of(&plan, "app").instance_type, "m5.xlarge", "{os} DaemonSet not counted on {os} nodes");
     }

@@ -5,6 +5,7 @@
 
 use dovetail_core::catalog::{CapacityType, Catalog, InstanceResources, InstanceType, Offering, Zone};
 use dovetail_core::labels;
+use dovetail_core::model::{DaemonSet, OwnerKind, Pod, Toleration, TolerationOp};
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::Resources;
 
@@ -55,6 +56,20 @@ pub fn fixed_type(name: &str, cores: i64, mem_gib: i64, od: f64, spot: Option<f6
         offerings,
         resources: InstanceResources::Fixed { capacity: res.clone(), allocatable: res },
     }
+}
+
+/// A DaemonSet in kube-system whose pods request `cpu_m` millicores and `mem_mi` MiB and tolerate
+/// every taint (as node agents do), with no node affinity of its own.
+pub fn daemonset(name: &str, cpu_m: i64, mem_mi: i64) -> DaemonSet {
+    let mut p = Pod::new("kube-system", name, Resources::new(cpu_m, mem_mi << 20));
+    p.owner = OwnerKind::DaemonSet;
+    p.tolerations.push(Toleration {
+        key: String::new(),
+        operator: TolerationOp::Exists,
+        value: String::new(),
+        effect: None,
+    });
+    DaemonSet { namespace: "kube-system".into(), name: name.into(), pod: p }
 }
 
 pub fn fixed_catalog(types: Vec<InstanceType>) -> Catalog {
