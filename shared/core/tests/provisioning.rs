@@ -421,6 +421,25 @@ fn windows_offers_and_launch_labels_are_the_classes_os() {
     planned.remove(labels::WINDOWS_BUILD);
     let linux = launched_labels(&planned, "c5.xlarge", "us-east-1a", CapacityType::OnDemand, catalog);
     assert_eq!((linux[labels::OS].as_str(), linux.get(labels::WINDOWS_BUILD)), ("linux", None));
+
+    // An instance found again by its tag comes priced at the list (Linux) price: recorded for a
+    // Windows class, it costs the licence on top, the same as the offer it was launched from.
+    let found = dovetail_core::nodeclaim::Launch {
+        instance_type: "c5.xlarge".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: CapacityType::OnDemand,
+        price: 0.17,
+        instance_id: "i-1".into(),
+        image_id: "ami-1".into(),
+        subnet_id: "subnet-1".into(),
+        security_groups: vec![],
+        launched_at: T0,
+    };
+    let price = |os| provisioning::launch_price(catalog, &found, os).unwrap();
+    assert!((price(NodeOs::Windows2022) - 0.354).abs() < 1e-9);
+    assert!((price(NodeOs::Linux) - 0.17).abs() < 1e-9);
+    let elsewhere = dovetail_core::nodeclaim::Launch { zone: "mars-1a".into(), ..found };
+    assert_eq!(provisioning::launch_price(catalog, &elsewhere, NodeOs::Linux), None);
 }
 
 #[test]

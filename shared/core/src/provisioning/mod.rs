@@ -303,6 +303,17 @@ pub fn intent(planned: &PlannedClaim, cluster: &Cluster, now: Time) -> NodeClaim
     c
 }
 
+/// What an instance EC2 launched costs per hour on a node of `os`: the catalog's offering for its
+/// type, zone and capacity type, priced for the OS ([`crate::catalog::InstanceType::price`]);
+/// `None` when the catalog has no such offering. A launch found again by its tag after a crash is
+/// priced by the cloud adapter, which knows the instance but not its class, so the Windows licence
+/// is added here.
+pub fn launch_price(catalog: &Catalog, launch: &crate::nodeclaim::Launch, os: NodeOs) -> Option<f64> {
+    let t = catalog.get(&launch.instance_type)?;
+    let offering = t.offerings.iter().find(|o| o.zone == launch.zone && o.capacity_type == launch.capacity_type)?;
+    Some(t.price(offering, os))
+}
+
 /// What CreateFleet may choose from for a claim, in the order to try: one group per capacity type
 /// the claim allows (spot first), each cheapest first and at most [`MAX_OFFERS`] long. Offerings
 /// marked unavailable, and those in zones where the class has no subnet (`class_zones`, when

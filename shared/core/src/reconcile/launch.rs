@@ -154,11 +154,17 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     async fn record_launch(
         &self,
         attempt: NodeClaim,
-        launch: Launch,
+        mut launch: Launch,
         why: String,
         view: &mut View,
         report: &mut Report,
     ) -> PortResult<()> {
+        // The price of what EC2 launched, as the class's OS is charged: the same as the offer's for
+        // a launch made now, and the Windows licence added for one found again by its tag.
+        let os = view.cluster.kubelet_of(&attempt.nodeclass).os;
+        if let Some(price) = provisioning::launch_price(&view.catalog, &launch, os) {
+            launch.price = price;
+        }
         let mut next = attempt;
         next.version += 1;
         next.phase = Phase::Launched;
