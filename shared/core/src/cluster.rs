@@ -36,6 +36,10 @@ pub struct ResolvedClass {
     pub hash: String,
     /// Image per instance type architecture (`amd64` / `arm64`) or per type name.
     pub images: BTreeMap<String, String>,
+    /// Why `images` is empty, when the lookup could say (an alias AWS publishes no image for),
+    /// for the class's `AMIsReady` condition; else it says no AMI matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images_problem: Option<String>,
     pub subnets: Vec<String>,
     pub security_groups: Vec<String>,
     /// Zones the subnets are in: where a launch can go (empty when unknown: anywhere).
@@ -71,7 +75,8 @@ impl ResolvedClass {
             out.push((SECURITY_GROUPS_READY, "no security group matches securityGroupSelectorTerms".to_string()));
         }
         if self.images.is_empty() {
-            out.push((AMIS_READY, "no AMI matches amiSelectorTerms".to_string()));
+            let why = self.images_problem.clone().unwrap_or_else(|| "no AMI matches amiSelectorTerms".to_string());
+            out.push((AMIS_READY, why));
         }
         if self.instance_profile.is_none() {
             let why = self.instance_profile_problem.clone().unwrap_or_else(|| "no instance profile".to_string());

@@ -98,6 +98,7 @@ fn cluster(n: usize) -> Cluster {
         name: "default".into(),
         hash: CLASS_HASH.into(),
         images: BTreeMap::from([("amd64".to_string(), "ami-0new".to_string())]),
+        images_problem: None,
         subnets: vec!["subnet-a".into(), "subnet-b".into()],
         security_groups: vec!["sg-1".into(), "sg-2".into()],
         zones: vec![],

@@ -321,6 +321,7 @@ mod tests {
             name: "default".into(),
             hash: "h".into(),
             images: [("amd64".to_string(), "ami-x86".to_string()), ("arm64".to_string(), "ami-arm".to_string())].into(),
+            images_problem: None,
             subnets: vec!["subnet-a".into(), "subnet-b".into()],
             security_groups: vec!["sg-1".into()],
             zones: vec!["us-east-1a".into(), "us-east-1b".into()],

@@ -9,7 +9,7 @@ use dovetail_aws::ec2::{TAG_CLUSTER, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL}
 use dovetail_core::catalog::CapacityType;
 use dovetail_core::catalog::Offer;
 use dovetail_core::nodeclaim::NodeClaim;
-use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortError};
+use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest};
 use dovetail_core::time::Time;
 
 use super::{example, World, CLUSTER, DISCOVERY, K8S_VERSION, NODE_ROLE, SSM_PREFIX};
@@ -229,12 +229,10 @@ async fn an_al2_alias_resolves_and_bootstraps_with_bootstrap_sh() {
     let mut newer = class.clone();
     newer.name = "newer".into();
     newer.spec["amiSelectorTerms"] = serde_json::json!([{"alias": "al2@v20990101"}]);
-    match cloud.resolve(&newer).await {
-        Err(PortError::Rejected(m)) => {
-            assert!(m.contains("AWS publishes no such image") && m.contains("amazon-eks-arm64-node-"), "{m}")
-        }
-        other => panic!("resolved an AL2 release nobody published: {other:?}"),
-    }
+    let r = cloud.resolve(&newer).await.expect("an alias with no image is no failed lookup");
+    assert!(r.images.is_empty(), "resolved an AL2 release nobody published: {r:?}");
+    let m = r.images_problem.clone().unwrap_or_default();
+    assert!(m.contains("AWS publishes no such image") && m.contains("amazon-eks-arm64-node-"), "{m}");
 }
 
 /// A Windows class (`windows2022@latest`): resolved from the Windows EKS image's SSM parameter,
@@ -322,21 +320,22 @@ spec:
     // Windows' pod density is the kubelet's 110, not m5.large's ENI limit (29).
     assert!(kubelet.contains(&"--max-pods=110"), "{kubelet:?}");
 
-    // windows2019 on a Kubernetes version it has no image for: refused, naming what is missing.
-    match cloud.resolve(&windows_class("windows-2019", "windows2019@latest")).await {
-        Err(PortError::Rejected(m)) => {
-            let parameter = fixtures::windows_parameter(SSM_PREFIX, "2019", K8S_VERSION);
-            assert!(
-                m.contains("windows-2019")
-                    && m.contains("amiSelectorTerms")
-                    && m.contains("windows2019@latest")
-                    && m.contains(&format!("Kubernetes {K8S_VERSION}"))
-                    && m.contains(&parameter),
-                "{m}"
-            );
-        }
-        other => panic!("resolved a Windows image nobody published: {other:?}"),
-    }
+    // windows2019 on a Kubernetes version it has no image for: no image, its AMIsReady naming
+    // what is missing, and the rest of the class resolved.
+    let r = cloud.resolve(&windows_class("windows-2019", "windows2019@latest")).await.expect("no failed lookup");
+    assert!(r.images.is_empty() && !r.subnets.is_empty(), "resolved a Windows image nobody published: {r:?}");
+    let missing = r.missing();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    let (condition, m) = &missing[0];
+    assert_eq!(*condition, dovetail_core::cluster::AMIS_READY);
+    let parameter = fixtures::windows_parameter(SSM_PREFIX, "2019", K8S_VERSION);
+    assert!(
+        m.contains("amiSelectorTerms")
+            && m.contains("windows2019@latest")
+            && m.contains(&format!("Kubernetes {K8S_VERSION}"))
+            && m.contains(&parameter),
+        "{m}"
+    );
     // The other classes carry on.
     assert_eq!(cloud.resolve(&class).await.unwrap().images.len(), 1);
     assert_eq!(cloud.resolve(&example().nodeclasses.remove(0)).await.unwrap().images.len(), 2);

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use dovetail_core::hash::nodeclass_hash;
-use dovetail_core::reconcile::ports::{Cloud, PortError};
+use dovetail_core::reconcile::ports::Cloud;
 use serde_json::json;
 
 use super::{class, example, World, CLUSTER, DISCOVERY};
@@ -64,7 +64,8 @@ async fn ids_names_and_tags_select_too() {
     assert_eq!(r.images, BTreeMap::from([("amd64".to_string(), amd64), ("arm64".to_string(), arm64)]));
     assert_eq!(r.subnets, vec![net.big_a, net.b]);
 
-    // Nothing selected: the class is refused with the field at fault.
+    // Nothing selected: the part is empty and the class's condition for it names the field; the
+    // other parts show what they found.
     let empty = class(
         "empty",
         json!({
@@ -74,10 +75,12 @@ async fn ids_names_and_tags_select_too() {
             "amiSelectorTerms": [{"tags": {"team": "nodes"}}],
         }),
     );
-    match cloud.resolve(&empty).await {
-        Err(PortError::Rejected(m)) => assert!(m.contains("subnetSelectorTerms"), "{m}"),
-        other => panic!("{other:?}"),
-    }
+    let r = cloud.resolve(&empty).await.expect("a selector that selects nothing is no failed lookup");
+    assert!(r.subnets.is_empty() && !r.security_groups.is_empty() && !r.images.is_empty(), "{r:?}");
+    // (These classes are converted without their role, so their instance profile is missing too.)
+    let missing = r.missing();
+    let subnets = missing.iter().find(|(c, _)| *c == dovetail_core::cluster::SUBNETS_READY);
+    assert!(subnets.is_some_and(|(_, m)| m.contains("subnetSelectorTerms")), "{missing:?}");
     let no_image = class(
         "no-image",
         json!({
@@ -87,10 +90,12 @@ async fn ids_names_and_tags_select_too() {
             "amiSelectorTerms": [{"alias": "al2023@v20991231"}],
         }),
     );
-    match cloud.resolve(&no_image).await {
-        Err(PortError::Rejected(m)) => {
-            assert!(m.contains("amiSelectorTerms") && m.contains("AWS publishes no such image"), "{m}")
-        }
-        other => panic!("{other:?}"),
-    }
+    let r = cloud.resolve(&no_image).await.expect("an alias with no image is no failed lookup");
+    assert!(r.images.is_empty() && !r.subnets.is_empty(), "{r:?}");
+    let missing = r.missing();
+    let amis = missing.iter().find(|(c, _)| *c == dovetail_core::cluster::AMIS_READY);
+    assert!(
+        amis.is_some_and(|(_, m)| m.contains("amiSelectorTerms") && m.contains("AWS publishes no such image")),
+        "{missing:?}"
+    );
 }

@@ -489,6 +489,12 @@ spec:
             && message.contains("Windows_Server-2019-English-Core-EKS_Optimized"),
         "the condition names the field, the alias and the parameter: {message}"
     );
+    // Only its images are missing: its other parts resolved, and say so.
+    let conditions = classes.get("legacy").await?.data["status"]["conditions"].as_array().cloned().unwrap_or_default();
+    for part in ["SubnetsReady", "SecurityGroupsReady", "InstanceProfileReady"] {
+        let c = conditions.iter().find(|c| c["type"] == part);
+        assert!(c.is_some_and(|c| c["status"] == "True"), "{part}: {conditions:?}");
+    }
     let not_ready = e2e
         .until("a NodeClassNotReady Event on the legacy class", STEP, || {
             let e2e = &e2e;
@@ -501,11 +507,15 @@ spec:
     assert_eq!(not_ready.type_.as_deref(), Some("Warning"));
     assert!(not_ready.message.as_deref().is_some_and(|m| m.contains("windows2019@latest")), "{not_ready:?}");
     let waiting = e2e
-        .until("a FailedScheduling Event on the 2019 pod naming its pool", STEP, || {
+        .until("Dovetail's FailedScheduling Event on the 2019 pod naming its pool", STEP, || {
             let e2e = &e2e;
             async move {
+                // The kube-scheduler writes its own under the same reason.
                 let events = e2e.events("dotnet", "Pod", "legacy").await?;
-                Ok(events.into_iter().find(|e| e.reason.as_deref() == Some("FailedScheduling")))
+                Ok(events.into_iter().find(|e| {
+                    e.reason.as_deref() == Some("FailedScheduling")
+                        && e.message.as_deref().is_some_and(|m| m.starts_with("Dovetail"))
+                }))
             }
         })
         .await?;

@@ -171,29 +171,25 @@ pub struct Resolver {
 }
 
 impl Resolver {
+    /// What the class's selectors select. A selector that selects nothing (or an alias AWS
+    /// publishes no image for) is not an error here but an empty part, which the class's condition
+    /// for that part reports (`ResolvedClass::missing`) while the other parts show what they
+    /// found; an error is a lookup that failed.
     pub async fn resolve(&self, class: &NodeClass) -> AwsResult<Resolution> {
         let spec = spec(class)?;
-        let fail = |message: String| AwsError::Class { class: class.name.clone(), message };
         let subnets = pick_subnets(&self.subnets(&spec.subnet_selector_terms).await?);
-        if subnets.is_empty() {
-            return Err(fail("subnetSelectorTerms select no subnet".into()));
-        }
         let security_groups = self.security_groups(&spec.security_group_selector_terms).await?;
-        if security_groups.is_empty() {
-            return Err(fail("securityGroupSelectorTerms select no security group".into()));
-        }
-        let images = self.images(&spec.ami_selector_terms).await.map_err(|e| match e {
-            AwsError::Class { message, .. } => fail(message),
-            e => e,
-        })?;
-        if images.is_empty() {
-            return Err(fail("amiSelectorTerms select no amd64 or arm64 image".into()));
-        }
+        let (images, images_problem) = match self.images(&spec.ami_selector_terms).await {
+            Ok(images) => (images, None),
+            Err(AwsError::Class { message, .. }) => (BTreeMap::new(), Some(message)),
+            Err(e) => return Err(e),
+        };
         Ok(Resolution {
             resolved: ResolvedClass {
                 name: class.name.clone(),
                 hash: nodeclass_hash(&class.spec),
                 images,
+                images_problem,
                 subnets: subnets.iter().map(|s| s.id.clone()).collect(),
                 security_groups,
                 zones: subnets.iter().map(|s| s.zone.clone()).collect(),

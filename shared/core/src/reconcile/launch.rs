@@ -86,13 +86,10 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             report.count_launch_failure(LaunchFailure::NodeClassNotReady);
             return self.give_up(&attempt, why, view, report).await;
         };
-        if resolved.instance_profile.is_none() {
-            // An instance without the class's profile could not join the cluster.
-            let why = format!(
-                "cannot launch {name}: EC2NodeClass {} has no instance profile: {}",
-                attempt.nodeclass,
-                resolved.instance_profile_problem.as_deref().unwrap_or("not resolved")
-            );
+        if let Some(problem) = view.cluster.class_not_ready(&attempt.nodeclass) {
+            // Planned before the class stopped resolving (its pools take no new pods now): an
+            // instance without a subnet, image or the class's profile could not join the cluster.
+            let why = format!("cannot launch {name}: EC2NodeClass {} is not ready: {problem}", attempt.nodeclass);
             report.count_launch_failure(LaunchFailure::NodeClassNotReady);
             return self.give_up(&attempt, why, view, report).await;
         }
