@@ -15,8 +15,8 @@ use crate::requirements::Requirements;
 
 /// USD per vCPU-hour that AWS adds to the Linux price of an instance for the Windows Server
 /// licence it includes (license-included pricing, us-east-1). AWS prices burstable (T) types'
-/// licence differently, so for them this is an estimate; a NodeOverlay on the type is how a user
-/// sets the exact price.
+/// licence differently, so for them this is an estimate (Dovetail has no NodeOverlay yet to let a
+/// user set the exact price).
 pub const WINDOWS_LICENSE_PER_VCPU_HOUR: f64 = 0.046;
 
 impl InstanceType {
