@@ -1039,3 +1039,34 @@ fn bug_nodepool_selector_picks_the_pool() {
     assert!(errors.is_empty(), "{errors:#?}\n{}", checker::summary(&plan));
     assert_eq!(claim_of(&plan, "wants-second").map(|c| c.nodepool.as_str()), Some("second"));
 }
+
+/// Repacking mixes types: four 2-vCPU pods fill the 8-vCPU type exactly, and the three 4 GiB
+/// pods go on two small memory nodes; a second 8-vCPU node (what one type for all, or merging
+/// whole claims, gives) costs more. Found by `tests/exact_optimum.rs`.
+#[test]
+fn repacking_mixes_types_when_that_is_cheaper() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("mem.small", 1, 8, 0.03, Some(0.009), &["zone-a"]),
+        fixed_type("cpu.large", 8, 16, 0.24, Some(0.072), &["zone-a"]),
+    ]);
+    let mut all = pods("memory", 3, 250, 4096);
+    all.extend(pods("compute", 4, 2000, 256));
+    let plan = run(&snapshot(all, vec![pool("default")]), &catalog);
+    assert_eq!(placed(&plan), 7);
+    assert!((plan.cost_per_hour - (0.072 + 2.0 * 0.009)).abs() < 1e-9, "{}", checker::summary(&plan));
+}
+
+/// Repacking splits a claim when smaller nodes hold its pods for less: three 2-vCPU 4 GiB nodes,
+/// one pod each, cost less than the one 8-vCPU node that holds all three.
+#[test]
+fn repacking_splits_a_claim_when_smaller_nodes_cost_less() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("small.large", 2, 4, 0.068, Some(0.02312), &["zone-a"]),
+        fixed_type("big.2xlarge", 8, 32, 0.272, Some(0.08976), &["zone-a"]),
+    ]);
+    let mut all = pods("memory", 2, 250, 4096);
+    all.extend(pods("compute", 1, 1500, 256));
+    let plan = run(&snapshot(all, vec![pool("default")]), &catalog);
+    assert_eq!(placed(&plan), 3);
+    assert!((plan.cost_per_hour - 3.0 * 0.02312).abs() < 1e-9, "{}", checker::summary(&plan));
+}

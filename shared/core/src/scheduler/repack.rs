@@ -9,7 +9,8 @@
 //! requirements, which the merged claim keeps), packs their pods afresh, largest first, into nodes
 //! of the one type that costs least, and then repeatedly merges the set of claims, packed largest
 //! first into one type, that saves the most — each kept only when cheaper than before, priced as
-//! the plan prices a claim.
+//! the plan prices a claim. Last, a few claims at a time are packed afresh over a mix of types
+//! (`mix.rs`), a group of one claim too.
 //!
 //! Pools with limits or `minValues` are left alone (a merged claim holds other candidates against
 //! the limits, and keeps other values), and so are groups of more than [`MAX_GROUP`] claims:
@@ -26,7 +27,7 @@ use crate::resources::Resources;
 const MAX_GROUP: usize = 64;
 
 /// A node of a fresh packing: what its pods request, and the pods.
-type Node = (Resources, Vec<usize>);
+pub(super) type Node = (Resources, Vec<usize>);
 
 /// The most pods of a group packed afresh (beyond, only whole claims are merged).
 const MAX_PODS: usize = 256;
@@ -59,7 +60,7 @@ impl Scheduler<'_> {
         // The same plan whatever the hash order.
         groups.sort_by_key(|(_, bins)| bins[0]);
         for ((pool, reqs), bins) in groups {
-            if bins.len() >= 2 && bins.len() <= MAX_GROUP {
+            if bins.len() <= MAX_GROUP {
                 self.repack_group(pool, &reqs, bins);
             }
         }
@@ -71,7 +72,8 @@ impl Scheduler<'_> {
         let mut types: Vec<usize> = priced.0.iter().chain(&priced.1).map(|c| c.0).collect();
         let mut seen = vec![false; self.pools[pool].types.len()];
         types.retain(|&t| !std::mem::replace(&mut seen[t], true));
-        let cost = |s: &Self, used: &Resources| claim_price(s, pool, &priced, used).map(|(price, _)| price);
+        let shelf = Shelf::new(self, pool, &priced);
+        let cost = |s: &Self, used: &Resources| shelf.price(s, pool, used);
 
         // First the pods themselves: all of the group's, largest first, first fit into nodes of
         // one type, for the type that costs least (each node then priced as the plan prices it,
@@ -79,31 +81,12 @@ impl Scheduler<'_> {
         let pods: usize = bins.iter().map(|&b| self.bins[b].pods.len()).sum();
         if pods <= MAX_PODS {
             let mut all: Vec<usize> = bins.iter().flat_map(|&b| self.bins[b].pods.iter().copied()).collect();
-            all.sort_by(|&a, &b| {
-                let (a, b) = (&self.snap.pods[a].requests, &self.snap.pods[b].requests);
-                b.cpu.cmp(&a.cpu).then(b.memory.cmp(&a.memory)).then(b.pods.cmp(&a.pods))
-            });
+            self.largest_first(&mut all);
             let now: Option<f64> = bins.iter().map(|&b| cost(self, &self.bins[b].used)).sum();
-            let mut best: Option<(f64, Vec<Node>)> = None;
-            'types: for &t in &types {
-                let free = &self.pools[pool].types[t].free;
-                let mut nodes: Vec<Node> = Vec::new();
-                for &p in &all {
-                    let r = &self.snap.pods[p].requests;
-                    if let Some((used, on)) = nodes.iter_mut().find(|(used, _)| used.plus(r).fits(free)) {
-                        used.add(r);
-                        on.push(p);
-                    } else if r.fits(free) && nodes.len() < bins.len() {
-                        nodes.push((r.clone(), vec![p]));
-                    } else {
-                        continue 'types;
-                    }
-                }
-                let Some(total) = nodes.iter().map(|(used, _)| cost(self, used)).sum::<Option<f64>>() else { continue };
-                if best.as_ref().is_none_or(|(b, _)| total < *b) {
-                    best = Some((total, nodes));
-                }
-            }
+            let best = types
+                .iter()
+                .filter_map(|&t| self.pack_one_type(pool, &shelf, t, &all, bins.len()))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
             if let (Some(now), Some((total, nodes))) = (now, best) {
                 if total < now - 1e-9 {
                     let mut nodes = nodes.into_iter();
@@ -164,15 +147,85 @@ impl Scheduler<'_> {
             self.retarget(pool, &priced, *into);
             bins.retain(|b| !rest.contains(b));
         }
+
+        self.mix(pool, reqs, &priced, &shelf, bins);
+    }
+
+    /// Sorts pods largest first (cpu, then memory, then pod slots): the order every packing here
+    /// fills nodes in.
+    pub(super) fn largest_first(&self, pods: &mut [usize]) {
+        pods.sort_by(|&a, &b| {
+            let (a, b) = (&self.snap.pods[a].requests, &self.snap.pods[b].requests);
+            b.cpu.cmp(&a.cpu).then(b.memory.cmp(&a.memory)).then(b.pods.cmp(&a.pods))
+        });
+    }
+
+    /// `pods` (largest first) first fit into at most `max_nodes` nodes of type `t`, and what
+    /// those nodes cost as the plan prices them (so an emptier node may shrink to a cheaper
+    /// type); `None` when they do not fit.
+    pub(super) fn pack_one_type(
+        &self,
+        pool: usize,
+        shelf: &Shelf,
+        t: usize,
+        pods: &[usize],
+        max_nodes: usize,
+    ) -> Option<(f64, Vec<Node>)> {
+        let free = &self.pools[pool].types[t].free;
+        let mut nodes: Vec<Node> = Vec::new();
+        for &p in pods {
+            let r = &self.snap.pods[p].requests;
+            if let Some((used, on)) = nodes.iter_mut().find(|(used, _)| used.plus(r).fits(free)) {
+                used.add(r);
+                on.push(p);
+            } else if r.fits(free) && nodes.len() < max_nodes {
+                nodes.push((r.clone(), vec![p]));
+            } else {
+                return None;
+            }
+        }
+        let total = nodes.iter().map(|(used, _)| shelf.price(self, pool, used)).sum::<Option<f64>>()?;
+        Some((total, nodes))
     }
 
     /// Points a repacked claim at the type the plan will price it as.
-    fn retarget(&mut self, pool: usize, priced: &PricedTypes, b: usize) {
+    pub(super) fn retarget(&mut self, pool: usize, priced: &PricedTypes, b: usize) {
         let used = &self.bins[b].used;
         let (_, target) = claim_price(self, pool, priced, used).expect("the repacked claim was priced");
         let free = self.pools[pool].types[target].free.minus(used);
         let bin = &mut self.bins[b];
         bin.target = target;
         bin.free = free;
+    }
+}
+
+/// The types a claim of one group can be priced as, with their prices, in the plan's order (spot
+/// first, then price): the plan takes the first type that holds a claim, so a type whose room an
+/// earlier one covers is never taken and is left out. The first that holds a claim here is the
+/// plan's choice, found without walking the pool's whole list.
+pub(super) struct Shelf(Vec<(usize, f64)>);
+
+impl Shelf {
+    fn new(s: &Scheduler<'_>, pool: usize, priced: &PricedTypes) -> Self {
+        let types = &s.pools[pool].types;
+        let mut kept: Vec<(usize, f64)> = Vec::new();
+        for c in priced.0.iter().chain(&priced.1) {
+            let free = &types[c.0].free;
+            if !kept.iter().any(|&(u, _)| free.fits(&types[u].free)) {
+                kept.push((c.0, c.2));
+            }
+        }
+        Shelf(kept)
+    }
+
+    /// What the plan makes a claim holding `used` cost ([`claim_price`]'s price).
+    pub(super) fn price(&self, s: &Scheduler<'_>, pool: usize, used: &Resources) -> Option<f64> {
+        let types = &s.pools[pool].types;
+        self.0.iter().find(|&&(t, _)| used.fits(&types[t].free)).map(|&(_, price)| price)
+    }
+
+    /// The types, cheapest first.
+    pub(super) fn types(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().map(|&(t, _)| t)
     }
 }
