@@ -1070,3 +1070,39 @@ fn repacking_splits_a_claim_when_smaller_nodes_cost_less() {
     assert_eq!(placed(&plan), 3);
     assert!((plan.cost_per_hour - 3.0 * 0.02312).abs() < 1e-9, "{}", checker::summary(&plan));
 }
+
+/// Pods of the heavier pool ride on a node of another pool when that holds them for less: the
+/// two 1-vCPU pods open a node in the heavier pool (its type holds them), the 6 GiB pod one in
+/// the other pool (only its type holds it) with room for both; the plan keeps only the second.
+/// Found by `tests/exact_optimum.rs`.
+#[test]
+fn pods_ride_on_another_pools_claim_when_that_is_cheaper() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("heavy.large", 2, 4, 0.072, None, &["zone-a"]),
+        fixed_type("light.xlarge", 4, 8, 0.196, Some(0.0921), &["zone-a"]),
+    ]);
+    let mut preferred = pool("preferred");
+    preferred.weight = 2;
+    preferred.requirements.add(req(labels::INSTANCE_FAMILY, Operator::In, &["heavy"]));
+    let mut general = pool("general");
+    general.requirements.add(req(labels::INSTANCE_FAMILY, Operator::In, &["light"]));
+    let mut all = pods("small", 2, 1000, 1024);
+    all.push(pod("memory", 500, 6144));
+    let plan = run(&snapshot(all.clone(), vec![preferred.clone(), general.clone()]), &catalog);
+    assert_eq!(placed(&plan), 3);
+    assert_eq!(plan.nodeclaims.len(), 1, "{}", checker::summary(&plan));
+    assert_eq!(plan.nodeclaims[0].nodepool, "general");
+    assert!((plan.cost_per_hour - 0.0921).abs() < 1e-9, "{}", checker::summary(&plan));
+
+    // Not onto a node whose taint the pods do not tolerate.
+    general.taints.push(Taint::new("dedicated", "memory", TaintEffect::NoSchedule));
+    all[2].tolerations.push(tolerate("dedicated"));
+    let plan = run(&snapshot(all, vec![preferred, general]), &catalog);
+    assert_eq!(placed(&plan), 3);
+    assert_eq!(
+        claim_of(&plan, "small-0").map(|c| c.nodepool.as_str()),
+        Some("preferred"),
+        "{}",
+        checker::summary(&plan)
+    );
+}

@@ -10,7 +10,8 @@
 //! of the one type that costs least, and then repeatedly merges the set of claims, packed largest
 //! first into one type, that saves the most — each kept only when cheaper than before, priced as
 //! the plan prices a claim. Last, a few claims at a time are packed afresh over a mix of types
-//! (`mix.rs`), a group of one claim too.
+//! (`mix.rs`), a group of one claim too; and a claim whose pods can all ride on another pool's
+//! claim for less moves there (`rides.rs`).
 //!
 //! Pools with limits or `minValues` are left alone (a merged claim holds other candidates against
 //! the limits, and keeps other values), and so are groups of more than [`MAX_GROUP`] claims:
@@ -41,18 +42,9 @@ impl Scheduler<'_> {
             }
         }
         let mut groups: HashMap<(usize, Requirements), Vec<usize>> = HashMap::default();
-        for (b, bin) in self.bins.iter().enumerate() {
-            if bin.node.is_some() {
-                continue;
-            }
-            let pool = &self.pools[bin.pool];
-            let movable = !bin.pods.is_empty()
-                && bin.ports.is_empty()
-                && bin.counts.is_empty()
-                && pool.remaining.is_none()
-                && !pool.has_min_values
-                && bin.pods.iter().all(|&p| class_of[p] != usize::MAX && self.generic[class_of[p]]);
-            if movable {
+        for b in 0..self.bins.len() {
+            if self.movable(b, &class_of) {
+                let bin = &self.bins[b];
                 groups.entry((bin.pool, bin.reqs.clone())).or_default().push(b);
             }
         }
@@ -64,6 +56,26 @@ impl Scheduler<'_> {
                 self.repack_group(pool, &reqs, bins);
             }
         }
+        let movable: Vec<usize> = (0..self.bins.len()).filter(|&b| self.movable(b, &class_of)).collect();
+        if movable.len() <= MAX_GROUP {
+            self.ride(&movable, &class_of);
+        }
+    }
+
+    /// Whether new claim `b` may be repacked: it holds pods, all of them without topology,
+    /// affinity or host ports, in a pool without limits or `minValues`.
+    fn movable(&self, b: usize, class_of: &[usize]) -> bool {
+        let bin = &self.bins[b];
+        if bin.node.is_some() {
+            return false;
+        }
+        let pool = &self.pools[bin.pool];
+        !bin.pods.is_empty()
+            && bin.ports.is_empty()
+            && bin.counts.is_empty()
+            && pool.remaining.is_none()
+            && !pool.has_min_values
+            && bin.pods.iter().all(|&p| class_of[p] != usize::MAX && self.generic[class_of[p]])
     }
 
     fn repack_group(&mut self, pool: usize, reqs: &Requirements, mut bins: Vec<usize>) {
