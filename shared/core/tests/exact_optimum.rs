@@ -9,11 +9,15 @@
 //! another pool that another pod opened; a node is one offering (type, capacity type, zone) and holds pods up to its allocatable
 //! CPU, memory and pod count. These cases have no limits, topology or existing nodes.
 //!
-//! Issue 20 asks for at most 2% above the optimum on every case; the scheduler is not there yet
-//! (its repacking, `scheduler/repack.rs`, finds packings of one type, or merges of whole claims,
-//! not the mixes of types some optima need). Until it is, the ceiling below is the worst ratio measured, so a change that makes
-//! plans worse fails here, and the run prints how many cases miss 2%. Lower [`CEILING`] as the
-//! packing improves.
+//! Issue 20 asks for at most 2% above the optimum on every case; the scheduler is not there yet.
+//! Its repacking (`scheduler/repack.rs`, `mix.rs`, `rides.rs`) packs one type, merges whole
+//! claims, re-packs a few claims at a time over a mix of types (first fit, largest first), and
+//! moves a claim onto another pool's; what it still misses are exact fits first fit does not find
+//! (two 3-vCPU and two 1-vCPU pods filling one 8-vCPU node, four 1.5-vCPU and two 1-vCPU the
+//! other) and pods of one claim shared out over several claims of another pool. Until it is, the
+//! ceiling below is the worst ratio measured, so a change that makes plans worse fails here, and
+//! the run prints how many cases miss 2% (`DOVETAIL_OPTIMUM_SHOW=1`, with `--nocapture`, prints
+//! each such case, the plan and the optimum's nodes). Lower [`CEILING`] as the packing improves.
 //!
 //! The cases are the same on every run (seed 1). `DOVETAIL_OPTIMUM_CASES` sets their number (256
 //! by default), `DOVETAIL_OPTIMUM_SEED` another seed, `DOVETAIL_OPTIMUM_CEILING` another ceiling;
@@ -288,8 +292,9 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize, Vec<String>)> 
 
 /// The worst plan/optimum ratio of the default cases (256, seed 1) as measured: issue 20's
 /// target is 1.02. Over 10,000 cases (`DOVETAIL_OPTIMUM_CASES=10000 DOVETAIL_OPTIMUM_CEILING=100`)
-/// the worst was 1.89 and the mean 1.0036, with 174 of 9,101 cases needing new nodes above 1.02.
-const CEILING: f64 = 1.32;
+/// the worst was 1.8876 and the mean 1.0008, with 38 of 9,101 cases needing new nodes above 1.02
+/// (before the mixed repacking and rides: 1.89, 1.0036 and 174).
+const CEILING: f64 = 1.064;
 
 /// [`CEILING`], or `DOVETAIL_OPTIMUM_CEILING` (to measure the distribution past it).
 fn ceiling() -> f64 {

@@ -1106,3 +1106,28 @@ fn pods_ride_on_another_pools_claim_when_that_is_cheaper() {
         checker::summary(&plan)
     );
 }
+
+/// Repacking never opens a node in a pool for pods only whose home is a heavier pool: the small
+/// pods' home is `preferred` (its type holds them); they may ride on `general`'s node, but a
+/// `general` node of small pods alone (cheaper than the `preferred` one) goes against the weights.
+/// Found by `tests/exact_optimum.rs` (the plan came out cheaper than the optimum).
+#[test]
+fn repacking_keeps_a_pod_at_home_on_every_node() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("small.medium", 1, 2, 0.03, Some(0.009), &["zone-a"]),
+        fixed_type("big.2xlarge", 8, 32, 0.24, Some(0.072), &["zone-a"]),
+    ]);
+    let mut preferred = pool("preferred");
+    preferred.weight = 1;
+    preferred.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]));
+    preferred.requirements.add(req(labels::INSTANCE_FAMILY, Operator::In, &["small"]));
+    let mut general = pool("general");
+    general.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["spot"]));
+    let mut all = pods("compute", 5, 1500, 256);
+    all.extend(pods("small", 3, 250, 2048));
+    let plan = run(&snapshot(all, vec![preferred, general]), &catalog);
+    assert_eq!(placed(&plan), 8);
+    for c in plan.nodeclaims.iter().filter(|c| c.nodepool == "general") {
+        assert!(c.pods.iter().any(|p| p.contains("compute")), "{}", checker::summary(&plan));
+    }
+}

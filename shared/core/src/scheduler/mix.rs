@@ -5,16 +5,19 @@
 //! differ: four 2-vCPU pods fill an 8-vCPU node exactly, and the three 4 GiB pods left over go
 //! on two small memory nodes for less than a second large node costs (`tests/exact_optimum.rs`
 //! finds such cases), and so do the plans where one claim's pods cost less on several smaller
-//! nodes. So for a set of claims — the whole group when it is small, each claim, and pairs of
-//! claims — the search tries each type as the first node, filled largest pod first, with the
-//! rest packed into nodes of the one type that costs least; the set is replaced when that is
-//! cheaper than it is, priced as the plan prices a claim. Rounds repeat while one saves.
+//! nodes. So for a set of claims — the whole group when it is small (one claim, say), and pairs
+//! of claims (whose packing may split one) — the search tries each type as the first node,
+//! filled largest pod first, with the rest packed into nodes of the one type that costs least (in
+//! a whole group of at most [`MAX_DEEP_PODS`] pods, each type as the second node too); the set is
+//! replaced when that is cheaper than it is, priced as the plan prices a claim. Rounds repeat
+//! while one saves.
 //!
 //! The work is bounded: only the types the plan could ever price a claim as (the group's
-//! `Shelf`), at most [`MAX_TYPES`] of them; the pairs of a large
-//! group are each claim with its [`WINDOW`] neighbours by size and with the emptiest claims; at
-//! most [`MAX_ROUNDS`] rounds, each after the first over the sets a round changed; sets of at most [`MAX_SET_PODS`] pods. So a group of n claims
-//! costs O(n · types² · pods of a pair) per round, and a small group O(types³ · its pods).
+//! `Shelf`), at most [`MAX_TYPES`] of them; the pairs of a large group are each claim with its
+//! [`WINDOW`] neighbours by size and with the emptiest claims; at most [`MAX_ROUNDS`] rounds, each
+//! after the first over the sets the last one changed; sets of at most [`MAX_SET_PODS`] pods. So a
+//! group of n claims costs O(n · types² · pods of a pair) per round, and a small group
+//! O(types³ · its pods).
 
 use super::finalize::PricedTypes;
 use super::repack::{Node, Shelf};
@@ -25,10 +28,10 @@ use crate::resources::Resources;
 /// The most types a set is packed over (the cheapest the plan could price a claim as).
 const MAX_TYPES: usize = 8;
 /// Groups of at most this many claims try every pair; larger ones a window of neighbours.
-const ALL_PAIRS: usize = 8;
+const ALL_PAIRS: usize = 6;
 /// Each claim of a large group is paired with this many next claims by size, and with this
 /// many of the emptiest.
-const WINDOW: usize = 3;
+const WINDOW: usize = 2;
 /// The whole group, when it holds at most this many pods, tries two first nodes of any types
 /// before the rest of one type.
 const MAX_DEEP_PODS: usize = 16;
@@ -39,13 +42,14 @@ const MAX_SET_PODS: usize = 32;
 
 impl Scheduler<'_> {
     /// Replaces sets of the group's claims (`bins`, all of `pool` under `reqs`) by cheaper mixed
-    /// packings while the search finds them.
+    /// packings while the search finds them; `home` is each pod's home pool (see `repack`).
     pub(super) fn mix(
         &mut self,
         pool: usize,
         reqs: &Requirements,
         priced: &PricedTypes,
         shelf: &Shelf,
+        home: &[usize],
         mut bins: Vec<usize>,
     ) {
         let useful: Vec<usize> = shelf.types().take(MAX_TYPES).collect();
@@ -72,10 +76,6 @@ impl Scheduler<'_> {
                 sets.push((bins.clone(), if pods <= MAX_DEEP_PODS { 2 } else { 1 }));
             }
             let n = bins.len();
-            // A claim alone too: several smaller nodes may hold its pods for less.
-            if n > 1 {
-                sets.extend(bins.iter().map(|&b| (vec![b], 1)));
-            }
             for i in 0..n {
                 for j in i + 1..n {
                     let near = j <= i + WINDOW || j + WINDOW >= n;
@@ -100,7 +100,7 @@ impl Scheduler<'_> {
                 let Some(now) = set.iter().map(|&b| cost(self, &self.bins[b].used)).sum::<Option<f64>>() else {
                     continue;
                 };
-                let Some((total, nodes)) = self.pack_mixed(pool, shelf, &useful, &pods, levels) else { continue };
+                let Some((total, nodes)) = self.pack_mixed(pool, shelf, home, &useful, &pods, levels) else { continue };
                 if total < now - 1e-9 {
                     let added = self.replace(pool, reqs, priced, &set, nodes);
                     changed.resize(self.bins.len(), false);
@@ -124,6 +124,7 @@ impl Scheduler<'_> {
         &self,
         pool: usize,
         shelf: &Shelf,
+        home: &[usize],
         types: &[usize],
         pods: &[usize],
         levels: usize,
@@ -131,7 +132,7 @@ impl Scheduler<'_> {
         let one_type = |pods: &[usize]| {
             types
                 .iter()
-                .filter_map(|&t| self.pack_one_type(pool, shelf, t, pods, usize::MAX))
+                .filter_map(|&t| self.pack_one_type(pool, shelf, home, t, pods, usize::MAX))
                 .min_by(|a, b| a.0.total_cmp(&b.0))
         };
         let mut best = one_type(pods);
@@ -150,7 +151,9 @@ impl Scheduler<'_> {
                     rest.push(p);
                 }
             }
-            if first.1.is_empty() || rest.is_empty() || tried.contains(&first.1) {
+            // Every node holds a pod at home in the pool (see `repack`).
+            let opened = first.1.iter().any(|&p| home[p] == pool);
+            if !opened || rest.is_empty() || tried.contains(&first.1) {
                 continue;
             }
             tried.push(first.1.clone());
@@ -160,7 +163,7 @@ impl Scheduler<'_> {
                 continue;
             }
             let packed =
-                if levels > 1 { self.pack_mixed(pool, shelf, types, &rest, levels - 1) } else { one_type(&rest) };
+                if levels > 1 { self.pack_mixed(pool, shelf, home, types, &rest, levels - 1) } else { one_type(&rest) };
             let Some((more, mut nodes)) = packed else { continue };
             if best.as_ref().is_none_or(|(b, _)| price + more < *b - 1e-9) {
                 nodes.insert(0, first);

@@ -41,6 +41,16 @@ impl Scheduler<'_> {
                 class_of[p] = c;
             }
         }
+        // Each pod's home: the first pool, by weight, that runs it as it is, where it would open a
+        // claim. A node of a pool holds at least one pod at home there, or the plan would have
+        // opened it against the weights (a pod may only ride on another pool's node).
+        let home_of: Vec<usize> = (0..self.classes.len())
+            .map(|c| {
+                (0..self.pools.len()).find(|&p| matches!(self.fit_cached(c, 0, p), Some(Ok(_)))).unwrap_or(usize::MAX)
+            })
+            .collect();
+        let home: Vec<usize> =
+            class_of.iter().map(|&c| if c == usize::MAX { usize::MAX } else { home_of[c] }).collect();
         let mut groups: HashMap<(usize, Requirements), Vec<usize>> = HashMap::default();
         for b in 0..self.bins.len() {
             if self.movable(b, &class_of) {
@@ -53,7 +63,7 @@ impl Scheduler<'_> {
         groups.sort_by_key(|(_, bins)| bins[0]);
         for ((pool, reqs), bins) in groups {
             if bins.len() <= MAX_GROUP {
-                self.repack_group(pool, &reqs, bins);
+                self.repack_group(pool, &reqs, bins, &home);
             }
         }
         let movable: Vec<usize> = (0..self.bins.len()).filter(|&b| self.movable(b, &class_of)).collect();
@@ -78,7 +88,7 @@ impl Scheduler<'_> {
             && bin.pods.iter().all(|&p| class_of[p] != usize::MAX && self.generic[class_of[p]])
     }
 
-    fn repack_group(&mut self, pool: usize, reqs: &Requirements, mut bins: Vec<usize>) {
+    fn repack_group(&mut self, pool: usize, reqs: &Requirements, mut bins: Vec<usize>, home: &[usize]) {
         let priced = priced(self, pool, reqs);
         // Every type the claims may be, once, cheapest first (spot before on-demand, as priced).
         let mut types: Vec<usize> = priced.0.iter().chain(&priced.1).map(|c| c.0).collect();
@@ -97,7 +107,7 @@ impl Scheduler<'_> {
             let now: Option<f64> = bins.iter().map(|&b| cost(self, &self.bins[b].used)).sum();
             let best = types
                 .iter()
-                .filter_map(|&t| self.pack_one_type(pool, &shelf, t, &all, bins.len()))
+                .filter_map(|&t| self.pack_one_type(pool, &shelf, home, t, &all, bins.len()))
                 .min_by(|a, b| a.0.total_cmp(&b.0));
             if let (Some(now), Some((total, nodes))) = (now, best) {
                 if total < now - 1e-9 {
@@ -160,7 +170,7 @@ impl Scheduler<'_> {
             bins.retain(|b| !rest.contains(b));
         }
 
-        self.mix(pool, reqs, &priced, &shelf, bins);
+        self.mix(pool, reqs, &priced, &shelf, home, bins);
     }
 
     /// Sorts pods largest first (cpu, then memory, then pod slots): the order every packing here
@@ -174,11 +184,12 @@ impl Scheduler<'_> {
 
     /// `pods` (largest first) first fit into at most `max_nodes` nodes of type `t`, and what
     /// those nodes cost as the plan prices them (so an emptier node may shrink to a cheaper
-    /// type); `None` when they do not fit.
+    /// type); `None` when they do not fit, or a node holds no pod at `home` in the pool.
     pub(super) fn pack_one_type(
         &self,
         pool: usize,
         shelf: &Shelf,
+        home: &[usize],
         t: usize,
         pods: &[usize],
         max_nodes: usize,
@@ -195,6 +206,9 @@ impl Scheduler<'_> {
             } else {
                 return None;
             }
+        }
+        if !nodes.iter().all(|(_, on)| on.iter().any(|&p| home[p] == pool)) {
+            return None;
         }
         let total = nodes.iter().map(|(used, _)| shelf.price(self, pool, used)).sum::<Option<f64>>()?;
         Some((total, nodes))
