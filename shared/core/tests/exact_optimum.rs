@@ -9,11 +9,15 @@
 //! another pool that another pod opened; a node is one offering (type, capacity type, zone) and holds pods up to its allocatable
 //! CPU, memory and pod count. These cases have no limits, topology or existing nodes.
 //!
-//! Issue 20 asks for at most 2% above the optimum on every case; the scheduler is not there yet
-//! (its repacking, `scheduler/repack.rs`, finds packings of one type, or merges of whole claims,
-//! not the mixes of types some optima need). Until it is, the ceiling below is the worst ratio measured, so a change that makes
-//! plans worse fails here, and the run prints how many cases miss 2%. Lower [`CEILING`] as the
-//! packing improves.
+//! Issue 20 asks for at most 2% above the optimum on every case; the scheduler is not there yet.
+//! Its repacking (`scheduler/repack.rs`, `mix.rs`, `rides.rs`) packs one type, merges whole
+//! claims, re-packs a few claims at a time over a mix of types (first fit, largest first), and
+//! moves a claim onto another pool's; what it still misses are exact fits first fit does not find
+//! (two 3-vCPU and two 1-vCPU pods filling one 8-vCPU node, four 1.5-vCPU and two 1-vCPU the
+//! other) and pods of one claim shared out over several claims of another pool. Until it is, the
+//! ceiling below is the worst ratio measured, so a change that makes plans worse fails here, and
+//! the run prints how many cases miss 2% (`DOVETAIL_OPTIMUM_SHOW=1`, with `--nocapture`, prints
+//! each such case, the plan and the optimum's nodes). Lower [`CEILING`] as the packing improves.
 //!
 //! The cases are the same on every run (seed 1). `DOVETAIL_OPTIMUM_CASES` sets their number (256
 //! by default), `DOVETAIL_OPTIMUM_SEED` another seed, `DOVETAIL_OPTIMUM_CEILING` another ceiling;
@@ -166,6 +170,7 @@ fn snapshot(case: &Case) -> Snapshot {
 /// A node the optimum may buy: one type, capacity type and zone of one pool.
 struct Candidate {
     pool: usize,
+    name: String,
     price: f64,
     cpu: i64,
     memory: i64,
@@ -179,9 +184,10 @@ fn pool_order(case: &Case) -> Vec<usize> {
     order
 }
 
-/// The cheapest cost of new nodes holding every pod that some pool can run, and how many pods
-/// that is; `None` when the solver fails.
-fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
+/// The cheapest cost of new nodes holding every pod that some pool can run, how many pods that
+/// is, and the nodes bought (pool and type, for the report of a case above the target); `None`
+/// when the solver fails.
+fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize, Vec<String>)> {
     let mut candidates = Vec::new();
     for (p, pool) in case.pools.iter().enumerate() {
         for (i, t) in case.types.iter().enumerate() {
@@ -200,7 +206,14 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
                 continue;
             };
             let r = ty.allocatable(&Default::default());
-            candidates.push(Candidate { pool: p, price, cpu: r.cpu, memory: r.memory, pods: r.pods });
+            candidates.push(Candidate {
+                pool: p,
+                name: type_name(i, t),
+                price,
+                cpu: r.cpu,
+                memory: r.memory,
+                pods: r.pods,
+            });
         }
     }
     // Each shape is bound to the first pool, by weight, with a candidate that holds one pod.
@@ -213,13 +226,14 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
         .collect();
     let placeable: usize = case.shapes.iter().zip(&home).filter(|(_, h)| h.is_some()).map(|(s, _)| s.count).sum();
     if placeable == 0 {
-        return Some((0.0, 0));
+        return Some((0.0, 0, Vec::new()));
     }
 
     let mut vars = ProblemVariables::new();
     let mut cost = Expression::from(0.0);
     // Per shape, the terms of its placement; per node, its open variable.
     let mut placed: Vec<Expression> = case.shapes.iter().map(|_| Expression::from(0.0)).collect();
+    let mut opened: Vec<(String, Variable)> = Vec::new();
     let mut constraints = Vec::new();
     for c in &candidates {
         // Any pod may ride on a node it fits, but a node is opened by a pod whose first pool is
@@ -234,6 +248,7 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
         let mut previous: Option<Variable> = None;
         for _ in 0..copies {
             let open = vars.add(variable().binary());
+            opened.push((format!("pool-{}/{}", c.pool, c.name), open));
             cost += c.price * open;
             let mut cpu = Expression::from(0.0);
             let mut memory = Expression::from(0.0);
@@ -271,13 +286,15 @@ fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize)> {
         model = model.with(c);
     }
     let solution = model.solve().ok()?;
-    Some((solution.eval(&cost), placeable))
+    let nodes = opened.iter().filter(|(_, v)| solution.value(*v) > 0.5).map(|(n, _)| n.clone()).collect();
+    Some((solution.eval(&cost), placeable, nodes))
 }
 
 /// The worst plan/optimum ratio of the default cases (256, seed 1) as measured: issue 20's
 /// target is 1.02. Over 10,000 cases (`DOVETAIL_OPTIMUM_CASES=10000 DOVETAIL_OPTIMUM_CEILING=100`)
-/// the worst was 1.89 and the mean 1.0036, with 174 of 9,101 cases needing new nodes above 1.02.
-const CEILING: f64 = 1.32;
+/// the worst was 1.8876 and the mean 1.0008, with 38 of 9,101 cases needing new nodes above 1.02
+/// (before the mixed repacking and rides: 1.89, 1.0036 and 174).
+const CEILING: f64 = 1.064;
 
 /// [`CEILING`], or `DOVETAIL_OPTIMUM_CEILING` (to measure the distribution past it).
 fn ceiling() -> f64 {
@@ -299,7 +316,7 @@ fn check(case: &Case) -> Result<Option<f64>, TestCaseError> {
     let plan = schedule(&snap, &catalog);
     let errors = checker::check(&snap, &catalog, &plan);
     prop_assert!(errors.is_empty(), "invalid plan: {errors:#?}\n{}", checker::summary(&plan));
-    let (best, placeable) = optimum(case, &catalog).expect("the solver finishes");
+    let (best, placeable, nodes) = optimum(case, &catalog).expect("the solver finishes");
     let placed: usize = plan.nodeclaims.iter().map(|c| c.pods.len()).sum();
     prop_assert_eq!(placed, placeable, "pods placed against pods placeable:\n{}", checker::summary(&plan));
     if best <= 0.0 {
@@ -313,6 +330,9 @@ fn check(case: &Case) -> Result<Option<f64>, TestCaseError> {
         plan.cost_per_hour,
         checker::summary(&plan)
     );
+    if ratio > TARGET + 1e-9 && std::env::var_os("DOVETAIL_OPTIMUM_SHOW").is_some() {
+        eprintln!("{ratio:.4} {case:?}\n{}  optimum ${best:.4}/h: {nodes:?}", checker::summary(&plan));
+    }
     prop_assert!(
         ratio <= ceiling() + 1e-9,
         "plan ${:.4}/h is {:.2}% above the optimum ${best:.4}/h:\n{}",

@@ -1026,3 +1026,95 @@ fn bug_nodepool_selector_picks_the_pool() {
     assert!(errors.is_empty(), "{errors:#?}\n{}", checker::summary(&plan));
     assert_eq!(claim_of(&plan, "wants-second").map(|c| c.nodepool.as_str()), Some("second"));
 }
+
+/// Repacking mixes types: four 2-vCPU pods fill the 8-vCPU type exactly, and the three 4 GiB
+/// pods go on two small memory nodes; a second 8-vCPU node (what one type for all, or merging
+/// whole claims, gives) costs more. Found by `tests/exact_optimum.rs`.
+#[test]
+fn repacking_mixes_types_when_that_is_cheaper() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("mem.small", 1, 8, 0.03, Some(0.009), &["zone-a"]),
+        fixed_type("cpu.large", 8, 16, 0.24, Some(0.072), &["zone-a"]),
+    ]);
+    let mut all = pods("memory", 3, 250, 4096);
+    all.extend(pods("compute", 4, 2000, 256));
+    let plan = run(&snapshot(all, vec![pool("default")]), &catalog);
+    assert_eq!(placed(&plan), 7);
+    assert!((plan.cost_per_hour - (0.072 + 2.0 * 0.009)).abs() < 1e-9, "{}", checker::summary(&plan));
+}
+
+/// Repacking splits a claim when smaller nodes hold its pods for less: three 2-vCPU 4 GiB nodes,
+/// one pod each, cost less than the one 8-vCPU node that holds all three.
+#[test]
+fn repacking_splits_a_claim_when_smaller_nodes_cost_less() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("small.large", 2, 4, 0.068, Some(0.02312), &["zone-a"]),
+        fixed_type("big.2xlarge", 8, 32, 0.272, Some(0.08976), &["zone-a"]),
+    ]);
+    let mut all = pods("memory", 2, 250, 4096);
+    all.extend(pods("compute", 1, 1500, 256));
+    let plan = run(&snapshot(all, vec![pool("default")]), &catalog);
+    assert_eq!(placed(&plan), 3);
+    assert!((plan.cost_per_hour - 3.0 * 0.02312).abs() < 1e-9, "{}", checker::summary(&plan));
+}
+
+/// Pods of the heavier pool ride on a node of another pool when that holds them for less: the
+/// two 1-vCPU pods open a node in the heavier pool (its type holds them), the 6 GiB pod one in
+/// the other pool (only its type holds it) with room for both; the plan keeps only the second.
+/// Found by `tests/exact_optimum.rs`.
+#[test]
+fn pods_ride_on_another_pools_claim_when_that_is_cheaper() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("heavy.large", 2, 4, 0.072, None, &["zone-a"]),
+        fixed_type("light.xlarge", 4, 8, 0.196, Some(0.0921), &["zone-a"]),
+    ]);
+    let mut preferred = pool("preferred");
+    preferred.weight = 2;
+    preferred.requirements.add(req(labels::INSTANCE_FAMILY, Operator::In, &["heavy"]));
+    let mut general = pool("general");
+    general.requirements.add(req(labels::INSTANCE_FAMILY, Operator::In, &["light"]));
+    let mut all = pods("small", 2, 1000, 1024);
+    all.push(pod("memory", 500, 6144));
+    let plan = run(&snapshot(all.clone(), vec![preferred.clone(), general.clone()]), &catalog);
+    assert_eq!(placed(&plan), 3);
+    assert_eq!(plan.nodeclaims.len(), 1, "{}", checker::summary(&plan));
+    assert_eq!(plan.nodeclaims[0].nodepool, "general");
+    assert!((plan.cost_per_hour - 0.0921).abs() < 1e-9, "{}", checker::summary(&plan));
+
+    // Not onto a node whose taint the pods do not tolerate.
+    general.taints.push(Taint::new("dedicated", "memory", TaintEffect::NoSchedule));
+    all[2].tolerations.push(tolerate("dedicated"));
+    let plan = run(&snapshot(all, vec![preferred, general]), &catalog);
+    assert_eq!(placed(&plan), 3);
+    assert_eq!(
+        claim_of(&plan, "small-0").map(|c| c.nodepool.as_str()),
+        Some("preferred"),
+        "{}",
+        checker::summary(&plan)
+    );
+}
+
+/// Repacking never opens a node in a pool for pods only whose home is a heavier pool: the small
+/// pods' home is `preferred` (its type holds them); they may ride on `general`'s node, but a
+/// `general` node of small pods alone (cheaper than the `preferred` one) goes against the weights.
+/// Found by `tests/exact_optimum.rs` (the plan came out cheaper than the optimum).
+#[test]
+fn repacking_keeps_a_pod_at_home_on_every_node() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("small.medium", 1, 2, 0.03, Some(0.009), &["zone-a"]),
+        fixed_type("big.2xlarge", 8, 32, 0.24, Some(0.072), &["zone-a"]),
+    ]);
+    let mut preferred = pool("preferred");
+    preferred.weight = 1;
+    preferred.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]));
+    preferred.requirements.add(req(labels::INSTANCE_FAMILY, Operator::In, &["small"]));
+    let mut general = pool("general");
+    general.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["spot"]));
+    let mut all = pods("compute", 5, 1500, 256);
+    all.extend(pods("small", 3, 250, 2048));
+    let plan = run(&snapshot(all, vec![preferred, general]), &catalog);
+    assert_eq!(placed(&plan), 8);
+    for c in plan.nodeclaims.iter().filter(|c| c.nodepool == "general") {
+        assert!(c.pods.iter().any(|p| p.contains("compute")), "{}", checker::summary(&plan));
+    }
+}

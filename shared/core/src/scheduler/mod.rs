@@ -23,6 +23,9 @@
 //! - `bins.rs` — the capacity pods go on, and whether a bin takes a pod;
 //! - `claims.rs` — opening a new claim and filling it;
 //! - `targets.rs` — the instance type a new claim is filled up to;
+//! - `repack.rs` — new claims packed afresh or merged after the pass; `mix.rs` — a few claims
+//!   at a time packed afresh over a mix of types; `rides.rs` — a claim's pods moved onto another
+//!   pool's claim;
 //! - `finalize.rs` — the filled bins turned into the plan; `bound.rs` — the lower bound it is
 //!   judged against; `plan.rs` — the plan's types.
 
@@ -34,10 +37,12 @@ mod classes;
 mod domains;
 mod finalize;
 mod fit;
+mod mix;
 mod pass;
 mod plan;
 mod pools;
 mod repack;
+mod rides;
 mod targets;
 mod topology;
 

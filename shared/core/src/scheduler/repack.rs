@@ -9,7 +9,9 @@
 //! requirements, which the merged claim keeps), packs their pods afresh, largest first, into nodes
 //! of the one type that costs least, and then repeatedly merges the set of claims, packed largest
 //! first into one type, that saves the most — each kept only when cheaper than before, priced as
-//! the plan prices a claim.
+//! the plan prices a claim. Last, a few claims at a time are packed afresh over a mix of types
+//! (`mix.rs`), a group of one claim too; and a claim whose pods can all ride on another pool's
+//! claim for less moves there (`rides.rs`).
 //!
 //! Pools with limits or `minValues` are left alone (a merged claim holds other candidates against
 //! the limits, and keeps other values), and so are groups of more than [`MAX_GROUP`] claims:
@@ -26,7 +28,7 @@ use crate::resources::Resources;
 const MAX_GROUP: usize = 64;
 
 /// A node of a fresh packing: what its pods request, and the pods.
-type Node = (Resources, Vec<usize>);
+pub(super) type Node = (Resources, Vec<usize>);
 
 /// The most pods of a group packed afresh (beyond, only whole claims are merged).
 const MAX_PODS: usize = 256;
@@ -39,19 +41,20 @@ impl Scheduler<'_> {
                 class_of[p] = c;
             }
         }
+        // Each pod's home: the first pool, by weight, that runs it as it is, where it would open a
+        // claim. A node of a pool holds at least one pod at home there, or the plan would have
+        // opened it against the weights (a pod may only ride on another pool's node).
+        let home_of: Vec<usize> = (0..self.classes.len())
+            .map(|c| {
+                (0..self.pools.len()).find(|&p| matches!(self.fit_cached(c, 0, p), Some(Ok(_)))).unwrap_or(usize::MAX)
+            })
+            .collect();
+        let home: Vec<usize> =
+            class_of.iter().map(|&c| if c == usize::MAX { usize::MAX } else { home_of[c] }).collect();
         let mut groups: HashMap<(usize, Requirements), Vec<usize>> = HashMap::default();
-        for (b, bin) in self.bins.iter().enumerate() {
-            if bin.node.is_some() {
-                continue;
-            }
-            let pool = &self.pools[bin.pool];
-            let movable = !bin.pods.is_empty()
-                && bin.ports.is_empty()
-                && bin.counts.is_empty()
-                && pool.remaining.is_none()
-                && !pool.has_min_values
-                && bin.pods.iter().all(|&p| class_of[p] != usize::MAX && self.generic[class_of[p]]);
-            if movable {
+        for b in 0..self.bins.len() {
+            if self.movable(b, &class_of) {
+                let bin = &self.bins[b];
                 groups.entry((bin.pool, bin.reqs.clone())).or_default().push(b);
             }
         }
@@ -59,19 +62,40 @@ impl Scheduler<'_> {
         // The same plan whatever the hash order.
         groups.sort_by_key(|(_, bins)| bins[0]);
         for ((pool, reqs), bins) in groups {
-            if bins.len() >= 2 && bins.len() <= MAX_GROUP {
-                self.repack_group(pool, &reqs, bins);
+            if bins.len() <= MAX_GROUP {
+                self.repack_group(pool, &reqs, bins, &home);
             }
+        }
+        let movable: Vec<usize> = (0..self.bins.len()).filter(|&b| self.movable(b, &class_of)).collect();
+        if movable.len() <= MAX_GROUP {
+            self.ride(&movable, &class_of);
         }
     }
 
-    fn repack_group(&mut self, pool: usize, reqs: &Requirements, mut bins: Vec<usize>) {
+    /// Whether new claim `b` may be repacked: it holds pods, all of them without topology,
+    /// affinity or host ports, in a pool without limits or `minValues`.
+    fn movable(&self, b: usize, class_of: &[usize]) -> bool {
+        let bin = &self.bins[b];
+        if bin.node.is_some() {
+            return false;
+        }
+        let pool = &self.pools[bin.pool];
+        !bin.pods.is_empty()
+            && bin.ports.is_empty()
+            && bin.counts.is_empty()
+            && pool.remaining.is_none()
+            && !pool.has_min_values
+            && bin.pods.iter().all(|&p| class_of[p] != usize::MAX && self.generic[class_of[p]])
+    }
+
+    fn repack_group(&mut self, pool: usize, reqs: &Requirements, mut bins: Vec<usize>, home: &[usize]) {
         let priced = priced(self, pool, reqs);
         // Every type the claims may be, once, cheapest first (spot before on-demand, as priced).
         let mut types: Vec<usize> = priced.0.iter().chain(&priced.1).map(|c| c.0).collect();
         let mut seen = vec![false; self.pools[pool].types.len()];
         types.retain(|&t| !std::mem::replace(&mut seen[t], true));
-        let cost = |s: &Self, used: &Resources| claim_price(s, pool, &priced, used).map(|(price, _)| price);
+        let shelf = Shelf::new(self, pool, &priced);
+        let cost = |s: &Self, used: &Resources| shelf.price(s, pool, used);
 
         // First the pods themselves: all of the group's, largest first, first fit into nodes of
         // one type, for the type that costs least (each node then priced as the plan prices it,
@@ -79,31 +103,12 @@ impl Scheduler<'_> {
         let pods: usize = bins.iter().map(|&b| self.bins[b].pods.len()).sum();
         if pods <= MAX_PODS {
             let mut all: Vec<usize> = bins.iter().flat_map(|&b| self.bins[b].pods.iter().copied()).collect();
-            all.sort_by(|&a, &b| {
-                let (a, b) = (&self.snap.pods[a].requests, &self.snap.pods[b].requests);
-                b.cpu.cmp(&a.cpu).then(b.memory.cmp(&a.memory)).then(b.pods.cmp(&a.pods))
-            });
+            self.largest_first(&mut all);
             let now: Option<f64> = bins.iter().map(|&b| cost(self, &self.bins[b].used)).sum();
-            let mut best: Option<(f64, Vec<Node>)> = None;
-            'types: for &t in &types {
-                let free = &self.pools[pool].types[t].free;
-                let mut nodes: Vec<Node> = Vec::new();
-                for &p in &all {
-                    let r = &self.snap.pods[p].requests;
-                    if let Some((used, on)) = nodes.iter_mut().find(|(used, _)| used.plus(r).fits(free)) {
-                        used.add(r);
-                        on.push(p);
-                    } else if r.fits(free) && nodes.len() < bins.len() {
-                        nodes.push((r.clone(), vec![p]));
-                    } else {
-                        continue 'types;
-                    }
-                }
-                let Some(total) = nodes.iter().map(|(used, _)| cost(self, used)).sum::<Option<f64>>() else { continue };
-                if best.as_ref().is_none_or(|(b, _)| total < *b) {
-                    best = Some((total, nodes));
-                }
-            }
+            let best = types
+                .iter()
+                .filter_map(|&t| self.pack_one_type(pool, &shelf, home, t, &all, bins.len()))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
             if let (Some(now), Some((total, nodes))) = (now, best) {
                 if total < now - 1e-9 {
                     let mut nodes = nodes.into_iter();
@@ -164,15 +169,89 @@ impl Scheduler<'_> {
             self.retarget(pool, &priced, *into);
             bins.retain(|b| !rest.contains(b));
         }
+
+        self.mix(pool, reqs, &priced, &shelf, home, bins);
+    }
+
+    /// Sorts pods largest first (cpu, then memory, then pod slots): the order every packing here
+    /// fills nodes in.
+    pub(super) fn largest_first(&self, pods: &mut [usize]) {
+        pods.sort_by(|&a, &b| {
+            let (a, b) = (&self.snap.pods[a].requests, &self.snap.pods[b].requests);
+            b.cpu.cmp(&a.cpu).then(b.memory.cmp(&a.memory)).then(b.pods.cmp(&a.pods))
+        });
+    }
+
+    /// `pods` (largest first) first fit into at most `max_nodes` nodes of type `t`, and what
+    /// those nodes cost as the plan prices them (so an emptier node may shrink to a cheaper
+    /// type); `None` when they do not fit, or a node holds no pod at `home` in the pool.
+    pub(super) fn pack_one_type(
+        &self,
+        pool: usize,
+        shelf: &Shelf,
+        home: &[usize],
+        t: usize,
+        pods: &[usize],
+        max_nodes: usize,
+    ) -> Option<(f64, Vec<Node>)> {
+        let free = &self.pools[pool].types[t].free;
+        let mut nodes: Vec<Node> = Vec::new();
+        for &p in pods {
+            let r = &self.snap.pods[p].requests;
+            if let Some((used, on)) = nodes.iter_mut().find(|(used, _)| used.plus(r).fits(free)) {
+                used.add(r);
+                on.push(p);
+            } else if r.fits(free) && nodes.len() < max_nodes {
+                nodes.push((r.clone(), vec![p]));
+            } else {
+                return None;
+            }
+        }
+        if !nodes.iter().all(|(_, on)| on.iter().any(|&p| home[p] == pool)) {
+            return None;
+        }
+        let total = nodes.iter().map(|(used, _)| shelf.price(self, pool, used)).sum::<Option<f64>>()?;
+        Some((total, nodes))
     }
 
     /// Points a repacked claim at the type the plan will price it as.
-    fn retarget(&mut self, pool: usize, priced: &PricedTypes, b: usize) {
+    pub(super) fn retarget(&mut self, pool: usize, priced: &PricedTypes, b: usize) {
         let used = &self.bins[b].used;
         let (_, target) = claim_price(self, pool, priced, used).expect("the repacked claim was priced");
         let free = self.pools[pool].types[target].free.minus(used);
         let bin = &mut self.bins[b];
         bin.target = target;
         bin.free = free;
+    }
+}
+
+/// The types a claim of one group can be priced as, with their prices, in the plan's order (spot
+/// first, then price): the plan takes the first type that holds a claim, so a type whose room an
+/// earlier one covers is never taken and is left out. The first that holds a claim here is the
+/// plan's choice, found without walking the pool's whole list.
+pub(super) struct Shelf(Vec<(usize, f64)>);
+
+impl Shelf {
+    fn new(s: &Scheduler<'_>, pool: usize, priced: &PricedTypes) -> Self {
+        let types = &s.pools[pool].types;
+        let mut kept: Vec<(usize, f64)> = Vec::new();
+        for c in priced.0.iter().chain(&priced.1) {
+            let free = &types[c.0].free;
+            if !kept.iter().any(|&(u, _)| free.fits(&types[u].free)) {
+                kept.push((c.0, c.2));
+            }
+        }
+        Shelf(kept)
+    }
+
+    /// What the plan makes a claim holding `used` cost ([`claim_price`]'s price).
+    pub(super) fn price(&self, s: &Scheduler<'_>, pool: usize, used: &Resources) -> Option<f64> {
+        let types = &s.pools[pool].types;
+        self.0.iter().find(|&&(t, _)| used.fits(&types[t].free)).map(|&(_, price)| price)
+    }
+
+    /// The types, cheapest first.
+    pub(super) fn types(&self) -> impl Iterator<Item = usize> + '_ {
+        self.0.iter().map(|&(t, _)| t)
     }
 }
