@@ -232,12 +232,8 @@ pub fn windows_config(args: &BTreeMap<String, String>) -> Result<NodeConfig> {
 
 /// The Windows Server release of an EKS Windows image's parameter (`2022`) as the core's OS.
 fn windows_os(year: &str) -> Result<NodeOs> {
-    Ok(match year {
-        "2019" => NodeOs::Windows2019,
-        "2022" => NodeOs::Windows2022,
-        "2025" => NodeOs::Windows2025,
-        other => bail!("Windows Server {other} has no EKS image Dovetail launches"),
-    })
+    let os = NodeOs::WINDOWS.into_iter().find(|os| os.windows_release() == Some(year));
+    os.with_context(|| format!("Windows Server {year} has no EKS image Dovetail launches"))
 }
 
 /// `--node-labels`, `--register-with-taints` and `--max-pods` of kubelet `flags` into `config`.

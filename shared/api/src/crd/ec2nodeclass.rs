@@ -345,6 +345,16 @@ impl AmiFamily {
         }
     }
 
+    /// The device the family's images boot from (Karpenter's default block device mapping):
+    /// `/dev/sda1` on Windows, `/dev/xvda` on Linux.
+    pub fn root_device(&self) -> &'static str {
+        if self.node_os().is_windows() {
+            "/dev/sda1"
+        } else {
+            "/dev/xvda"
+        }
+    }
+
     /// Why the family should not be used any more, for the class's status and `dovetail import`.
     pub fn deprecation(&self) -> Option<&'static str> {
         (*self == AmiFamily::Al2).then_some(

@@ -15,11 +15,6 @@ use super::object;
 use super::Notes;
 use crate::crd::{AmiFamily, EC2NodeClass, EC2NodeClassSpec, FieldError, EC2_NODE_CLASS_KIND};
 
-/// The root device of the Amazon Linux images and of the Windows ones, whose size Karpenter takes
-/// as the node's ephemeral storage when no mapping says `rootVolume: true`.
-const AL2023_ROOT_DEVICE: &str = "/dev/xvda";
-const WINDOWS_ROOT_DEVICE: &str = "/dev/sda1";
-
 /// Converts one Karpenter EC2NodeClass (as read) into Dovetail's, or says why it cannot be.
 pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<EC2NodeClass, Vec<FieldError>> {
     let mut value = input.clone();
@@ -137,8 +132,9 @@ fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
 /// say.
 fn check_root_volume(spec: &EC2NodeClassSpec, family: &AmiFamily, notes: &mut Notes<'_>) {
     let os = family.node_os();
-    let (device, image) =
-        if os.is_windows() { (WINDOWS_ROOT_DEVICE, "the Windows images'") } else { (AL2023_ROOT_DEVICE, "AL2023's") };
+    // The mapping Karpenter takes the node's ephemeral storage from when none says `rootVolume`.
+    let device = family.root_device();
+    let image = if os.is_windows() { "the Windows images'" } else { "AL2023's" };
     let planned = default_root_volume_bytes(os);
     let mappings = &spec.block_device_mappings;
     let root = mappings

@@ -15,7 +15,6 @@ use dovetail_core::hash::json_hash;
 use dovetail_core::resources::parse_units;
 use serde::Serialize;
 
-use super::userdata::is_windows;
 use crate::error::{api_error, AwsError, AwsResult};
 
 /// One EBS volume of the template.
@@ -83,11 +82,10 @@ fn as_text<T: Serialize>(v: &T) -> Option<String> {
 /// `DefaultBlockDeviceMappings`: Windows images boot from `/dev/sda1` and need 50 GiB, the Linux
 /// ones from `/dev/xvda` with 20 GiB.
 pub fn default_root(spec: &EC2NodeClassSpec) -> (&'static str, i32) {
-    if is_windows(&spec.ami_family()) {
-        ("/dev/sda1", 50)
-    } else {
-        ("/dev/xvda", 20)
-    }
+    let family = spec.ami_family();
+    // The size the planner counts ephemeral storage from, so the two never disagree.
+    let gib = dovetail_core::overhead::default_root_volume_bytes(family.node_os()) >> 30;
+    (family.root_device(), gib as i32)
 }
 
 /// The template content for a class: its disks (default: an encrypted gp3 root volume on the

@@ -126,7 +126,7 @@ pub fn alias_parameter(prefix: &str, alias: &AmiAlias, k8s_version: &str, arch: 
             if arch != "x86_64" {
                 return Ok(None);
             }
-            let year = windows_year(&family).expect("a Windows family");
+            let year = family.node_os().windows_release().expect("a Windows family");
             return Ok(Some(format!(
                 "{prefix}/aws/service/ami-windows-latest/Windows_Server-{year}-English-Core-EKS_Optimized-{k8s_version}/image_id"
             )));
@@ -138,17 +138,6 @@ pub fn alias_parameter(prefix: &str, alias: &AmiAlias, k8s_version: &str, arch: 
     } else {
         format!("{base}/{release}/image_id")
     }))
-}
-
-/// The Windows Server release of a Windows family (`2022` for `Windows2022`); `None` for Linux
-/// and `Custom` families.
-pub fn windows_year(family: &AmiFamily) -> Option<&'static str> {
-    match family {
-        AmiFamily::Windows2019 => Some("2019"),
-        AmiFamily::Windows2022 => Some("2022"),
-        AmiFamily::Windows2025 => Some("2025"),
-        _ => None,
-    }
 }
 
 /// Kubernetes architecture of an EC2 image architecture.

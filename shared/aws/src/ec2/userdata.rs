@@ -48,11 +48,6 @@ pub struct NodeSettings<'a> {
     pub family: AmiFamily,
 }
 
-/// Whether `family` is one of the Windows Server families (PowerShell user data, `/dev/sda1`).
-pub fn is_windows(family: &AmiFamily) -> bool {
-    crate::ec2::resolve::windows_year(family).is_some()
-}
-
 /// Whether the kubelet accepts `key` in `--node-labels`: labels in the `kubernetes.io` and
 /// `k8s.io` namespaces are refused unless they are among the kubelet's own (the node
 /// restriction admission plugin's rule); every other key is fine.
@@ -334,7 +329,7 @@ pub fn user_parts(user_data: &str) -> Result<Vec<Part>, MimeError> {
 /// script), or for Windows the PowerShell block [`windows_bootstrap`] writes. An error if the
 /// class's `userData` says it is multipart but cannot be split.
 pub fn user_data(s: &NodeSettings<'_>) -> Result<String, MimeError> {
-    if is_windows(&s.family) {
+    if s.family.node_os().is_windows() {
         return Ok(windows_bootstrap(s));
     }
     let mut parts = s.user_data.map(user_parts).transpose()?.unwrap_or_default();

@@ -20,6 +20,9 @@ pub enum NodeOs {
 }
 
 impl NodeOs {
+    /// The Windows releases, each of which is its own OS here.
+    pub const WINDOWS: [NodeOs; 3] = [NodeOs::Windows2019, NodeOs::Windows2022, NodeOs::Windows2025];
+
     /// The node's `kubernetes.io/os`.
     pub fn label(self) -> &'static str {
         if self.is_windows() {
@@ -37,6 +40,16 @@ impl NodeOs {
             NodeOs::Windows2019 => Some("10.0.17763"),
             NodeOs::Windows2022 => Some("10.0.20348"),
             NodeOs::Windows2025 => Some("10.0.26100"),
+        }
+    }
+
+    /// The Windows Server release (`2022`), as AWS names its images; none on Linux.
+    pub fn windows_release(self) -> Option<&'static str> {
+        match self {
+            NodeOs::Linux => None,
+            NodeOs::Windows2019 => Some("2019"),
+            NodeOs::Windows2022 => Some("2022"),
+            NodeOs::Windows2025 => Some("2025"),
         }
     }
 
