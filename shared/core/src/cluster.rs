@@ -34,7 +34,8 @@ pub struct ResolvedClass {
     pub name: String,
     /// Hash of the class spec (minus selector terms), see `crate::hash::nodeclass_hash`.
     pub hash: String,
-    /// Image per instance type architecture (`amd64` / `arm64`) or per type name.
+    /// Image per instance type architecture (`amd64` / `arm64`; an alias's GPU and Neuron images
+    /// under `amd64/nvidia`, `amd64/neuron`, …) or per type name.
     pub images: BTreeMap<String, String>,
     /// Why `images` is empty, when the lookup could say (an alias AWS publishes no image for),
     /// for the class's `AMIsReady` condition; else it says no AMI matches.
@@ -64,6 +65,14 @@ pub const AMIS_READY: &str = "AMIsReady";
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 
 impl ResolvedClass {
+    /// Whether the images were resolved per variant (an alias: some key is `<arch>/nvidia` or
+    /// `<arch>/neuron`, see [`crate::catalog::ImageVariant::image_key`]); else each architecture
+    /// has one image for every type.
+    pub fn images_per_variant(&self) -> bool {
+        use crate::catalog::ImageVariant;
+        self.images.keys().any(|k| ImageVariant::parse_key(k).is_some_and(|(_, v)| v != ImageVariant::Standard))
+    }
+
     /// What the class resolves to nothing of, by condition type, with the sentence to show:
     /// empty when it can launch.
     pub fn missing(&self) -> Vec<(&'static str, String)> {
