@@ -7,9 +7,6 @@
 
 use serde_json::Value;
 
-use dovetail_core::overhead::default_root_volume_bytes;
-use dovetail_core::resources::parse_units;
-
 use super::nodepool::KARPENTER_TAINTS;
 use super::object;
 use super::Notes;
@@ -26,10 +23,6 @@ pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<EC2NodeCla
     class.to_core()?;
     check_image(&class, notes);
     check_launch(&class.spec, notes);
-    // Bottlerocket gets the warning that its nodes would not join; its root devices differ.
-    if class.ami_family() != AmiFamily::Bottlerocket {
-        check_root_volume(&class.spec, &class.ami_family(), notes);
-    }
     Ok(class)
 }
 
@@ -114,45 +107,6 @@ fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
         notes.warn(
             "spec.capacityReservationSelectorTerms",
             "kept, but Dovetail launches spot and on-demand capacity only, never into capacity reservations",
-        );
-    }
-    if let Some(policy) = &spec.instance_store_policy {
-        notes.warn(
-            "spec.instanceStorePolicy",
-            format!(
-                "kept {policy}, but not applied: Dovetail's user data does not configure the instance-store \
-                 disks, so they stay unused"
-            ),
-        );
-    }
-}
-
-/// Karpenter sizes a node's ephemeral storage from its root volume; Dovetail's planner assumes
-/// the image's default root volume (AL2023's 20Gi, the Windows images' 50Gi) whatever the mappings
-/// say.
-fn check_root_volume(spec: &EC2NodeClassSpec, family: &AmiFamily, notes: &mut Notes<'_>) {
-    let os = family.node_os();
-    // The mapping Karpenter takes the node's ephemeral storage from when none says `rootVolume`.
-    let device = family.root_device();
-    let image = if os.is_windows() { "the Windows images'" } else { "AL2023's" };
-    let planned = default_root_volume_bytes(os);
-    let mappings = &spec.block_device_mappings;
-    let root = mappings
-        .iter()
-        .position(|m| m.root_volume)
-        .or_else(|| mappings.iter().position(|m| m.device_name.as_deref() == Some(device)));
-    let Some(i) = root else { return };
-    let Some(size) = mappings[i].ebs.as_ref().and_then(|e| e.volume_size.as_ref()) else { return };
-    if parse_units(&size.0).is_ok_and(|bytes| bytes != planned) {
-        notes.warn(
-            format!("spec.blockDeviceMappings[{i}].ebs.volumeSize"),
-            format!(
-                "nodes get this {} root volume, but Dovetail plans ephemeral-storage as on {image} default \
-                 {}Gi one (Karpenter uses this size): pods that request ephemeral-storage are packed for {}Gi",
-                size.0,
-                planned >> 30,
-                planned >> 30
-            ),
         );
     }
 }

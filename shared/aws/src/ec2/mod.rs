@@ -31,7 +31,7 @@ use aws_sdk_ec2::types::{
     InstanceLifecycleType, InstanceType as SdkInstanceType, OnDemandOptionsRequest, ResourceType,
     SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest,
 };
-use dovetail_api::crd::AmiFamily;
+use dovetail_api::crd::{AmiFamily, InstanceStorePolicy};
 use dovetail_core::catalog::{embedded, CapacityType, Catalog, ImageVariant, InstanceResources};
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::disruption::drift::resolved_image;
@@ -304,6 +304,7 @@ impl Ec2Cloud {
                     kubelet: spec.kubelet.as_ref(),
                     user_data: spec.user_data.as_deref(),
                     family,
+                    raid0: spec.instance_store_policy == Some(InstanceStorePolicy::Raid0),
                 })
                 .map_err(|e| AwsError::Class {
                     class: request.class.name.clone(),

@@ -43,6 +43,10 @@ pub struct NodeSettings<'a> {
     pub kubelet: Option<&'a KubeletConfiguration>,
     /// The class's `userData`, merged in.
     pub user_data: Option<&'a str>,
+    /// `instanceStorePolicy: RAID0`: the image stripes the instance-store disks into one array
+    /// and puts the kubelet's and containerd's directories on it (nodeadm's `localStorage`
+    /// strategy, `bootstrap.sh --local-disks raid0`, Bottlerocket's `apiclient ephemeral-storage`).
+    pub raid0: bool,
     /// How the image bootstraps: [`AmiFamily::Al2`] with `bootstrap.sh`, the Windows families with
     /// `Start-EKSBootstrap.ps1`, any other with nodeadm.
     pub family: AmiFamily,
@@ -125,7 +129,7 @@ pub fn node_config(s: &NodeSettings<'_>) -> String {
     if let Some(cidr) = &s.cluster.service_cidr {
         cluster["cidr"] = cidr.clone().into();
     }
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "apiVersion": "node.eks.aws/v1alpha1",
         "kind": "NodeConfig",
         "spec": {
@@ -133,6 +137,9 @@ pub fn node_config(s: &NodeSettings<'_>) -> String {
             "kubelet": {"config": kubelet, "flags": kubelet_flags(s.labels, s.taints)},
         },
     });
+    if s.raid0 {
+        doc["spec"]["instance"] = serde_json::json!({"localStorage": {"strategy": "RAID0"}});
+    }
     serde_yaml_ng::to_string(&doc).expect("JSON values serialize as YAML")
 }
 
@@ -197,6 +204,9 @@ pub fn al2_bootstrap(s: &NodeSettings<'_>) -> String {
         args.extend(["--dns-cluster-ip".to_string(), quoted(ip)]);
     }
     args.extend(["--use-max-pods".to_string(), "false".to_string()]);
+    if s.raid0 {
+        args.extend(["--local-disks".to_string(), "raid0".to_string()]);
+    }
     args.extend(["--kubelet-extra-args".to_string(), quoted(&kubelet.join(" "))]);
     format!("#!/bin/bash\nset -euo pipefail\n/etc/eks/bootstrap.sh {}\n", args.join(" "))
 }
@@ -420,6 +430,7 @@ mod tests {
             kubelet: Some(&kubelet),
             user_data: None,
             family: AmiFamily::Al2023,
+            raid0: false,
         };
         let doc: serde_json::Value = serde_yaml_ng::from_str(&node_config(&s)).unwrap();
         assert_eq!(doc["kind"], "NodeConfig");
@@ -434,6 +445,62 @@ mod tests {
         assert_eq!(doc["spec"]["kubelet"]["config"]["clusterDNS"][0], "10.100.0.10");
         assert_eq!(doc["spec"]["kubelet"]["flags"][0], "--node-labels=dovetail.dev/nodeclaim=default-x");
         assert_eq!(doc["spec"]["kubelet"]["flags"][1], "--register-with-taints=dovetail.dev/unregistered:NoExecute");
+    }
+
+    /// Every kubelet field of Karpenter's EC2NodeClass reaches nodeadm's kubelet config under the
+    /// kubelet's own name, and RAID0 becomes nodeadm's local-storage strategy.
+    #[test]
+    fn node_config_carries_every_kubelet_field_and_the_raid0_strategy() {
+        let c = cluster();
+        let labels = BTreeMap::new();
+        let kubelet: KubeletConfiguration = serde_json::from_value(serde_json::json!({
+            "clusterDNS": ["10.100.0.10"],
+            "maxPods": 50,
+            "podsPerCore": 10,
+            "systemReserved": {"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi"},
+            "kubeReserved": {"cpu": "200m", "memory": "300Mi"},
+            "evictionHard": {"memory.available": "5%", "nodefs.available": "10%"},
+            "evictionSoft": {"memory.available": "10%"},
+            "evictionSoftGracePeriod": {"memory.available": "1m30s"},
+            "evictionMaxPodGracePeriod": 60,
+            "imageGCHighThresholdPercent": 85,
+            "imageGCLowThresholdPercent": 80,
+            "cpuCFSQuota": false,
+        }))
+        .unwrap();
+        let s = NodeSettings {
+            cluster: &c,
+            labels: &labels,
+            taints: &[],
+            max_pods: 50,
+            kubelet: Some(&kubelet),
+            user_data: None,
+            family: AmiFamily::Al2023,
+            raid0: true,
+        };
+        let doc: serde_json::Value = serde_yaml_ng::from_str(&node_config(&s)).unwrap();
+        let config = &doc["spec"]["kubelet"]["config"];
+        assert_eq!(
+            *config,
+            serde_json::json!({
+                "clusterDNS": ["10.100.0.10"],
+                "maxPods": 50,
+                "podsPerCore": 10,
+                "systemReserved": {"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi"},
+                "kubeReserved": {"cpu": "200m", "memory": "300Mi"},
+                "evictionHard": {"memory.available": "5%", "nodefs.available": "10%"},
+                "evictionSoft": {"memory.available": "10%"},
+                "evictionSoftGracePeriod": {"memory.available": "1m30s"},
+                "evictionMaxPodGracePeriod": 60,
+                "imageGCHighThresholdPercent": 85,
+                "imageGCLowThresholdPercent": 80,
+                "cpuCFSQuota": false,
+            })
+        );
+        assert_eq!(doc["spec"]["instance"]["localStorage"]["strategy"], "RAID0");
+        let without = node_config(&NodeSettings { raid0: false, ..s });
+        let doc: serde_json::Value = serde_yaml_ng::from_str(&without).unwrap();
+        assert!(doc["spec"].get("instance").is_none(), "{without}");
     }
 
     /// A shell command line's words (single quotes and backslash escapes, as the AL2 bootstrap
@@ -496,6 +563,7 @@ mod tests {
             kubelet: Some(&kubelet),
             user_data: Some("#!/bin/bash\necho mine\n"),
             family: AmiFamily::Al2,
+            raid0: true,
         };
         let parts = user_parts(&user_data(&s).unwrap()).unwrap();
         assert_eq!(parts.len(), 2, "{parts:#?}");
@@ -510,6 +578,7 @@ mod tests {
         assert_eq!(arg("--service-ipv4-cidr"), Some("10.100.0.0/16"));
         assert_eq!(arg("--dns-cluster-ip"), Some("10.100.0.10"));
         assert_eq!(arg("--use-max-pods"), Some("false"));
+        assert_eq!(arg("--local-disks"), Some("raid0"));
         let kubelet_args: Vec<&str> = arg("--kubelet-extra-args").unwrap().split(' ').collect();
         for want in [
             "--node-labels=dovetail.dev/nodepool=default,team=pay",
@@ -553,6 +622,7 @@ mod tests {
                 kubelet: Some(&kubelet),
                 user_data: Some("Write-Host \"mine\"\nNew-Item -Path 'C:\\temp' -ItemType Directory\n"),
                 family: family.clone(),
+                raid0: false,
             };
             let out = user_data(&s).unwrap();
             assert!(out.starts_with("<powershell>\nWrite-Host \"mine\"\nNew-Item -Path 'C:\\temp'"), "{out}");
@@ -638,8 +708,16 @@ mod tests {
     /// The user data of a pool of `c` without labels, taints or kubelet settings.
     fn plain(c: &ClusterFacts, family: AmiFamily, max_pods: i64, user: Option<&str>) -> Result<String, MimeError> {
         let labels = BTreeMap::new();
-        let s =
-            NodeSettings { cluster: c, labels: &labels, taints: &[], max_pods, kubelet: None, user_data: user, family };
+        let s = NodeSettings {
+            cluster: c,
+            labels: &labels,
+            taints: &[],
+            max_pods,
+            kubelet: None,
+            user_data: user,
+            family,
+            raid0: false,
+        };
         user_data(&s)
     }
 
