@@ -13,8 +13,8 @@ use dovetail_core::resources::{parse_cpu_millis, parse_units, Resources, CPU};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
-    Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError, InstanceStorePolicy,
-    NodePool, Taint, TaintEffect,
+    AmiFamily, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError,
+    InstanceStorePolicy, NodePool, Taint, TaintEffect,
 };
 
 fn field_error(kind: &'static str, name: &str, field: String, message: String) -> FieldError {
@@ -172,6 +172,7 @@ impl EC2NodeClass {
         // The family from `amiFamily`, else the alias, decides the OS of the class's nodes.
         let mut kubelet = core::KubeletConfig {
             os: self.ami_family().node_os(),
+            bottlerocket: self.ami_family() == AmiFamily::Bottlerocket,
             ephemeral_volume_bytes: self.spec.ephemeral_volume_bytes(),
             instance_store_raid0: self.spec.instance_store_policy == Some(InstanceStorePolicy::Raid0),
             ..Default::default()

@@ -26,14 +26,14 @@ pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<EC2NodeCla
     Ok(class)
 }
 
-/// Dovetail writes AL2023 user data (a nodeadm NodeConfig), AL2's (`bootstrap.sh`) and the Windows
-/// images' (the EKS PowerShell bootstrap), passes `Custom` user data unchanged as Karpenter does,
-/// and resolves `al2023`, `al2` and `windows20xx` aliases: Bottlerocket does not bootstrap.
+/// Dovetail writes AL2023 user data (a nodeadm NodeConfig), AL2's (`bootstrap.sh`), the Windows
+/// images' (the EKS PowerShell bootstrap) and Bottlerocket's (TOML settings), passes `Custom` user
+/// data unchanged as Karpenter does, and resolves every alias family Karpenter does: only AL2's
+/// deprecation and Karpenter's own taint in Custom user data are worth a word.
 fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
     let spec = &class.spec;
     let alias = spec.ami_selector_terms.iter().position(|t| t.alias.is_some());
     match class.ami_family() {
-        AmiFamily::Al2023 | AmiFamily::Windows2019 | AmiFamily::Windows2022 | AmiFamily::Windows2025 => {}
         AmiFamily::Al2 => {
             let field = match alias {
                 Some(i) => format!("spec.amiSelectorTerms[{i}].alias"),
@@ -45,7 +45,6 @@ fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
         // Karpenter's Custom images register their nodes with its unregistered taint, which
         // Dovetail never lifts (it lifts its own).
         AmiFamily::Custom => {
-            check_custom_alias(class, notes);
             let user_data = spec.user_data.as_deref().unwrap_or_default();
             for (karpenter, dovetail) in KARPENTER_TAINTS.iter().filter(|(k, _)| user_data.contains(k)) {
                 notes.warn(
@@ -57,47 +56,9 @@ fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
                 );
             }
         }
-        family => {
-            let (field, how) = match (alias, &spec.ami_family) {
-                (Some(i), None) => (
-                    format!("spec.amiSelectorTerms[{i}].alias"),
-                    "it resolves only al2023, al2 and windows2019/2022/2025 aliases",
-                ),
-                _ => ("spec.amiFamily".to_string(), "it writes only AL2023, AL2 and Windows bootstrap user data"),
-            };
-            notes.warn(
-                field,
-                format!(
-                    "kept {family}, but Dovetail launches Amazon Linux and Windows nodes only ({how}): nodes of this \
-                     class would not join the cluster. Use alias al2023@latest, or AL2023 AMIs with amiFamily AL2023, and \
-                     rewrite userData{} as nodeadm configuration",
-                    if spec.user_data.is_some() { "" } else { " (if you add any)" }
-                ),
-            );
-        }
-    }
-}
-
-/// Alias families Dovetail does not look images up for (`alias_parameter` in
-/// `shared/aws/src/ec2/resolve.rs` refuses them). Under their own family the family's warning
-/// covers it; under `amiFamily: Custom` (as Karpenter's custom-family-with-alias example writes
-/// it) nothing else would say that the class finds no image.
-const UNRESOLVED_ALIAS_FAMILIES: &[AmiFamily] = &[AmiFamily::Bottlerocket];
-
-/// A Custom class whose image comes from an alias Dovetail cannot resolve launches nothing.
-fn check_custom_alias(class: &EC2NodeClass, notes: &mut Notes<'_>) {
-    let Some(i) = class.spec.ami_selector_terms.iter().position(|t| t.alias.is_some()) else { return };
-    let Some(alias) = class.alias() else { return };
-    if UNRESOLVED_ALIAS_FAMILIES.contains(&alias.ami_family()) {
-        notes.warn(
-            format!("spec.amiSelectorTerms[{i}].alias"),
-            format!(
-                "kept {}@{}, but Dovetail does not resolve {} aliases: this class finds no image and its pools \
-                 launch nothing. Select the image by id, name or tags instead (the user data still goes to the \
-                 nodes unchanged)",
-                alias.family, alias.version, alias.family
-            ),
-        );
+        // AL2023, Bottlerocket and Windows launch as Karpenter's do; an unknown family fails
+        // validation before this.
+        _ => {}
     }
 }
 

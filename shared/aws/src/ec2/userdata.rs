@@ -8,6 +8,8 @@
 //!   so the class's scripts run before the node joins.
 //! - Windows: no MIME document but one `<powershell>` block, the class's PowerShell and then the
 //!   image's `Start-EKSBootstrap.ps1` with the same settings ([`windows_bootstrap`]).
+//! - Bottlerocket: TOML settings, the class's with Dovetail's merged over them
+//!   ([`bottlerocket::settings`]).
 
 use std::collections::BTreeMap;
 
@@ -19,10 +21,20 @@ use dovetail_core::model::{Taint, TaintEffect};
 
 use crate::eks::ClusterFacts;
 
+pub mod bottlerocket;
 mod mime;
 
 use mime::Document;
 pub use mime::{MimeError, Part};
+
+/// Why the class's `userData` cannot be merged with Dovetail's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UserDataError {
+    #[error(transparent)]
+    Mime(#[from] MimeError),
+    #[error("not Bottlerocket TOML settings: {0}")]
+    Toml(String),
+}
 
 /// The MIME boundary of the generated document (fixed, so equal inputs give equal bytes and one
 /// launch template).
@@ -88,20 +100,30 @@ fn effect(e: TaintEffect) -> &'static str {
     }
 }
 
-/// The kubelet flags: `--node-labels` (what the kubelet may set) and `--register-with-taints`
-/// (always including the unregistered taint).
-pub fn kubelet_flags(labels: &BTreeMap<String, String>, taints: &[Taint]) -> Vec<String> {
-    let mut flags = Vec::new();
-    let labels: Vec<String> =
-        labels.iter().filter(|(k, _)| kubelet_may_set(k)).map(|(k, v)| format!("{k}={v}")).collect();
-    if !labels.is_empty() {
-        flags.push(format!("--node-labels={}", labels.join(",")));
-    }
+/// The taints a node registers with: the pool's and startup taints, and the unregistered taint
+/// Dovetail lifts once it has matched the node to its claim.
+fn registration_taints(taints: &[Taint]) -> Vec<Taint> {
     let mut all: Vec<Taint> = taints.to_vec();
     if !all.iter().any(|t| t.key == TAINT_UNREGISTERED) {
         all.push(Taint::new(TAINT_UNREGISTERED, "", TaintEffect::NoExecute));
     }
-    let taints: Vec<String> = all
+    all
+}
+
+/// The labels the node registers with: those the kubelet may set ([`kubelet_may_set`]).
+fn registration_labels(labels: &BTreeMap<String, String>) -> impl Iterator<Item = (&String, &String)> {
+    labels.iter().filter(|(k, _)| kubelet_may_set(k))
+}
+
+/// The kubelet flags: `--node-labels` (what the kubelet may set) and `--register-with-taints`
+/// (always including the unregistered taint).
+pub fn kubelet_flags(labels: &BTreeMap<String, String>, taints: &[Taint]) -> Vec<String> {
+    let mut flags = Vec::new();
+    let labels: Vec<String> = registration_labels(labels).map(|(k, v)| format!("{k}={v}")).collect();
+    if !labels.is_empty() {
+        flags.push(format!("--node-labels={}", labels.join(",")));
+    }
+    let taints: Vec<String> = registration_taints(taints)
         .iter()
         .map(|t| {
             if t.value.is_empty() {
@@ -336,11 +358,15 @@ pub fn user_parts(user_data: &str) -> Result<Vec<Part>, MimeError> {
 }
 
 /// The whole user data: the class's parts, then Dovetail's NodeConfig (AL2: its bootstrap
-/// script), or for Windows the PowerShell block [`windows_bootstrap`] writes. An error if the
-/// class's `userData` says it is multipart but cannot be split.
-pub fn user_data(s: &NodeSettings<'_>) -> Result<String, MimeError> {
+/// script), for Windows the PowerShell block [`windows_bootstrap`] writes, for Bottlerocket the
+/// class's TOML settings with Dovetail's merged in ([`bottlerocket::settings`]). An error if the
+/// class's `userData` says it is multipart but cannot be split, or is no Bottlerocket TOML.
+pub fn user_data(s: &NodeSettings<'_>) -> Result<String, UserDataError> {
     if s.family.node_os().is_windows() {
         return Ok(windows_bootstrap(s));
+    }
+    if s.family == AmiFamily::Bottlerocket {
+        return bottlerocket::settings(s);
     }
     let mut parts = s.user_data.map(user_parts).transpose()?.unwrap_or_default();
     parts.push(match s.family {
@@ -706,7 +732,7 @@ mod tests {
     }
 
     /// The user data of a pool of `c` without labels, taints or kubelet settings.
-    fn plain(c: &ClusterFacts, family: AmiFamily, max_pods: i64, user: Option<&str>) -> Result<String, MimeError> {
+    fn plain(c: &ClusterFacts, family: AmiFamily, max_pods: i64, user: Option<&str>) -> Result<String, UserDataError> {
         let labels = BTreeMap::new();
         let s = NodeSettings {
             cluster: c,
@@ -722,7 +748,7 @@ mod tests {
     }
 
     /// The user data of an AL2023 pool of `cluster()` (maxPods 110) whose class's `userData` is `user`.
-    fn merge(user: &str) -> Result<String, MimeError> {
+    fn merge(user: &str) -> Result<String, UserDataError> {
         plain(&cluster(), AmiFamily::Al2023, 110, Some(user))
     }
 

@@ -71,6 +71,11 @@ pub struct KubeletConfig {
     /// Linux unless the class's AMI family is Windows.
     #[serde(default, skip_serializing_if = "NodeOs::is_linux")]
     pub os: NodeOs,
+    /// The class's image is Bottlerocket, whose kubelet ignores `podsPerCore` (Bottlerocket has
+    /// no such setting) and whose kube-reserved memory follows the pods the node runs, not its
+    /// ENI limit (Karpenter's feature flags for the family).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bottlerocket: bool,
     pub max_pods: Option<i64>,
     pub pods_per_core: Option<i64>,
     /// Replaces the computed kube-reserved amounts for the resources it names.

@@ -119,13 +119,14 @@ pub fn default_root_volume_bytes(os: NodeOs) -> i64 {
 }
 
 /// The kubelet's `maxPods`: the configured value, else the ENI limit on Linux and 110 on Windows
-/// (the Windows images do not size pod density from the type's ENIs), capped by `podsPerCore`.
+/// (the Windows images do not size pod density from the type's ENIs), capped by `podsPerCore`
+/// (except on Bottlerocket, which has no such setting).
 pub fn max_pods(facts: &Ec2Facts, kubelet: &KubeletConfig) -> i64 {
     let count = kubelet.max_pods.unwrap_or_else(|| match kubelet.os {
         NodeOs::Linux => eni_limited_pods(facts),
         _ => DEFAULT_MAX_PODS,
     });
-    match kubelet.pods_per_core {
+    match kubelet.pods_per_core.filter(|_| !kubelet.bottlerocket) {
         // Zero means "no limit" to the kubelet, so it must not cap the count at zero.
         Some(per_core) if per_core > 0 => count.min(per_core * facts.vcpu),
         _ => count,
@@ -178,9 +179,9 @@ pub fn kube_reserved(facts: &Ec2Facts, kubelet: &KubeletConfig) -> Resources {
     // The Linux AMI sizes kubelet's memory reservation from the ENI-limited pod density even when
     // maxPods is overridden (awslabs/amazon-eks-ami#782), and Karpenter follows the AMI, so neither
     // maxPods nor podsPerCore changes it there. The Windows images size it from the pods the node
-    // actually runs, so there they do.
+    // actually runs, so there they do; Bottlerocket too.
     let pods = match kubelet.os {
-        NodeOs::Linux => eni_limited_pods(facts),
+        NodeOs::Linux if !kubelet.bottlerocket => eni_limited_pods(facts),
         _ => max_pods(facts, kubelet),
     };
     let mut r = Resources {
@@ -570,5 +571,20 @@ mod tests {
             let tenth = (want as f64 / 10.0).ceil() as i64;
             assert_eq!(allocatable(facts, &k).ephemeral, want - GI - tenth, "{facts:?} {k:?}");
         }
+    }
+
+    /// Bottlerocket: no podsPerCore, and kube-reserved memory from the pods the node runs.
+    #[test]
+    fn bottlerocket_sizes_kube_reserved_from_its_pods_and_has_no_pods_per_core() {
+        let br = KubeletConfig { bottlerocket: true, ..kubelet() };
+        let m5 = m5_large();
+        assert_eq!(max_pods(&m5, &br), 29);
+        assert_eq!(max_pods(&m5, &KubeletConfig { pods_per_core: Some(4), ..br.clone() }), 29);
+        assert_eq!(max_pods(&m5, &KubeletConfig { pods_per_core: Some(4), ..kubelet() }), 8);
+        let fewer = KubeletConfig { max_pods: Some(10), ..br.clone() };
+        assert_eq!(kube_reserved(&m5, &fewer).memory, (11 * 10 + 255) * MI);
+        // AL2023 keeps the ENI-limited figure whatever maxPods says.
+        assert_eq!(kube_reserved(&m5, &KubeletConfig { max_pods: Some(10), ..kubelet() }).memory, (11 * 29 + 255) * MI);
+        assert_eq!(kube_reserved(&m5, &br).memory, (11 * 29 + 255) * MI);
     }
 }
