@@ -405,7 +405,7 @@ fn boundary_for(parts: &[Part]) -> String {
 mod tests {
     use super::*;
 
-    fn cluster() -> ClusterFacts {
+    pub(super) fn cluster() -> ClusterFacts {
         ClusterFacts {
             name: "prod".into(),
             endpoint: "https://ABC.gr7.us-east-1.eks.amazonaws.com".into(),
@@ -413,6 +413,24 @@ mod tests {
             version: "1.31".into(),
             service_cidr: Some("10.100.0.0/16".into()),
         }
+    }
+
+    /// Every kubelet field of Karpenter's EC2NodeClass, as a class writes them (maxPods 50).
+    pub(super) fn every_kubelet_field() -> serde_json::Value {
+        serde_json::json!({
+            "clusterDNS": ["10.100.0.10"],
+            "maxPods": 50,
+            "podsPerCore": 10,
+            "systemReserved": {"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi"},
+            "kubeReserved": {"cpu": "200m", "memory": "300Mi"},
+            "evictionHard": {"memory.available": "5%", "nodefs.available": "10%"},
+            "evictionSoft": {"memory.available": "10%"},
+            "evictionSoftGracePeriod": {"memory.available": "1m30s"},
+            "evictionMaxPodGracePeriod": 60,
+            "imageGCHighThresholdPercent": 85,
+            "imageGCLowThresholdPercent": 80,
+            "cpuCFSQuota": false,
+        })
     }
 
     #[test]
@@ -479,21 +497,7 @@ mod tests {
     fn node_config_carries_every_kubelet_field_and_the_raid0_strategy() {
         let c = cluster();
         let labels = BTreeMap::new();
-        let kubelet: KubeletConfiguration = serde_json::from_value(serde_json::json!({
-            "clusterDNS": ["10.100.0.10"],
-            "maxPods": 50,
-            "podsPerCore": 10,
-            "systemReserved": {"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi"},
-            "kubeReserved": {"cpu": "200m", "memory": "300Mi"},
-            "evictionHard": {"memory.available": "5%", "nodefs.available": "10%"},
-            "evictionSoft": {"memory.available": "10%"},
-            "evictionSoftGracePeriod": {"memory.available": "1m30s"},
-            "evictionMaxPodGracePeriod": 60,
-            "imageGCHighThresholdPercent": 85,
-            "imageGCLowThresholdPercent": 80,
-            "cpuCFSQuota": false,
-        }))
-        .unwrap();
+        let kubelet: KubeletConfiguration = serde_json::from_value(every_kubelet_field()).unwrap();
         let s = NodeSettings {
             cluster: &c,
             labels: &labels,
@@ -506,23 +510,8 @@ mod tests {
         };
         let doc: serde_json::Value = serde_yaml_ng::from_str(&node_config(&s)).unwrap();
         let config = &doc["spec"]["kubelet"]["config"];
-        assert_eq!(
-            *config,
-            serde_json::json!({
-                "clusterDNS": ["10.100.0.10"],
-                "maxPods": 50,
-                "podsPerCore": 10,
-                "systemReserved": {"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi"},
-                "kubeReserved": {"cpu": "200m", "memory": "300Mi"},
-                "evictionHard": {"memory.available": "5%", "nodefs.available": "10%"},
-                "evictionSoft": {"memory.available": "10%"},
-                "evictionSoftGracePeriod": {"memory.available": "1m30s"},
-                "evictionMaxPodGracePeriod": 60,
-                "imageGCHighThresholdPercent": 85,
-                "imageGCLowThresholdPercent": 80,
-                "cpuCFSQuota": false,
-            })
-        );
+        // nodeadm takes the kubelet's own names, so the class's fields go as written.
+        assert_eq!(*config, every_kubelet_field());
         assert_eq!(doc["spec"]["instance"]["localStorage"]["strategy"], "RAID0");
         let without = node_config(&NodeSettings { raid0: false, ..s });
         let doc: serde_json::Value = serde_yaml_ng::from_str(&without).unwrap();

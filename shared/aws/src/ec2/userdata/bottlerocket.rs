@@ -119,19 +119,9 @@ fn table<'a>(parent: &'a mut Table, key: &str) -> Result<&'a mut Table, UserData
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eks::ClusterFacts;
+    use crate::ec2::userdata::tests::{cluster, every_kubelet_field};
     use dovetail_api::crd::{AmiFamily, KubeletConfiguration};
     use dovetail_core::model::{Taint, TaintEffect};
-
-    fn cluster() -> ClusterFacts {
-        ClusterFacts {
-            name: "prod".into(),
-            endpoint: "https://ABC.gr7.us-east-1.eks.amazonaws.com".into(),
-            ca_pem: "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n".into(),
-            version: "1.31".into(),
-            service_cidr: Some("10.100.0.0/16".into()),
-        }
-    }
 
     fn parsed(text: &str) -> Table {
         text.parse().unwrap_or_else(|e| panic!("{e}\n{text}"))
@@ -147,21 +137,7 @@ mod tests {
             // The kubelet may not set it: left out, as for nodeadm.
             ("node-role.kubernetes.io/worker".to_string(), "".to_string()),
         ]);
-        let kubelet: KubeletConfiguration = serde_json::from_value(serde_json::json!({
-            "clusterDNS": ["10.100.0.10"],
-            "maxPods": 50,
-            "podsPerCore": 10,
-            "systemReserved": {"cpu": "100m"},
-            "kubeReserved": {"memory": "300Mi"},
-            "evictionHard": {"memory.available": "5%"},
-            "evictionSoft": {"memory.available": "10%"},
-            "evictionSoftGracePeriod": {"memory.available": "1m30s"},
-            "evictionMaxPodGracePeriod": 60,
-            "imageGCHighThresholdPercent": 85,
-            "imageGCLowThresholdPercent": 80,
-            "cpuCFSQuota": false,
-        }))
-        .unwrap();
+        let kubelet: KubeletConfiguration = serde_json::from_value(every_kubelet_field()).unwrap();
         let user = r#"
 [settings.kubernetes]
 cluster-name = "someone-else"
@@ -210,8 +186,10 @@ enabled = true
         assert_eq!(node_taints["dovetail.dev/unregistered"], Value::Array(vec![":NoExecute".into()]));
         assert_eq!(k["cluster-dns-ip"].as_str(), Some("10.100.0.10"));
         assert_eq!(k["system-reserved"]["cpu"].as_str(), Some("100m"));
+        assert_eq!(k["system-reserved"]["ephemeral-storage"].as_str(), Some("1Gi"));
         assert_eq!(k["kube-reserved"]["memory"].as_str(), Some("300Mi"));
         assert_eq!(k["eviction-hard"]["memory.available"].as_str(), Some("5%"));
+        assert_eq!(k["eviction-hard"]["nodefs.available"].as_str(), Some("10%"));
         assert_eq!(k["eviction-soft"]["memory.available"].as_str(), Some("10%"));
         assert_eq!(k["eviction-soft-grace-period"]["memory.available"].as_str(), Some("1m30s"));
         assert_eq!(k["eviction-max-pod-grace-period"].as_integer(), Some(60));
