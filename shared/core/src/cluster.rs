@@ -41,6 +41,13 @@ pub struct ResolvedClass {
     /// for the class's `AMIsReady` condition; else it says no AMI matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images_problem: Option<String>,
+    /// The images are per variant: they come from an alias of a family AWS publishes GPU and
+    /// Neuron builds of (AL2023, AL2, Bottlerocket), so a GPU or Neuron type takes only its
+    /// variant's image (`<arch>/nvidia`, `<arch>/neuron`) and none where the alias has none, as
+    /// Karpenter gives such types no image then. Otherwise each architecture's one image serves
+    /// every type.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub images_per_variant: bool,
     pub subnets: Vec<String>,
     pub security_groups: Vec<String>,
     /// Zones the subnets are in: where a launch can go (empty when unknown: anywhere).
@@ -65,14 +72,6 @@ pub const AMIS_READY: &str = "AMIsReady";
 pub const INSTANCE_PROFILE_READY: &str = "InstanceProfileReady";
 
 impl ResolvedClass {
-    /// Whether the images were resolved per variant (an alias: some key is `<arch>/nvidia` or
-    /// `<arch>/neuron`, see [`crate::catalog::ImageVariant::image_key`]); else each architecture
-    /// has one image for every type.
-    pub fn images_per_variant(&self) -> bool {
-        use crate::catalog::ImageVariant;
-        self.images.keys().any(|k| ImageVariant::parse_key(k).is_some_and(|(_, v)| v != ImageVariant::Standard))
-    }
-
     /// What the class resolves to nothing of, by condition type, with the sentence to show:
     /// empty when it can launch.
     pub fn missing(&self) -> Vec<(&'static str, String)> {

@@ -99,6 +99,7 @@ fn cluster(n: usize) -> Cluster {
         hash: CLASS_HASH.into(),
         images: BTreeMap::from([("amd64".to_string(), "ami-0new".to_string())]),
         images_problem: None,
+        images_per_variant: false,
         subnets: vec!["subnet-a".into(), "subnet-b".into()],
         security_groups: vec!["sg-1".into(), "sg-2".into()],
         zones: vec![],
@@ -180,6 +181,7 @@ fn ami_drift_follows_the_variant_of_the_type() {
         ("amd64/nvidia".to_string(), "ami-gpu".to_string()),
         ("amd64/neuron".to_string(), "ami-neuron".to_string()),
     ]);
+    c.resolved[0].images_per_variant = true;
     assert!(detect(&c).is_empty(), "{:?}", detect(&c));
     c.resolved[0].images.insert("amd64/nvidia".into(), "ami-gpu2".into());
     assert_eq!(causes(&c, &c.claims[0]), vec![DriftCause::Ami { launched: "ami-gpu".into(), now: "ami-gpu2".into() }]);
@@ -188,8 +190,13 @@ fn ami_drift_follows_the_variant_of_the_type() {
     assert!(detect(&c).is_empty());
     assert_eq!(resolved_image(&c.resolved[0], "g5.xlarge", Some("amd64"), ImageVariant::Nvidia), None);
     assert_eq!(resolved_image(&c.resolved[0], "inf2.xlarge", Some("amd64"), ImageVariant::Neuron), Some("ami-neuron"));
+    // An alias with no GPU build at all (an old pinned release) gives GPU types no image either.
+    c.resolved[0].images.remove("amd64/neuron");
+    assert_eq!(resolved_image(&c.resolved[0], "g5.xlarge", Some("amd64"), ImageVariant::Nvidia), None);
+    assert_eq!(resolved_image(&c.resolved[0], "m5.large", Some("amd64"), ImageVariant::Standard), Some("ami-std"));
     // From terms: the architecture's one image, for every variant.
     c.resolved[0].images = BTreeMap::from([("amd64".to_string(), "ami-any".to_string())]);
+    c.resolved[0].images_per_variant = false;
     assert_eq!(causes(&c, &c.claims[0]), vec![DriftCause::Ami { launched: "ami-gpu".into(), now: "ami-any".into() }]);
     assert_eq!(resolved_image(&c.resolved[0], "g5.xlarge", Some("amd64"), ImageVariant::Nvidia), Some("ami-any"));
 }

@@ -120,7 +120,7 @@ pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Tim
                 })
                 .collect(),
             r.security_groups.iter().map(|id| SecurityGroup { id: id.clone(), name: None }).collect(),
-            r.images.iter().map(|(key, id)| image(key, id, r.images_per_variant())).collect(),
+            r.images.iter().map(|(key, id)| image(key, id, r.images_per_variant)).collect(),
         ),
         Err(_) => (vec![], vec![], vec![]),
     };
@@ -348,6 +348,7 @@ mod tests {
             hash: "h".into(),
             images: [("amd64".to_string(), "ami-x86".to_string()), ("arm64".to_string(), "ami-arm".to_string())].into(),
             images_problem: None,
+            images_per_variant: false,
             subnets: vec!["subnet-a".into(), "subnet-b".into()],
             security_groups: vec!["sg-1".into()],
             zones: vec!["us-east-1a".into(), "us-east-1b".into()],
@@ -394,6 +395,7 @@ mod tests {
         r.images.insert("amd64/nvidia".into(), "ami-gpu".into());
         r.images.insert("amd64/neuron".into(), "ami-neuron".into());
         r.images.insert("p5.48xlarge".into(), "ami-pinned".into());
+        r.images_per_variant = true;
         let s = desired_class(
             &ClassStatus { name: "default".into(), resolved: Ok(r), deletion_blocked: None },
             &ObservedClass::default(),

@@ -173,6 +173,17 @@ pub fn alias_parameter(
     Ok(Some(if latest { format!("{base}/recommended/image_id") } else { format!("{base}/{release}/image_id") }))
 }
 
+/// Whether AWS publishes the alias's family in GPU or Neuron builds (AL2023, AL2 and Bottlerocket
+/// do, Windows does not): the class's images are then per variant
+/// (`ResolvedClass::images_per_variant`).
+pub fn publishes_variants(alias: &AmiAlias, k8s_version: &str) -> bool {
+    ARCHES.iter().any(|(_, arch)| {
+        [ImageVariant::Nvidia, ImageVariant::Neuron]
+            .into_iter()
+            .any(|v| matches!(alias_parameter("", alias, k8s_version, arch, v), Ok(Some(_))))
+    })
+}
+
 /// Kubernetes architecture of an EC2 image architecture.
 fn arch_of(a: Option<&ArchitectureValues>) -> Option<&'static str> {
     match a? {
@@ -210,6 +221,7 @@ impl Resolver {
             resolved: ResolvedClass {
                 name: class.name.clone(),
                 hash: nodeclass_hash(&class.spec),
+                images_per_variant: spec.alias().is_some_and(|a| publishes_variants(&a, &self.k8s_version)),
                 images,
                 images_problem,
                 subnets: subnets.iter().map(|s| s.id.clone()).collect(),
@@ -486,6 +498,16 @@ mod tests {
         }
         let custom = AmiAlias { family: "custom".into(), version: "latest".into() };
         assert!(alias_parameter("", &custom, "1.31", "x86_64", Standard).is_err());
+        // Which families' images are per variant.
+        for (alias, per_variant) in [
+            ("al2023@latest", true),
+            ("al2023@v20240807", true),
+            ("al2@latest", true),
+            ("bottlerocket@latest", true),
+            ("windows2022@latest", false),
+        ] {
+            assert_eq!(publishes_variants(&AmiAlias::parse(alias).unwrap(), "1.31"), per_variant, "{alias}");
+        }
     }
 
     #[test]

@@ -112,10 +112,10 @@ fn arch_of(claim: &NodeClaim, node: Option<&Node>, instance_type: &str) -> Optio
 
 /// The image the class resolves now for an instance type of `arch` that boots `variant`, if
 /// known: the image pinned for the type by name, else the variant's image for the architecture
-/// ([`ImageVariant::image_key`]). A class resolved per variant (an alias: its images include
-/// `<arch>/<variant>` keys) gives a GPU or Neuron type only its variant's image, never the
-/// standard one, which lacks their drivers; a class resolved from selector terms has one image
-/// per architecture, which every variant boots.
+/// ([`ImageVariant::image_key`]). A class resolved per variant
+/// ([`ResolvedClass::images_per_variant`]) gives a GPU or Neuron type only its variant's image,
+/// never the standard one, which lacks their drivers; a class resolved from selector terms has
+/// one image per architecture, which every variant boots.
 pub fn resolved_image<'a>(
     class: &'a ResolvedClass,
     instance_type: &str,
@@ -126,7 +126,7 @@ pub fn resolved_image<'a>(
         return Some(image);
     }
     let arch = arch?;
-    let key = if class.images_per_variant() { variant.image_key(arch) } else { arch.to_string() };
+    let key = if class.images_per_variant { variant.image_key(arch) } else { arch.to_string() };
     class.images.get(&key).map(String::as_str)
 }
 

@@ -454,6 +454,7 @@ impl State {
             hash: nodeclass_hash(&class.spec),
             images: self.cloud.images(),
             images_problem: None,
+            images_per_variant: false,
             subnets: self.config.zones.iter().map(|z| subnet_of(&z.name)).collect(),
             security_groups: vec![SECURITY_GROUP.to_string()],
             zones: self.config.zones.iter().map(|z| z.name.clone()).collect(),
