@@ -415,6 +415,25 @@ mod tests {
         }
     }
 
+    /// What a launch of `family` on `c` says with no taints, kubelet settings, class user data or
+    /// RAID0, and 29 max pods; tests set what they check.
+    pub(super) fn settings<'a>(
+        c: &'a ClusterFacts,
+        labels: &'a BTreeMap<String, String>,
+        family: AmiFamily,
+    ) -> NodeSettings<'a> {
+        NodeSettings {
+            cluster: c,
+            labels,
+            taints: &[],
+            max_pods: 29,
+            kubelet: None,
+            user_data: None,
+            family,
+            raid0: false,
+        }
+    }
+
     /// Every kubelet field of Karpenter's EC2NodeClass, as a class writes them (maxPods 50).
     pub(super) fn every_kubelet_field() -> serde_json::Value {
         serde_json::json!({
@@ -499,14 +518,10 @@ mod tests {
         let labels = BTreeMap::new();
         let kubelet: KubeletConfiguration = serde_json::from_value(every_kubelet_field()).unwrap();
         let s = NodeSettings {
-            cluster: &c,
-            labels: &labels,
-            taints: &[],
             max_pods: 50,
             kubelet: Some(&kubelet),
-            user_data: None,
-            family: AmiFamily::Al2023,
             raid0: true,
+            ..settings(&c, &labels, AmiFamily::Al2023)
         };
         let doc: serde_json::Value = serde_yaml_ng::from_str(&node_config(&s)).unwrap();
         let config = &doc["spec"]["kubelet"]["config"];
@@ -723,16 +738,7 @@ mod tests {
     /// The user data of a pool of `c` without labels, taints or kubelet settings.
     fn plain(c: &ClusterFacts, family: AmiFamily, max_pods: i64, user: Option<&str>) -> Result<String, UserDataError> {
         let labels = BTreeMap::new();
-        let s = NodeSettings {
-            cluster: c,
-            labels: &labels,
-            taints: &[],
-            max_pods,
-            kubelet: None,
-            user_data: user,
-            family,
-            raid0: false,
-        };
+        let s = NodeSettings { max_pods, user_data: user, ..settings(c, &labels, family) };
         user_data(&s)
     }
 

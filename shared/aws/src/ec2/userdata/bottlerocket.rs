@@ -119,7 +119,7 @@ fn table<'a>(parent: &'a mut Table, key: &str) -> Result<&'a mut Table, UserData
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ec2::userdata::tests::{cluster, every_kubelet_field};
+    use crate::ec2::userdata::tests::{cluster, every_kubelet_field, settings as base};
     use dovetail_api::crd::{AmiFamily, KubeletConfiguration};
     use dovetail_core::model::{Taint, TaintEffect};
 
@@ -157,14 +157,11 @@ enabled = true
         let taints =
             [Taint::new("gpu", "true", TaintEffect::NoSchedule), Taint::new("gpu", "true", TaintEffect::NoExecute)];
         let s = NodeSettings {
-            cluster: &c,
-            labels: &labels,
             taints: &taints,
             max_pods: 50,
             kubelet: Some(&kubelet),
             user_data: Some(user),
-            family: AmiFamily::Bottlerocket,
-            raid0: false,
+            ..base(&c, &labels, AmiFamily::Bottlerocket)
         };
         let out = super::super::user_data(&s).unwrap();
         let doc = parsed(&out);
@@ -204,16 +201,7 @@ enabled = true
     fn raid0_binds_the_kubelet_onto_the_instance_store() {
         let c = cluster();
         let labels = BTreeMap::new();
-        let s = NodeSettings {
-            cluster: &c,
-            labels: &labels,
-            taints: &[],
-            max_pods: 29,
-            kubelet: None,
-            user_data: None,
-            family: AmiFamily::Bottlerocket,
-            raid0: true,
-        };
+        let s = NodeSettings { raid0: true, ..base(&c, &labels, AmiFamily::Bottlerocket) };
         let doc = parsed(&settings(&s).unwrap());
         let mount = &doc["settings"]["bootstrap-commands"][MOUNT_INSTANCE_STORAGE];
         let commands: Vec<Vec<&str>> = mount["commands"]
@@ -248,16 +236,7 @@ enabled = true
         let c = cluster();
         let labels = BTreeMap::new();
         let with = |user: &'static str| {
-            settings(&NodeSettings {
-                cluster: &c,
-                labels: &labels,
-                taints: &[],
-                max_pods: 29,
-                kubelet: None,
-                user_data: Some(user),
-                family: AmiFamily::Bottlerocket,
-                raid0: false,
-            })
+            settings(&NodeSettings { user_data: Some(user), ..base(&c, &labels, AmiFamily::Bottlerocket) })
         };
         let err = with("#!/bin/bash\necho hi\n").unwrap_err().to_string();
         assert!(err.starts_with("not Bottlerocket TOML settings: "), "{err}");
