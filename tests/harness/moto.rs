@@ -259,12 +259,56 @@ pub mod fixtures {
         version: &str,
         images: &[(&str, &str)],
     ) -> Result<()> {
-        for (arch, id) in images {
-            let name =
-                format!("{prefix}/aws/service/eks/optimized-ami/{version}/amazon-linux-2023/{arch}/standard/recommended/image_id");
+        let standard: Vec<(&str, &str, &str)> = images.iter().map(|(arch, id)| (*arch, "standard", *id)).collect();
+        al2023_variant_images(ssm, prefix, version, "latest", &standard).await
+    }
+
+    /// Publishes `images` (architecture, variant `standard`/`nvidia`/`neuron`, image id) as EKS's
+    /// AL2023 AMIs of `release` (`latest`: the recommended ones; else `v20240807`) for Kubernetes
+    /// `version` under the SSM `prefix`, where AWS publishes them.
+    pub async fn al2023_variant_images(
+        ssm: &aws_sdk_ssm::Client,
+        prefix: &str,
+        version: &str,
+        release: &str,
+        images: &[(&str, &str, &str)],
+    ) -> Result<()> {
+        for (arch, variant, id) in images {
+            let leaf = if release == "latest" {
+                "recommended".to_string()
+            } else {
+                format!("amazon-eks-node-al2023-{arch}-{variant}-{version}-{release}")
+            };
+            let name = format!(
+                "{prefix}/aws/service/eks/optimized-ami/{version}/amazon-linux-2023/{arch}/{variant}/{leaf}/image_id"
+            );
             publish(ssm, &name, id).await?;
         }
         Ok(())
+    }
+
+    /// Publishes `images` (architecture, `nvidia` build or not, image id) as Bottlerocket's AMIs
+    /// of `release` (`latest`, or a version such as `1.20.3`) for Kubernetes `version` under the
+    /// SSM `prefix`, where AWS publishes them (`aws-k8s-<version>[-nvidia]/<arch>/<release>`).
+    pub async fn bottlerocket_images(
+        ssm: &aws_sdk_ssm::Client,
+        prefix: &str,
+        version: &str,
+        release: &str,
+        images: &[(&str, bool, &str)],
+    ) -> Result<()> {
+        for (arch, nvidia, id) in images {
+            let flavour = if *nvidia { "-nvidia" } else { "" };
+            let name =
+                format!("{prefix}/aws/service/bottlerocket/aws-k8s-{version}{flavour}/{arch}/{release}/image_id");
+            publish(ssm, &name, id).await?;
+        }
+        Ok(())
+    }
+
+    /// Publishes `value` as the SSM parameter `name` (an `ssmParameter` AMI selector reads it).
+    pub async fn parameter(ssm: &aws_sdk_ssm::Client, name: &str, value: &str) -> Result<()> {
+        publish(ssm, name, value).await
     }
 
     /// Where AWS publishes its latest EKS-optimized Windows Server Core image of `year` (`2022`) for

@@ -581,10 +581,12 @@ export class DovetailStack extends Stack {
         new iam.PolicyStatement({
           sid: 'ReadEksAmiParameters',
           actions: ['ssm:GetParameter'],
-          // Linux aliases under eks/optimized-ami, Windows ones (windows2022@latest) under ami-windows-latest.
+          // Linux aliases under eks/optimized-ami, Windows ones (windows2022@latest) under
+          // ami-windows-latest, Bottlerocket ones under bottlerocket.
           resources: [
             `arn:${Aws.PARTITION}:ssm:${Aws.REGION}::parameter/aws/service/eks/optimized-ami/*`,
             `arn:${Aws.PARTITION}:ssm:${Aws.REGION}::parameter/aws/service/ami-windows-latest/*`,
+            `arn:${Aws.PARTITION}:ssm:${Aws.REGION}::parameter/aws/service/bottlerocket/*`,
           ],
         }),
         new iam.PolicyStatement({ sid: 'ReadPrices', actions: ['pricing:GetProducts'], resources: ['*'] }),
@@ -691,6 +693,11 @@ export class DovetailStack extends Stack {
       'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/ami-windows-latest/*]',
       'The public Windows AMI parameters (the EKS-optimized ones among them, one per Windows release and Kubernetes ' +
         'version); read-only.',
+    );
+    ack(
+      role,
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/bottlerocket/*]',
+      'The public Bottlerocket AMI parameters, one per Kubernetes version, variant, architecture and release; read-only.',
     );
   }
 }

@@ -363,6 +363,7 @@ describe("the functions' IAM", () => {
     assert.deepEqual(list<Json>(s.ReadEksAmiParameters.Resource).map(arnText), [
       'arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/eks/optimized-ami/*',
       'arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/ami-windows-latest/*',
+      'arn:<AWS::Partition>:ssm:<AWS::Region>::parameter/aws/service/bottlerocket/*',
     ]);
     assert.equal(s.ReadEksAmiParameters.Action, 'ssm:GetParameter');
     assert.equal(s.ReadPrices.Action, 'pricing:GetProducts');

@@ -39,13 +39,10 @@ exactly:
   - dropped: status, Karpenter's own annotations, labels and finalizers (drift hashes, migration
     state), owner references, and any field Dovetail's types do not have (e.g. a NodePool's
     kubelet, which belongs in the EC2NodeClass since Karpenter v1);
-  - kept but treated differently by Dovetail today: AMI families other than AL2023, AL2 and
-    Windows (alias bottlerocket, amiFamily Bottlerocket: such nodes would not join), AL2
-    (deprecated by AWS: no images for Kubernetes 1.33 and later), amiFamily Custom on a
-    bottlerocket alias (Dovetail finds no image for it) or with user data naming Karpenter's
-    unregistered taint, capacity reservations and capacity type reserved,
-    instanceStorePolicy, a root volume other than the image's default (planning assumes 20Gi of
-    ephemeral storage, 50Gi on Windows), a nodes limit (not enforced), Karpenter's own taints;
+  - kept but treated differently by Dovetail today: AL2 (deprecated by AWS: no images for
+    Kubernetes 1.33 and later), amiFamily Custom with user data naming Karpenter's unregistered
+    taint, capacity reservations and capacity type reserved, a nodes limit (not enforced),
+    Karpenter's own taints;
   - a NodePool whose EC2NodeClass was not converted with it;
   - documents of other kinds, which are skipped (NodeClaims, NodeOverlays, ConfigMaps, ...).
 

@@ -34,12 +34,20 @@ pub struct ResolvedClass {
     pub name: String,
     /// Hash of the class spec (minus selector terms), see `crate::hash::nodeclass_hash`.
     pub hash: String,
-    /// Image per instance type architecture (`amd64` / `arm64`) or per type name.
+    /// Image per instance type architecture (`amd64` / `arm64`; an alias's GPU and Neuron images
+    /// under `amd64/nvidia`, `amd64/neuron`, …) or per type name.
     pub images: BTreeMap<String, String>,
     /// Why `images` is empty, when the lookup could say (an alias AWS publishes no image for),
     /// for the class's `AMIsReady` condition; else it says no AMI matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images_problem: Option<String>,
+    /// The images are per variant: they come from an alias of a family AWS publishes GPU and
+    /// Neuron builds of (AL2023, AL2, Bottlerocket), so a GPU or Neuron type takes only its
+    /// variant's image (`<arch>/nvidia`, `<arch>/neuron`) and none where the alias has none, as
+    /// Karpenter gives such types no image then. Otherwise each architecture's one image serves
+    /// every type.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub images_per_variant: bool,
     pub subnets: Vec<String>,
     pub security_groups: Vec<String>,
     /// Zones the subnets are in: where a launch can go (empty when unknown: anywhere).

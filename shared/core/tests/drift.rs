@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dovetail_core::catalog::CapacityType;
+use dovetail_core::catalog::{CapacityType, ImageVariant};
 use dovetail_core::cluster::{Cluster, ResolvedClass};
 use dovetail_core::decision::Action;
-use dovetail_core::disruption::drift::{causes, detect, mark_drifted, plan, DriftCause};
+use dovetail_core::disruption::drift::{causes, detect, mark_drifted, plan, resolved_image, DriftCause};
 use dovetail_core::events::DISRUPTION_BLOCKED;
 use dovetail_core::hash::{json_hash, nodeclass_hash, nodepool_hash};
 use dovetail_core::labels;
@@ -99,6 +99,7 @@ fn cluster(n: usize) -> Cluster {
         hash: CLASS_HASH.into(),
         images: BTreeMap::from([("amd64".to_string(), "ami-0new".to_string())]),
         images_problem: None,
+        images_per_variant: false,
         subnets: vec!["subnet-a".into(), "subnet-b".into()],
         security_groups: vec!["sg-1".into(), "sg-2".into()],
         zones: vec![],
@@ -166,6 +167,38 @@ fn ami_drift_finds_the_architecture_without_a_node() {
         causes(&c, &c.claims[0]),
         vec![DriftCause::Ami { launched: "ami-0new".into(), now: "ami-0newer".into() }]
     );
+}
+
+/// A GPU type's node drifts when the alias's nvidia image changes, not the standard one; a
+/// class resolved from terms (one image per architecture) gives it that image.
+#[test]
+fn ami_drift_follows_the_variant_of_the_type() {
+    let mut c = cluster(1);
+    c.claims[0].launch.as_mut().unwrap().instance_type = "g5.xlarge".into();
+    c.claims[0].launch.as_mut().unwrap().image_id = "ami-gpu".into();
+    c.resolved[0].images = BTreeMap::from([
+        ("amd64".to_string(), "ami-std".to_string()),
+        ("amd64/nvidia".to_string(), "ami-gpu".to_string()),
+        ("amd64/neuron".to_string(), "ami-neuron".to_string()),
+    ]);
+    c.resolved[0].images_per_variant = true;
+    assert!(detect(&c).is_empty(), "{:?}", detect(&c));
+    c.resolved[0].images.insert("amd64/nvidia".into(), "ami-gpu2".into());
+    assert_eq!(causes(&c, &c.claims[0]), vec![DriftCause::Ami { launched: "ami-gpu".into(), now: "ami-gpu2".into() }]);
+    // Per variant, a GPU type never takes the standard image: without an nvidia one, unknown.
+    c.resolved[0].images.remove("amd64/nvidia");
+    assert!(detect(&c).is_empty());
+    assert_eq!(resolved_image(&c.resolved[0], "g5.xlarge", Some("amd64"), ImageVariant::Nvidia), None);
+    assert_eq!(resolved_image(&c.resolved[0], "inf2.xlarge", Some("amd64"), ImageVariant::Neuron), Some("ami-neuron"));
+    // An alias with no GPU build at all (an old pinned release) gives GPU types no image either.
+    c.resolved[0].images.remove("amd64/neuron");
+    assert_eq!(resolved_image(&c.resolved[0], "g5.xlarge", Some("amd64"), ImageVariant::Nvidia), None);
+    assert_eq!(resolved_image(&c.resolved[0], "m5.large", Some("amd64"), ImageVariant::Standard), Some("ami-std"));
+    // From terms: the architecture's one image, for every variant.
+    c.resolved[0].images = BTreeMap::from([("amd64".to_string(), "ami-any".to_string())]);
+    c.resolved[0].images_per_variant = false;
+    assert_eq!(causes(&c, &c.claims[0]), vec![DriftCause::Ami { launched: "ami-gpu".into(), now: "ami-any".into() }]);
+    assert_eq!(resolved_image(&c.resolved[0], "g5.xlarge", Some("amd64"), ImageVariant::Nvidia), Some("ami-any"));
 }
 
 #[test]

@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 
 use dovetail_api::crd::{Ami, EC2NodeClassStatus, NodePoolStatus, SecurityGroup, Subnet};
+use dovetail_core::catalog::ImageVariant;
 use dovetail_core::cluster::{AMIS_READY, INSTANCE_PROFILE_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
+use dovetail_core::labels;
 use dovetail_core::reconcile::ports::{ClassStatus, PoolStatus};
 use dovetail_core::reconcile::INSTANCE_PROFILE_FAILED;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
@@ -118,7 +120,7 @@ pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Tim
                 })
                 .collect(),
             r.security_groups.iter().map(|id| SecurityGroup { id: id.clone(), name: None }).collect(),
-            r.images.iter().map(|(arch, id)| image(arch, id)).collect(),
+            r.images.iter().map(|(key, id)| image(key, id, r.images_per_variant)).collect(),
         ),
         Err(_) => (vec![], vec![], vec![]),
     };
@@ -132,15 +134,39 @@ pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Tim
     }
 }
 
-/// An image as the status lists it: keyed by architecture (`amd64`, `arm64`), it suits that
-/// architecture; keyed by an instance type, that type.
-fn image(key: &str, id: &str) -> Ami {
-    let label =
-        if matches!(key, "amd64" | "arm64") { "kubernetes.io/arch" } else { "node.kubernetes.io/instance-type" };
-    let requirement =
-        NodeSelectorRequirement { key: label.into(), operator: "In".into(), values: Some(vec![key.to_string()]) };
-    Ami { id: id.to_string(), name: None, deprecated: false, requirements: vec![requirement] }
+/// An image as the status lists it, with the requirements of the types it suits (Karpenter's
+/// shape): keyed by an instance type, that type; keyed by architecture (`amd64`, `arm64`), that
+/// architecture, and for an alias's variants (`amd64/nvidia`) GPU types (`instance-gpu-count`
+/// exists) or Neuron types (`instance-accelerator-count` exists), its standard image then the
+/// types with neither.
+fn image(key: &str, id: &str, per_variant: bool) -> Ami {
+    let requirement = |key: &str, operator: &str, values: Option<Vec<String>>| NodeSelectorRequirement {
+        key: key.into(),
+        operator: operator.into(),
+        values,
+    };
+    let requirements = match ImageVariant::parse_key(key) {
+        None => vec![requirement(labels::INSTANCE_TYPE, "In", Some(vec![key.to_string()]))],
+        Some((arch, variant)) => {
+            let mut r = vec![requirement(labels::ARCH, "In", Some(vec![arch.to_string()]))];
+            match variant {
+                ImageVariant::Standard if per_variant => {
+                    r.push(requirement(ACCELERATOR_COUNT, "DoesNotExist", None));
+                    r.push(requirement(labels::INSTANCE_GPU_COUNT, "DoesNotExist", None));
+                }
+                ImageVariant::Standard => {}
+                ImageVariant::Nvidia => r.push(requirement(labels::INSTANCE_GPU_COUNT, "Exists", None)),
+                ImageVariant::Neuron => r.push(requirement(ACCELERATOR_COUNT, "Exists", None)),
+            }
+            r
+        }
+    };
+    Ami { id: id.to_string(), name: None, deprecated: false, requirements }
 }
+
+/// Karpenter's label for a type's accelerator count (Inferentia, Trainium), which its status
+/// names for the Neuron images.
+const ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
 
 /// `SubnetsReady` → `SubnetsNotFound`, as Karpenter's reasons read.
 fn not_found(type_: &str) -> String {
@@ -322,6 +348,7 @@ mod tests {
             hash: "h".into(),
             images: [("amd64".to_string(), "ami-x86".to_string()), ("arm64".to_string(), "ami-arm".to_string())].into(),
             images_problem: None,
+            images_per_variant: false,
             subnets: vec!["subnet-a".into(), "subnet-b".into()],
             security_groups: vec!["sg-1".into()],
             zones: vec!["us-east-1a".into(), "us-east-1b".into()],
@@ -359,6 +386,47 @@ mod tests {
                 ("Ready", "True")
             ]
         );
+    }
+
+    /// An alias's variant images list the types each suits, as Karpenter's status does.
+    #[test]
+    fn variant_images_list_their_types() {
+        let mut r = resolved();
+        r.images.insert("amd64/nvidia".into(), "ami-gpu".into());
+        r.images.insert("amd64/neuron".into(), "ami-neuron".into());
+        r.images.insert("p5.48xlarge".into(), "ami-pinned".into());
+        r.images_per_variant = true;
+        let s = desired_class(
+            &ClassStatus { name: "default".into(), resolved: Ok(r), deletion_blocked: None },
+            &ObservedClass::default(),
+            &t("2025-06-01T12:00:00Z"),
+        );
+        let of = |id: &str| -> Vec<(String, String, Vec<String>)> {
+            let ami = s.amis.iter().find(|a| a.id == id).unwrap();
+            ami.requirements
+                .iter()
+                .map(|r| (r.key.clone(), r.operator.clone(), r.values.clone().unwrap_or_default()))
+                .collect()
+        };
+        let req =
+            |k: &str, op: &str, v: &[&str]| (k.to_string(), op.to_string(), v.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            of("ami-x86"),
+            [
+                req("kubernetes.io/arch", "In", &["amd64"]),
+                req(ACCELERATOR_COUNT, "DoesNotExist", &[]),
+                req(labels::INSTANCE_GPU_COUNT, "DoesNotExist", &[])
+            ]
+        );
+        assert_eq!(
+            of("ami-gpu"),
+            [req("kubernetes.io/arch", "In", &["amd64"]), req(labels::INSTANCE_GPU_COUNT, "Exists", &[])]
+        );
+        assert_eq!(
+            of("ami-neuron"),
+            [req("kubernetes.io/arch", "In", &["amd64"]), req(ACCELERATOR_COUNT, "Exists", &[])]
+        );
+        assert_eq!(of("ami-pinned"), [req(labels::INSTANCE_TYPE, "In", &["p5.48xlarge"])]);
     }
 
     #[test]

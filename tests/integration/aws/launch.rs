@@ -8,6 +8,7 @@ use base64::Engine;
 use dovetail_aws::ec2::{TAG_CLUSTER, TAG_NODECLAIM, TAG_NODECLASS, TAG_NODEPOOL};
 use dovetail_core::catalog::CapacityType;
 use dovetail_core::catalog::Offer;
+use dovetail_core::model::{Taint, TaintEffect};
 use dovetail_core::nodeclaim::NodeClaim;
 use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest};
 use dovetail_core::time::Time;
@@ -339,4 +340,199 @@ spec:
     // The other classes carry on.
     assert_eq!(cloud.resolve(&class).await.unwrap().images.len(), 1);
     assert_eq!(cloud.resolve(&example().nodeclasses.remove(0)).await.unwrap().images.len(), 2);
+}
+
+/// Images of moto's that are x86_64 Linux, other than `but`: stand-ins for the GPU and Neuron
+/// builds (moto launches only images it has).
+async fn other_amd64_images(world: &World, but: &str, count: usize) -> Vec<String> {
+    let all = world.clients.ec2.describe_images().owners("amazon").send().await.unwrap();
+    let found: Vec<String> = all
+        .images()
+        .iter()
+        .filter(|i| i.architecture().map(|a| a.as_str()) == Some("x86_64"))
+        .filter(|i| i.platform().map(|p| p.as_str()) != Some("windows"))
+        .filter_map(|i| i.image_id())
+        .filter(|id| *id != but)
+        .map(str::to_string)
+        .take(count)
+        .collect();
+    assert_eq!(found.len(), count, "moto has {count} more x86_64 Linux images");
+    found
+}
+
+/// The launch template whose image is `image` (each test's templates have one image each), read
+/// back: its user data (decoded) and disks (device, GiB).
+async fn template_with_image(world: &World, image: &str) -> (String, Vec<(String, Option<i32>)>) {
+    for name in template_names(world).await {
+        let versions =
+            world.clients.ec2.describe_launch_template_versions().launch_template_name(&name).send().await.unwrap();
+        let data = versions.launch_template_versions()[0].launch_template_data().unwrap();
+        if data.image_id() != Some(image) {
+            continue;
+        }
+        let user_data = String::from_utf8(STANDARD.decode(data.user_data().unwrap()).unwrap()).unwrap();
+        let disks = data
+            .block_device_mappings()
+            .iter()
+            .map(|m| (m.device_name().unwrap_or_default().to_string(), m.ebs().and_then(|e| e.volume_size())))
+            .collect();
+        return (user_data, disks);
+    }
+    panic!("no launch template has image {image}")
+}
+
+/// Launches `claim` of `class` on one on-demand offer of `instance_type` in us-east-1a.
+async fn launch_one(
+    cloud: &dovetail_aws::Ec2Cloud,
+    claim: NodeClaim,
+    class: &dovetail_core::model::NodeClass,
+    resolved: &dovetail_core::cluster::ResolvedClass,
+    instance_type: &str,
+) -> dovetail_core::nodeclaim::Launch {
+    let request = LaunchRequest {
+        claim,
+        class: class.clone(),
+        resolved: resolved.clone(),
+        offers: vec![offer(instance_type, "us-east-1a", CapacityType::OnDemand, 1.0)],
+    };
+    let LaunchOutcome::Launched(launch) = cloud.launch(&request).await.unwrap() else { panic!("no capacity?") };
+    launch
+}
+
+/// AL2023: a GPU type launches on the alias's nvidia image, an Inferentia type on its neuron image,
+/// any other type on the standard one, each with its own template whose nodeadm NodeConfig
+/// carries the node's labels, the registration taint and the type's max pods; with
+/// `instanceStorePolicy: RAID0` nodeadm stripes the instance store.
+#[tokio::test]
+async fn al2023_types_launch_on_their_variants_image() {
+    use dovetail_aws::ec2::userdata::{user_parts, NODECONFIG_TYPE};
+    use dovetail_tests::moto::fixtures;
+
+    let world = World::new().await;
+    world.network().await;
+    let (amd64, _) = world.images().await;
+    let [nvidia, neuron] = <[String; 2]>::try_from(other_amd64_images(&world, &amd64, 2).await).unwrap();
+    fixtures::al2023_variant_images(
+        &world.clients.ssm,
+        SSM_PREFIX,
+        K8S_VERSION,
+        "latest",
+        &[("x86_64", "nvidia", &nvidia), ("x86_64", "neuron", &neuron)],
+    )
+    .await
+    .unwrap();
+    let cloud = world.cloud();
+    let mut class = example().nodeclasses.remove(0);
+    class.spec["instanceStorePolicy"] = "RAID0".into();
+    let resolved = cloud.resolve(&class).await.unwrap();
+    assert_eq!(resolved.images.get("amd64/nvidia"), Some(&nvidia));
+    assert_eq!(resolved.images.get("amd64/neuron"), Some(&neuron));
+
+    for (i, (instance_type, image, max_pods)) in
+        [("g5.xlarge", &nvidia, 58), ("inf2.xlarge", &neuron, 58), ("m5.large", &amd64, 29)].into_iter().enumerate()
+    {
+        let mut claim = NodeClaim::launching(&format!("default-var0{i}"), "default", "default", Time::from_secs(1));
+        claim.labels.insert("team".into(), "ml".into());
+        let launch = launch_one(&cloud, claim, &class, &resolved, instance_type).await;
+        assert_eq!((launch.instance_type.as_str(), &launch.image_id), (instance_type, image));
+        let (user_data, _) = template_with_image(&world, image).await;
+        let parts = user_parts(&user_data).unwrap();
+        let ours = parts.last().unwrap();
+        assert_eq!(ours.headers, vec![format!("Content-Type: {NODECONFIG_TYPE}")]);
+        let config: serde_json::Value = serde_yaml_ng::from_str(&ours.body).unwrap();
+        assert_eq!(config["spec"]["cluster"]["name"], CLUSTER);
+        assert_eq!(config["spec"]["kubelet"]["config"]["maxPods"], max_pods, "{instance_type}");
+        assert_eq!(config["spec"]["instance"]["localStorage"]["strategy"], "RAID0");
+        let flags: Vec<&str> =
+            config["spec"]["kubelet"]["flags"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+        let labels = flags.iter().find_map(|f| f.strip_prefix("--node-labels=")).expect("node labels");
+        assert!(
+            labels.split(',').any(|l| l == "team=ml") && labels.contains("dovetail.dev/nodepool=default"),
+            "{labels}"
+        );
+        assert!(flags.contains(&"--register-with-taints=dovetail.dev/unregistered:NoExecute"), "{flags:?}");
+    }
+    assert_eq!(template_names(&world).await.len(), 3, "one template per image");
+}
+
+/// Bottlerocket: `bottlerocket@latest` resolves from Bottlerocket's parameters, nodes launch with an
+/// OS and a data volume and TOML settings (parsed here) in which the class's own settings stay and
+/// Dovetail's (cluster, max pods, kubelet fields, taints, labels) win; a GPU type gets the nvidia
+/// build.
+#[tokio::test]
+async fn a_bottlerocket_alias_resolves_and_launches_with_toml_settings() {
+    use dovetail_tests::moto::fixtures;
+
+    let world = World::new().await;
+    world.network().await;
+    let (amd64, arm64) = world.images().await;
+    let [nvidia] = <[String; 1]>::try_from(other_amd64_images(&world, &amd64, 1).await).unwrap();
+    fixtures::bottlerocket_images(
+        &world.clients.ssm,
+        SSM_PREFIX,
+        K8S_VERSION,
+        "latest",
+        &[("x86_64", false, &amd64), ("x86_64", true, &nvidia), ("arm64", false, &arm64)],
+    )
+    .await
+    .unwrap();
+    let cloud = world.cloud();
+    let class: dovetail_api::crd::EC2NodeClass = serde_yaml_ng::from_str(&format!(
+        "apiVersion: dovetail.dev/v1
+kind: EC2NodeClass
+metadata: {{name: br}}
+spec:
+  role: {NODE_ROLE}
+  amiSelectorTerms: [{{alias: bottlerocket@latest}}]
+  subnetSelectorTerms: [{{tags: {{{DISCOVERY}: {CLUSTER}}}}}]
+  securityGroupSelectorTerms: [{{tags: {{{DISCOVERY}: {CLUSTER}}}}}]
+  kubelet: {{clusterDNS: [10.100.0.10], maxPods: 40, evictionHard: {{memory.available: 5%}}}}
+  userData: |
+    [settings.kubernetes]
+    cluster-name = \"not-this-one\"
+    [settings.kubernetes.node-labels]
+    rack = \"r1\"
+    [settings.host-containers.admin]
+    enabled = true
+"
+    ))
+    .unwrap();
+    let class = class.to_core().unwrap();
+    assert!(class.kubelet.bottlerocket);
+    let resolved = cloud.resolve(&class).await.unwrap();
+    assert_eq!(
+        resolved.images,
+        BTreeMap::from([
+            ("amd64".to_string(), amd64.clone()),
+            ("amd64/neuron".to_string(), amd64.clone()),
+            ("amd64/nvidia".to_string(), nvidia.clone()),
+            ("arm64".to_string(), arm64.clone()),
+        ])
+    );
+
+    for (i, (instance_type, image)) in [("m5.large", &amd64), ("g5.xlarge", &nvidia)].into_iter().enumerate() {
+        let mut claim = NodeClaim::launching(&format!("br-br00{i}"), "br", "br", Time::from_secs(1));
+        claim.labels.insert("team".into(), "ops".into());
+        claim.taints.push(Taint::new("dedicated", "ops", TaintEffect::NoSchedule));
+        let launch = launch_one(&cloud, claim, &class, &resolved, instance_type).await;
+        assert_eq!(&launch.image_id, image, "{instance_type}");
+        let (user_data, disks) = template_with_image(&world, image).await;
+        assert_eq!(disks, vec![("/dev/xvda".to_string(), Some(4)), ("/dev/xvdb".to_string(), Some(20))]);
+        assert!(!user_data.contains("MIME-Version"), "TOML, no MIME document:\n{user_data}");
+        let doc: toml::Table = user_data.parse().unwrap_or_else(|e| panic!("{e}\n{user_data}"));
+        let k = doc["settings"]["kubernetes"].as_table().unwrap();
+        assert_eq!(k["cluster-name"].as_str(), Some(CLUSTER), "Dovetail's cluster wins");
+        assert_eq!(k["api-server"].as_str(), Some(World::facts().endpoint.as_str()));
+        assert_eq!(k["max-pods"].as_integer(), Some(40));
+        assert_eq!(k["cluster-dns-ip"].as_str(), Some("10.100.0.10"));
+        assert_eq!(k["eviction-hard"]["memory.available"].as_str(), Some("5%"));
+        assert_eq!(doc["settings"]["host-containers"]["admin"]["enabled"].as_bool(), Some(true), "the class's stays");
+        let labels = k["node-labels"].as_table().unwrap();
+        assert_eq!(labels["rack"].as_str(), Some("r1"));
+        assert_eq!(labels["team"].as_str(), Some("ops"));
+        assert_eq!(labels["dovetail.dev/nodepool"].as_str(), Some("br"));
+        let taints = k["node-taints"].as_table().unwrap();
+        assert_eq!(taints["dedicated"][0].as_str(), Some("ops:NoSchedule"));
+        assert_eq!(taints["dovetail.dev/unregistered"][0].as_str(), Some(":NoExecute"));
+    }
 }

@@ -168,6 +168,14 @@ impl World {
         image
     }
 
+    /// Publishes `amd64` and `arm64` (from [`World::images`]) as the `al2023@latest` alias's GPU
+    /// (nvidia) and Neuron builds too: moto has none, and an alias gives GPU and Neuron types only
+    /// their variant's image.
+    pub async fn gpu_images(&self, amd64: &str, arm64: &str) {
+        let builds = [("x86_64", "nvidia", amd64), ("x86_64", "neuron", amd64), ("arm64", "nvidia", arm64)];
+        fixtures::al2023_variant_images(&self.clients.ssm, SSM_PREFIX, K8S_VERSION, "latest", &builds).await.unwrap();
+    }
+
     /// An amd64 and an arm64 image among moto's, tagged `team=nodes`, and published as the
     /// `al2023@latest` parameters under the test prefix.
     pub async fn images(&self) -> (String, String) {

@@ -285,7 +285,9 @@ impl EndToEnd {
             ))
             .send()
             .await?;
-        aws.images().await;
+        let (amd64, arm64) = aws.images().await;
+        // The gpu example's GPU types boot the alias's nvidia build.
+        aws.gpu_images(&amd64, &arm64).await;
         create_table(&aws.clients.dynamodb, TABLE).await?;
         let sqs = &aws.clients.sqs;
         let doorbell_url =

@@ -384,6 +384,7 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
         hash: "h".into(),
         images: [("amd64".to_string(), "ami-0abc".to_string())].into(),
         images_problem: None,
+        images_per_variant: false,
         subnets: vec!["subnet-a".into()],
         security_groups: vec!["sg-1".into()],
         zones: vec!["us-east-1a".into()],

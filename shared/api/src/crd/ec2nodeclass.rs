@@ -320,6 +320,23 @@ impl EC2NodeClassSpec {
     }
 }
 
+impl EC2NodeClassSpec {
+    /// Bytes of the volume the class maps for the kubelet's ephemeral storage, Karpenter's rule:
+    /// the `rootVolume` mapping's size; else for `Custom` the last mapping's; else the mapping of
+    /// the family's [`AmiFamily::ephemeral_device`]. `None` when no mapping sizes it (the image's
+    /// default root volume then), or the size is no quantity (validation refuses that).
+    pub fn ephemeral_volume_bytes(&self) -> Option<i64> {
+        let mappings = &self.block_device_mappings;
+        let family = self.ami_family();
+        let mapping = mappings.iter().find(|m| m.root_volume).or_else(|| match family {
+            AmiFamily::Custom => mappings.last(),
+            _ => mappings.iter().find(|m| m.device_name.as_deref() == Some(family.ephemeral_device())),
+        })?;
+        let size = mapping.ebs.as_ref()?.volume_size.as_ref()?;
+        dovetail_core::resources::parse_units(&size.0).ok()
+    }
+}
+
 impl EC2NodeClass {
     /// See [`EC2NodeClassSpec::alias`].
     pub fn alias(&self) -> Option<AmiAlias> {
@@ -352,6 +369,17 @@ impl AmiFamily {
             "/dev/sda1"
         } else {
             "/dev/xvda"
+        }
+    }
+
+    /// The device the kubelet's ephemeral storage lives on when no mapping says `rootVolume`
+    /// (Karpenter's `EphemeralBlockDevice`): Bottlerocket's data volume `/dev/xvdb`, else the
+    /// root device.
+    pub fn ephemeral_device(&self) -> &'static str {
+        if *self == AmiFamily::Bottlerocket {
+            "/dev/xvdb"
+        } else {
+            self.root_device()
         }
     }
 

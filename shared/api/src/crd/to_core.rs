@@ -13,7 +13,8 @@ use dovetail_core::resources::{parse_cpu_millis, parse_units, Resources, CPU};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
-    Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError, NodePool, Taint, TaintEffect,
+    AmiFamily, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError,
+    InstanceStorePolicy, NodePool, Taint, TaintEffect,
 };
 
 fn field_error(kind: &'static str, name: &str, field: String, message: String) -> FieldError {
@@ -169,7 +170,13 @@ impl EC2NodeClass {
         let name = self.metadata.name.clone().unwrap_or_default();
         let err = |field: String, message: String| vec![field_error("EC2NodeClass", &name, field, message)];
         // The family from `amiFamily`, else the alias, decides the OS of the class's nodes.
-        let mut kubelet = core::KubeletConfig { os: self.ami_family().node_os(), ..Default::default() };
+        let mut kubelet = core::KubeletConfig {
+            os: self.ami_family().node_os(),
+            bottlerocket: self.ami_family() == AmiFamily::Bottlerocket,
+            ephemeral_volume_bytes: self.spec.ephemeral_volume_bytes(),
+            instance_store_raid0: self.spec.instance_store_policy == Some(InstanceStorePolicy::Raid0),
+            ..Default::default()
+        };
         if let Some(k) = &self.spec.kubelet {
             kubelet.max_pods = k.max_pods.map(i64::from);
             kubelet.pods_per_core = k.pods_per_core.map(i64::from);
@@ -387,5 +394,51 @@ spec:
         let c = class_with("amiSelectorTerms: [{alias: windows2022@latest}]").to_core().unwrap();
         let m5 = dovetail_core::catalog::embedded().get("m5.large").unwrap();
         assert_eq!(m5.allocatable(&c.kubelet).pods, 110);
+    }
+
+    /// The class's mappings and instanceStorePolicy reach the node's ephemeral storage as
+    /// Karpenter sizes it: rootVolume, else the family's ephemeral device (Bottlerocket's data
+    /// volume), else for Custom the last mapping; with RAID0, the type's instance store.
+    #[test]
+    fn the_mapped_volume_or_the_instance_store_holds_ephemeral_storage() {
+        const GI: i64 = 1 << 30;
+        let cases = [
+            ("amiSelectorTerms: [{alias: al2023@latest}]", None),
+            (
+                "amiSelectorTerms: [{alias: al2023@latest}]\n  blockDeviceMappings: [{deviceName: /dev/xvda, ebs: {volumeSize: 100Gi}}]",
+                Some(100 * GI),
+            ),
+            (
+                "amiSelectorTerms: [{alias: al2023@latest}]\n  blockDeviceMappings: [{deviceName: /dev/xvda, ebs: {volumeSize: 100Gi}}, {deviceName: /dev/xvdc, rootVolume: true, ebs: {volumeSize: 200Gi}}]",
+                Some(200 * GI),
+            ),
+            // Only the ephemeral device counts: a data volume elsewhere leaves the default.
+            ("amiSelectorTerms: [{alias: al2023@latest}]\n  blockDeviceMappings: [{deviceName: /dev/xvdb, ebs: {volumeSize: 100Gi}}]", None),
+            (
+                "amiSelectorTerms: [{alias: bottlerocket@latest}]\n  blockDeviceMappings: [{deviceName: /dev/xvda, ebs: {volumeSize: 4Gi}}, {deviceName: /dev/xvdb, ebs: {volumeSize: 80Gi}}]",
+                Some(80 * GI),
+            ),
+            (
+                "amiSelectorTerms: [{alias: windows2022@latest}]\n  blockDeviceMappings: [{deviceName: /dev/sda1, ebs: {volumeSize: 1Ti}}]",
+                Some(1024 * GI),
+            ),
+            (
+                "amiFamily: Custom\n  amiSelectorTerms: [{id: ami-0123}]\n  blockDeviceMappings: [{deviceName: /dev/sda1, ebs: {volumeSize: 30Gi}}, {deviceName: /dev/sdb, ebs: {volumeSize: 60Gi}}]",
+                Some(60 * GI),
+            ),
+        ];
+        for (ami, want) in cases {
+            let c = class_with(ami).to_core().unwrap_or_else(|e| panic!("{ami}: {e:?}"));
+            assert_eq!(c.kubelet.ephemeral_volume_bytes, want, "{ami}");
+            assert!(!c.kubelet.instance_store_raid0);
+        }
+        let m5d = dovetail_core::catalog::embedded().get("m5d.large").unwrap();
+        let mapped = class_with(cases[1].0).to_core().unwrap();
+        assert_eq!(m5d.capacity(&mapped.kubelet).ephemeral, 100 * GI);
+        let raid0 = class_with(&format!("{}\n  instanceStorePolicy: RAID0", cases[1].0)).to_core().unwrap();
+        assert!(raid0.kubelet.instance_store_raid0);
+        assert_eq!(m5d.capacity(&raid0.kubelet).ephemeral, 75_000_000_000, "m5d.large has one 75 GB NVMe disk");
+        let m5 = dovetail_core::catalog::embedded().get("m5.large").unwrap();
+        assert_eq!(m5.capacity(&raid0.kubelet).ephemeral, 100 * GI, "no instance store: the volume");
     }
 }

@@ -16,9 +16,9 @@
 //!   values and settings Dovetail reads but does not act on the same way are kept and warned
 //!   about (capacity type `reserved`, a `nodes` limit, Karpenter's own taints and
 //!   annotations). A static pool (`replicas`) is refused.
-//! - `nodeclass`: settings Dovetail's launches treat differently from Karpenter's (AMI families
-//!   other than AL2023 and Windows, a `role` the stack was not deployed with, capacity reservations,
-//!   instance-store RAID0, the root volume's size in planning) are kept and warned about.
+//! - `nodeclass`: settings Dovetail's launches treat differently from Karpenter's (AL2, which AWS
+//!   deprecated, Karpenter's taint in Custom user data, capacity reservations) are kept and warned
+//!   about.
 //!
 //! Requirement keys and node labels need no mapping: Dovetail's nodes carry Karpenter's
 //! well-known labels (`karpenter.sh/capacity-type`, `karpenter.k8s.aws/instance-family`, ...), so

@@ -10,7 +10,7 @@ use aws_sdk_ec2::types::{
     LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
-use dovetail_api::crd::EC2NodeClassSpec;
+use dovetail_api::crd::{AmiFamily, EC2NodeClassSpec};
 use dovetail_core::hash::json_hash;
 use dovetail_core::resources::parse_units;
 use serde::Serialize;
@@ -88,8 +88,14 @@ pub fn default_root(spec: &EC2NodeClassSpec) -> (&'static str, i32) {
     (family.root_device(), gib as i32)
 }
 
+/// Size of Bottlerocket's OS volume (`/dev/xvda`) when the class maps no block devices; its data
+/// volume gets the default root size ([`default_root`]), which planning counts as ephemeral storage.
+pub const BOTTLEROCKET_OS_VOLUME_GIB: i32 = 4;
+
 /// The template content for a class: its disks (default: an encrypted gp3 root volume on the
-/// family's root device, [`default_root`]; a mapping without a device name is the root), IMDS settings, monitoring and public-IP setting, with the given image, user data
+/// family's root device, [`default_root`], and for Bottlerocket its data volume; a mapping without
+/// a device name is the root), IMDS settings, monitoring and public-IP setting, with the given
+/// image, user data
 /// (plain text, encoded here), security groups and instance profile (the one the class resolved
 /// to: `spec.instanceProfile`, or the one made for `spec.role`).
 pub fn content(
@@ -120,9 +126,9 @@ pub fn content(
         })
         .collect();
     if volumes.is_empty() {
-        volumes.push(Volume {
-            device_name: root_device.into(),
-            size_gib: Some(root_gib),
+        let default = |device: &str, gib: i32| Volume {
+            device_name: device.into(),
+            size_gib: Some(gib),
             volume_type: Some("gp3".into()),
             iops: None,
             throughput: None,
@@ -130,7 +136,16 @@ pub fn content(
             kms_key_id: None,
             snapshot_id: None,
             delete_on_termination: Some(true),
-        });
+        };
+        let family = spec.ami_family();
+        if family == AmiFamily::Bottlerocket {
+            // Bottlerocket keeps its OS on a small root volume and containers, images and the
+            // kubelet on a data volume (Karpenter's defaults: 4 GiB and 20 GiB).
+            volumes.push(default(root_device, BOTTLEROCKET_OS_VOLUME_GIB));
+            volumes.push(default(family.ephemeral_device(), root_gib));
+        } else {
+            volumes.push(default(root_device, root_gib));
+        }
     }
     let md = &spec.metadata_options;
     let mut security_groups = security_groups.to_vec();
@@ -339,6 +354,21 @@ mod tests {
         }));
         let v = &content(&s, "ami-1", "x", &[], None).volumes[0];
         assert_eq!((v.device_name.as_str(), v.size_gib), ("/dev/sda1", Some(80)));
+    }
+
+    #[test]
+    fn bottlerocket_gets_an_os_and_a_data_volume() {
+        let s = spec(serde_json::json!({"amiSelectorTerms": [{"alias": "bottlerocket@latest"}]}));
+        let c = content(&s, "ami-1", "x", &[], None);
+        let disks: Vec<_> = c
+            .volumes
+            .iter()
+            .map(|v| (v.device_name.as_str(), v.size_gib, v.volume_type.as_deref(), v.encrypted))
+            .collect();
+        assert_eq!(
+            disks,
+            [("/dev/xvda", Some(4), Some("gp3"), Some(true)), ("/dev/xvdb", Some(20), Some("gp3"), Some(true))]
+        );
     }
 
     #[test]

@@ -31,9 +31,10 @@ use aws_sdk_ec2::types::{
     InstanceLifecycleType, InstanceType as SdkInstanceType, OnDemandOptionsRequest, ResourceType,
     SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest,
 };
-use dovetail_api::crd::AmiFamily;
-use dovetail_core::catalog::{embedded, CapacityType, Catalog, InstanceResources};
+use dovetail_api::crd::{AmiFamily, InstanceStorePolicy};
+use dovetail_core::catalog::{embedded, CapacityType, Catalog, ImageVariant, InstanceResources};
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
+use dovetail_core::disruption::drift::resolved_image;
 use dovetail_core::labels;
 use dovetail_core::model::NodeClass;
 use dovetail_core::nodeclaim::Launch;
@@ -246,7 +247,8 @@ impl Ec2Cloud {
     }
 
     /// Ensures the launch templates for `request` and says which template each offered type uses:
-    /// types are grouped by (image for their architecture, maxPods), one template per group.
+    /// types are grouped by (image for their architecture and variant, maxPods), one template per
+    /// group.
     async fn templates_for(
         &self,
         request: &LaunchRequest,
@@ -276,11 +278,11 @@ impl Ec2Cloud {
             }
             let Some(t) = catalog.get(&offer.instance_type) else { continue };
             let arch = t.requirements.get(labels::ARCH).and_then(|r| r.single_value()).unwrap_or("amd64");
-            let Some(image) =
-                request.resolved.images.get(&offer.instance_type).or_else(|| request.resolved.images.get(arch))
+            let Some(image) = resolved_image(&request.resolved, &offer.instance_type, Some(arch), ImageVariant::of(t))
             else {
                 continue;
             };
+            let image = image.to_string();
             let max_pods = match &t.resources {
                 InstanceResources::Ec2(facts) => overhead::max_pods(facts, &request.class.kubelet),
                 InstanceResources::Fixed { .. } => overhead::DEFAULT_MAX_PODS,
@@ -302,6 +304,7 @@ impl Ec2Cloud {
                     kubelet: spec.kubelet.as_ref(),
                     user_data: spec.user_data.as_deref(),
                     family,
+                    raid0: spec.instance_store_policy == Some(InstanceStorePolicy::Raid0),
                 })
                 .map_err(|e| AwsError::Class {
                     class: request.class.name.clone(),
@@ -310,7 +313,7 @@ impl Ec2Cloud {
             };
             let content = launch_template::content(
                 &spec,
-                image,
+                &image,
                 &user_data,
                 &request.resolved.security_groups,
                 request.resolved.instance_profile.as_deref(),

@@ -8,6 +8,8 @@
 //!   so the class's scripts run before the node joins.
 //! - Windows: no MIME document but one `<powershell>` block, the class's PowerShell and then the
 //!   image's `Start-EKSBootstrap.ps1` with the same settings ([`windows_bootstrap`]).
+//! - Bottlerocket: TOML settings, the class's with Dovetail's merged over them
+//!   ([`bottlerocket::settings`]).
 
 use std::collections::BTreeMap;
 
@@ -19,10 +21,20 @@ use dovetail_core::model::{Taint, TaintEffect};
 
 use crate::eks::ClusterFacts;
 
+pub mod bottlerocket;
 mod mime;
 
 use mime::Document;
 pub use mime::{MimeError, Part};
+
+/// Why the class's `userData` cannot be merged with Dovetail's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UserDataError {
+    #[error(transparent)]
+    Mime(#[from] MimeError),
+    #[error("not Bottlerocket TOML settings: {0}")]
+    Toml(String),
+}
 
 /// The MIME boundary of the generated document (fixed, so equal inputs give equal bytes and one
 /// launch template).
@@ -43,6 +55,10 @@ pub struct NodeSettings<'a> {
     pub kubelet: Option<&'a KubeletConfiguration>,
     /// The class's `userData`, merged in.
     pub user_data: Option<&'a str>,
+    /// `instanceStorePolicy: RAID0`: the image stripes the instance-store disks into one array
+    /// and puts the kubelet's and containerd's directories on it (nodeadm's `localStorage`
+    /// strategy, `bootstrap.sh --local-disks raid0`, Bottlerocket's `apiclient ephemeral-storage`).
+    pub raid0: bool,
     /// How the image bootstraps: [`AmiFamily::Al2`] with `bootstrap.sh`, the Windows families with
     /// `Start-EKSBootstrap.ps1`, any other with nodeadm.
     pub family: AmiFamily,
@@ -84,20 +100,30 @@ fn effect(e: TaintEffect) -> &'static str {
     }
 }
 
-/// The kubelet flags: `--node-labels` (what the kubelet may set) and `--register-with-taints`
-/// (always including the unregistered taint).
-pub fn kubelet_flags(labels: &BTreeMap<String, String>, taints: &[Taint]) -> Vec<String> {
-    let mut flags = Vec::new();
-    let labels: Vec<String> =
-        labels.iter().filter(|(k, _)| kubelet_may_set(k)).map(|(k, v)| format!("{k}={v}")).collect();
-    if !labels.is_empty() {
-        flags.push(format!("--node-labels={}", labels.join(",")));
-    }
+/// The taints a node registers with: the pool's and startup taints, and the unregistered taint
+/// Dovetail lifts once it has matched the node to its claim.
+fn registration_taints(taints: &[Taint]) -> Vec<Taint> {
     let mut all: Vec<Taint> = taints.to_vec();
     if !all.iter().any(|t| t.key == TAINT_UNREGISTERED) {
         all.push(Taint::new(TAINT_UNREGISTERED, "", TaintEffect::NoExecute));
     }
-    let taints: Vec<String> = all
+    all
+}
+
+/// The labels the node registers with: those the kubelet may set ([`kubelet_may_set`]).
+fn registration_labels(labels: &BTreeMap<String, String>) -> impl Iterator<Item = (&String, &String)> {
+    labels.iter().filter(|(k, _)| kubelet_may_set(k))
+}
+
+/// The kubelet flags: `--node-labels` (what the kubelet may set) and `--register-with-taints`
+/// (always including the unregistered taint).
+pub fn kubelet_flags(labels: &BTreeMap<String, String>, taints: &[Taint]) -> Vec<String> {
+    let mut flags = Vec::new();
+    let labels: Vec<String> = registration_labels(labels).map(|(k, v)| format!("{k}={v}")).collect();
+    if !labels.is_empty() {
+        flags.push(format!("--node-labels={}", labels.join(",")));
+    }
+    let taints: Vec<String> = registration_taints(taints)
         .iter()
         .map(|t| {
             if t.value.is_empty() {
@@ -125,7 +151,7 @@ pub fn node_config(s: &NodeSettings<'_>) -> String {
     if let Some(cidr) = &s.cluster.service_cidr {
         cluster["cidr"] = cidr.clone().into();
     }
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "apiVersion": "node.eks.aws/v1alpha1",
         "kind": "NodeConfig",
         "spec": {
@@ -133,6 +159,9 @@ pub fn node_config(s: &NodeSettings<'_>) -> String {
             "kubelet": {"config": kubelet, "flags": kubelet_flags(s.labels, s.taints)},
         },
     });
+    if s.raid0 {
+        doc["spec"]["instance"] = serde_json::json!({"localStorage": {"strategy": "RAID0"}});
+    }
     serde_yaml_ng::to_string(&doc).expect("JSON values serialize as YAML")
 }
 
@@ -197,6 +226,9 @@ pub fn al2_bootstrap(s: &NodeSettings<'_>) -> String {
         args.extend(["--dns-cluster-ip".to_string(), quoted(ip)]);
     }
     args.extend(["--use-max-pods".to_string(), "false".to_string()]);
+    if s.raid0 {
+        args.extend(["--local-disks".to_string(), "raid0".to_string()]);
+    }
     args.extend(["--kubelet-extra-args".to_string(), quoted(&kubelet.join(" "))]);
     format!("#!/bin/bash\nset -euo pipefail\n/etc/eks/bootstrap.sh {}\n", args.join(" "))
 }
@@ -326,11 +358,15 @@ pub fn user_parts(user_data: &str) -> Result<Vec<Part>, MimeError> {
 }
 
 /// The whole user data: the class's parts, then Dovetail's NodeConfig (AL2: its bootstrap
-/// script), or for Windows the PowerShell block [`windows_bootstrap`] writes. An error if the
-/// class's `userData` says it is multipart but cannot be split.
-pub fn user_data(s: &NodeSettings<'_>) -> Result<String, MimeError> {
+/// script), for Windows the PowerShell block [`windows_bootstrap`] writes, for Bottlerocket the
+/// class's TOML settings with Dovetail's merged in ([`bottlerocket::settings`]). An error if the
+/// class's `userData` says it is multipart but cannot be split, or is no Bottlerocket TOML.
+pub fn user_data(s: &NodeSettings<'_>) -> Result<String, UserDataError> {
     if s.family.node_os().is_windows() {
         return Ok(windows_bootstrap(s));
+    }
+    if s.family == AmiFamily::Bottlerocket {
+        return bottlerocket::settings(s);
     }
     let mut parts = s.user_data.map(user_parts).transpose()?.unwrap_or_default();
     parts.push(match s.family {
@@ -369,7 +405,7 @@ fn boundary_for(parts: &[Part]) -> String {
 mod tests {
     use super::*;
 
-    fn cluster() -> ClusterFacts {
+    pub(super) fn cluster() -> ClusterFacts {
         ClusterFacts {
             name: "prod".into(),
             endpoint: "https://ABC.gr7.us-east-1.eks.amazonaws.com".into(),
@@ -377,6 +413,43 @@ mod tests {
             version: "1.31".into(),
             service_cidr: Some("10.100.0.0/16".into()),
         }
+    }
+
+    /// What a launch of `family` on `c` says with no taints, kubelet settings, class user data or
+    /// RAID0, and 29 max pods; tests set what they check.
+    pub(super) fn settings<'a>(
+        c: &'a ClusterFacts,
+        labels: &'a BTreeMap<String, String>,
+        family: AmiFamily,
+    ) -> NodeSettings<'a> {
+        NodeSettings {
+            cluster: c,
+            labels,
+            taints: &[],
+            max_pods: 29,
+            kubelet: None,
+            user_data: None,
+            family,
+            raid0: false,
+        }
+    }
+
+    /// Every kubelet field of Karpenter's EC2NodeClass, as a class writes them (maxPods 50).
+    pub(super) fn every_kubelet_field() -> serde_json::Value {
+        serde_json::json!({
+            "clusterDNS": ["10.100.0.10"],
+            "maxPods": 50,
+            "podsPerCore": 10,
+            "systemReserved": {"cpu": "100m", "memory": "100Mi", "ephemeral-storage": "1Gi"},
+            "kubeReserved": {"cpu": "200m", "memory": "300Mi"},
+            "evictionHard": {"memory.available": "5%", "nodefs.available": "10%"},
+            "evictionSoft": {"memory.available": "10%"},
+            "evictionSoftGracePeriod": {"memory.available": "1m30s"},
+            "evictionMaxPodGracePeriod": 60,
+            "imageGCHighThresholdPercent": 85,
+            "imageGCLowThresholdPercent": 80,
+            "cpuCFSQuota": false,
+        })
     }
 
     #[test]
@@ -420,6 +493,7 @@ mod tests {
             kubelet: Some(&kubelet),
             user_data: None,
             family: AmiFamily::Al2023,
+            raid0: false,
         };
         let doc: serde_json::Value = serde_yaml_ng::from_str(&node_config(&s)).unwrap();
         assert_eq!(doc["kind"], "NodeConfig");
@@ -434,6 +508,29 @@ mod tests {
         assert_eq!(doc["spec"]["kubelet"]["config"]["clusterDNS"][0], "10.100.0.10");
         assert_eq!(doc["spec"]["kubelet"]["flags"][0], "--node-labels=dovetail.dev/nodeclaim=default-x");
         assert_eq!(doc["spec"]["kubelet"]["flags"][1], "--register-with-taints=dovetail.dev/unregistered:NoExecute");
+    }
+
+    /// Every kubelet field of Karpenter's EC2NodeClass reaches nodeadm's kubelet config under the
+    /// kubelet's own name, and RAID0 becomes nodeadm's local-storage strategy.
+    #[test]
+    fn node_config_carries_every_kubelet_field_and_the_raid0_strategy() {
+        let c = cluster();
+        let labels = BTreeMap::new();
+        let kubelet: KubeletConfiguration = serde_json::from_value(every_kubelet_field()).unwrap();
+        let s = NodeSettings {
+            max_pods: 50,
+            kubelet: Some(&kubelet),
+            raid0: true,
+            ..settings(&c, &labels, AmiFamily::Al2023)
+        };
+        let doc: serde_json::Value = serde_yaml_ng::from_str(&node_config(&s)).unwrap();
+        let config = &doc["spec"]["kubelet"]["config"];
+        // nodeadm takes the kubelet's own names, so the class's fields go as written.
+        assert_eq!(*config, every_kubelet_field());
+        assert_eq!(doc["spec"]["instance"]["localStorage"]["strategy"], "RAID0");
+        let without = node_config(&NodeSettings { raid0: false, ..s });
+        let doc: serde_json::Value = serde_yaml_ng::from_str(&without).unwrap();
+        assert!(doc["spec"].get("instance").is_none(), "{without}");
     }
 
     /// A shell command line's words (single quotes and backslash escapes, as the AL2 bootstrap
@@ -496,6 +593,7 @@ mod tests {
             kubelet: Some(&kubelet),
             user_data: Some("#!/bin/bash\necho mine\n"),
             family: AmiFamily::Al2,
+            raid0: true,
         };
         let parts = user_parts(&user_data(&s).unwrap()).unwrap();
         assert_eq!(parts.len(), 2, "{parts:#?}");
@@ -510,6 +608,7 @@ mod tests {
         assert_eq!(arg("--service-ipv4-cidr"), Some("10.100.0.0/16"));
         assert_eq!(arg("--dns-cluster-ip"), Some("10.100.0.10"));
         assert_eq!(arg("--use-max-pods"), Some("false"));
+        assert_eq!(arg("--local-disks"), Some("raid0"));
         let kubelet_args: Vec<&str> = arg("--kubelet-extra-args").unwrap().split(' ').collect();
         for want in [
             "--node-labels=dovetail.dev/nodepool=default,team=pay",
@@ -553,6 +652,7 @@ mod tests {
                 kubelet: Some(&kubelet),
                 user_data: Some("Write-Host \"mine\"\nNew-Item -Path 'C:\\temp' -ItemType Directory\n"),
                 family: family.clone(),
+                raid0: false,
             };
             let out = user_data(&s).unwrap();
             assert!(out.starts_with("<powershell>\nWrite-Host \"mine\"\nNew-Item -Path 'C:\\temp'"), "{out}");
@@ -636,15 +736,14 @@ mod tests {
     }
 
     /// The user data of a pool of `c` without labels, taints or kubelet settings.
-    fn plain(c: &ClusterFacts, family: AmiFamily, max_pods: i64, user: Option<&str>) -> Result<String, MimeError> {
+    fn plain(c: &ClusterFacts, family: AmiFamily, max_pods: i64, user: Option<&str>) -> Result<String, UserDataError> {
         let labels = BTreeMap::new();
-        let s =
-            NodeSettings { cluster: c, labels: &labels, taints: &[], max_pods, kubelet: None, user_data: user, family };
+        let s = NodeSettings { max_pods, user_data: user, ..settings(c, &labels, family) };
         user_data(&s)
     }
 
     /// The user data of an AL2023 pool of `cluster()` (maxPods 110) whose class's `userData` is `user`.
-    fn merge(user: &str) -> Result<String, MimeError> {
+    fn merge(user: &str) -> Result<String, UserDataError> {
         plain(&cluster(), AmiFamily::Al2023, 110, Some(user))
     }
 

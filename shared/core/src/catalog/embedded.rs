@@ -133,6 +133,8 @@ struct Row<'a> {
     encryption_in_transit: bool,
     max_enis: i64,
     ipv4_per_eni: i64,
+    /// NVMe instance store, GB (0 without).
+    instance_store_gb: i64,
     extended: [i64; 6],
     od_price: Option<f64>,
     spot_savings_pct: Option<f64>,
@@ -234,6 +236,7 @@ fn parse_row(line: usize, text: &str) -> Result<Row<'_>, CatalogDataError> {
         encryption_in_transit: boolean(col::ENCRYPTION_IN_TRANSIT)?,
         max_enis: int(col::MAX_ENIS)?,
         ipv4_per_eni: int(col::IPV4_PER_ENI)?,
+        instance_store_gb: opt_int(col::LOCAL_NVME_GB)?,
         extended,
         od_price: price(col::OD_PRICE)?,
         spot_savings_pct,
@@ -348,6 +351,7 @@ fn instance_type(row: &Row<'_>, zones: &[Zone]) -> InstanceType {
             arm64: row.arm64,
             max_enis: row.max_enis,
             ipv4_per_eni: row.ipv4_per_eni,
+            instance_store_gb: row.instance_store_gb,
             extended,
         }),
     }

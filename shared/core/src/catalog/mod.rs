@@ -4,12 +4,14 @@
 //! the AWS adapter refreshes it from the EC2 and Pricing APIs at run time.
 
 mod embedded;
+mod image;
 mod os;
 
 pub use embedded::{
     embedded, embedded_with_zones, spot_band_monthly_rate, spot_interruption_band, types_from_tsv, CatalogDataError,
     Zone, COLUMNS, DEFAULT_ZONES,
 };
+pub use image::ImageVariant;
 pub use os::WINDOWS_LICENSE_PER_VCPU_HOUR;
 
 use serde::{Deserialize, Serialize};

@@ -22,13 +22,15 @@
 //! termination machine drains the node once its replacements are initialized.
 //!
 //! `ResolvedClass.images` is keyed by instance type name (an image pinned for one type) or by
-//! architecture (`amd64` / `arm64`, the `kubernetes.io/arch` values); the type name wins. The
+//! architecture (`amd64` / `arm64`, the `kubernetes.io/arch` values), with `/nvidia` or `/neuron`
+//! for an alias's GPU and Neuron images ([`resolved_image`]); the type name wins. The
 //! architecture is taken from the node's label, else the claim's labels or requirements, else
 //! the embedded catalog's type.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::budgets::{allowance, Allowance};
+use crate::catalog::ImageVariant;
 use crate::cluster::{Cluster, ResolvedClass};
 use crate::decision::{Action, Decision};
 use crate::events;
@@ -108,9 +110,24 @@ fn arch_of(claim: &NodeClaim, node: Option<&Node>, instance_type: &str) -> Optio
         })
 }
 
-/// The image the class resolves now for an instance type and architecture, if known.
-pub fn resolved_image<'a>(class: &'a ResolvedClass, instance_type: &str, arch: Option<&str>) -> Option<&'a str> {
-    class.images.get(instance_type).or_else(|| arch.and_then(|a| class.images.get(a))).map(String::as_str)
+/// The image the class resolves now for an instance type of `arch` that boots `variant`, if
+/// known: the image pinned for the type by name, else the variant's image for the architecture
+/// ([`ImageVariant::image_key`]). A class resolved per variant
+/// ([`ResolvedClass::images_per_variant`]) gives a GPU or Neuron type only its variant's image,
+/// never the standard one, which lacks their drivers; a class resolved from selector terms has
+/// one image per architecture, which every variant boots.
+pub fn resolved_image<'a>(
+    class: &'a ResolvedClass,
+    instance_type: &str,
+    arch: Option<&str>,
+    variant: ImageVariant,
+) -> Option<&'a str> {
+    if let Some(image) = class.images.get(instance_type) {
+        return Some(image);
+    }
+    let arch = arch?;
+    let key = if class.images_per_variant { variant.image_key(arch) } else { arch.to_string() };
+    class.images.get(&key).map(String::as_str)
 }
 
 /// Every drift cause of one claim; empty when it is not drifted (or not launched yet).
@@ -159,7 +176,8 @@ pub fn causes(cluster: &Cluster, claim: &NodeClaim) -> Vec<DriftCause> {
     }
     if let Some(class) = class {
         let arch = arch_of(claim, node, &launch.instance_type);
-        if let Some(image) = resolved_image(class, &launch.instance_type, arch.as_deref()) {
+        let variant = ImageVariant::of_type_name(&launch.instance_type);
+        if let Some(image) = resolved_image(class, &launch.instance_type, arch.as_deref(), variant) {
             if !launch.image_id.is_empty() && launch.image_id != image {
                 out.push(DriftCause::Ami { launched: launch.image_id.clone(), now: image.to_string() });
             }

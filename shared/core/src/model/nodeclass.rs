@@ -71,6 +71,11 @@ pub struct KubeletConfig {
     /// Linux unless the class's AMI family is Windows.
     #[serde(default, skip_serializing_if = "NodeOs::is_linux")]
     pub os: NodeOs,
+    /// The class's image is Bottlerocket, whose kubelet ignores `podsPerCore` (Bottlerocket has
+    /// no such setting) and whose kube-reserved memory follows the pods the node runs, not its
+    /// ENI limit (Karpenter's feature flags for the family).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub bottlerocket: bool,
     pub max_pods: Option<i64>,
     pub pods_per_core: Option<i64>,
     /// Replaces the computed kube-reserved amounts for the resources it names.
@@ -79,6 +84,15 @@ pub struct KubeletConfig {
     /// `memory.available`, `nodefs.available`, … as written (`100Mi`, `10%`).
     pub eviction_hard: BTreeMap<String, String>,
     pub eviction_soft: BTreeMap<String, String>,
+    /// Size of the volume the kubelet's ephemeral storage lives on, as the class's block device
+    /// mappings set it (the `rootVolume` mapping, else the family's ephemeral device); `None`: the
+    /// image's default root volume ([`crate::overhead::default_root_volume_bytes`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ephemeral_volume_bytes: Option<i64>,
+    /// `instanceStorePolicy: RAID0`: the instance-store disks, striped, hold the ephemeral storage
+    /// on types that have them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub instance_store_raid0: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -28,6 +28,10 @@ pub struct Ec2Facts {
     /// max pods defaults to 110).
     pub max_enis: i64,
     pub ipv4_per_eni: i64,
+    /// Total size of the type's NVMe instance-store disks in GB (10^9 bytes, as EC2 reports it);
+    /// 0 without. With `instanceStorePolicy: RAID0` the node's ephemeral storage lives on them.
+    #[serde(default)]
+    pub instance_store_gb: i64,
     /// Extended resources the node advertises (GPUs, Neuron devices, EFA, pod ENIs).
     pub extended: Vec<(String, i64)>,
 }
@@ -115,13 +119,14 @@ pub fn default_root_volume_bytes(os: NodeOs) -> i64 {
 }
 
 /// The kubelet's `maxPods`: the configured value, else the ENI limit on Linux and 110 on Windows
-/// (the Windows images do not size pod density from the type's ENIs), capped by `podsPerCore`.
+/// (the Windows images do not size pod density from the type's ENIs), capped by `podsPerCore`
+/// (except on Bottlerocket, which has no such setting).
 pub fn max_pods(facts: &Ec2Facts, kubelet: &KubeletConfig) -> i64 {
     let count = kubelet.max_pods.unwrap_or_else(|| match kubelet.os {
         NodeOs::Linux => eni_limited_pods(facts),
         _ => DEFAULT_MAX_PODS,
     });
-    match kubelet.pods_per_core {
+    match kubelet.pods_per_core.filter(|_| !kubelet.bottlerocket) {
         // Zero means "no limit" to the kubelet, so it must not cap the count at zero.
         Some(per_core) if per_core > 0 => count.min(per_core * facts.vcpu),
         _ => count,
@@ -138,11 +143,23 @@ fn memory_capacity(facts: &Ec2Facts) -> i64 {
     (mib - overhead_mib) << 20
 }
 
+/// The node's ephemeral-storage capacity, as Karpenter works it out: with
+/// `instanceStorePolicy: RAID0` on a type with instance-store disks, their total (the image
+/// stripes them into one array for the kubelet and containerd); else the volume the class maps
+/// for the kubelet ([`KubeletConfig::ephemeral_volume_bytes`]), else the image's default root
+/// volume.
+pub fn ephemeral_storage(facts: &Ec2Facts, kubelet: &KubeletConfig) -> i64 {
+    if kubelet.instance_store_raid0 && facts.instance_store_gb > 0 {
+        return facts.instance_store_gb * 1_000_000_000;
+    }
+    kubelet.ephemeral_volume_bytes.unwrap_or_else(|| default_root_volume_bytes(kubelet.os))
+}
+
 pub fn capacity(facts: &Ec2Facts, kubelet: &KubeletConfig) -> Resources {
     let mut r = Resources {
         cpu: facts.vcpu * 1000,
         memory: memory_capacity(facts),
-        ephemeral: default_root_volume_bytes(kubelet.os),
+        ephemeral: ephemeral_storage(facts, kubelet),
         pods: max_pods(facts, kubelet),
         extended: Vec::new(),
     };
@@ -162,9 +179,9 @@ pub fn kube_reserved(facts: &Ec2Facts, kubelet: &KubeletConfig) -> Resources {
     // The Linux AMI sizes kubelet's memory reservation from the ENI-limited pod density even when
     // maxPods is overridden (awslabs/amazon-eks-ami#782), and Karpenter follows the AMI, so neither
     // maxPods nor podsPerCore changes it there. The Windows images size it from the pods the node
-    // actually runs, so there they do.
+    // actually runs, so there they do; Bottlerocket too.
     let pods = match kubelet.os {
-        NodeOs::Linux => eni_limited_pods(facts),
+        NodeOs::Linux if !kubelet.bottlerocket => eni_limited_pods(facts),
         _ => max_pods(facts, kubelet),
     };
     let mut r = Resources {
@@ -302,6 +319,7 @@ mod tests {
             max_enis: 3,
             ipv4_per_eni: 10,
             arm64: false,
+            instance_store_gb: 0,
             extended: vec![(POD_ENI.to_string(), 9)],
         }
     }
@@ -331,7 +349,15 @@ mod tests {
     #[test]
     fn graviton_loses_cma_memory_before_vm_overhead() {
         // t4g.nano: 512 MiB - 64 = 448, minus ceil(448 * 7.5%) = 34 -> 414 MiB of capacity.
-        let facts = Ec2Facts { vcpu: 2, memory_mib: 512, max_enis: 2, ipv4_per_eni: 2, arm64: true, extended: vec![] };
+        let facts = Ec2Facts {
+            vcpu: 2,
+            memory_mib: 512,
+            max_enis: 2,
+            ipv4_per_eni: 2,
+            arm64: true,
+            instance_store_gb: 0,
+            extended: vec![],
+        };
         assert_eq!(capacity(&facts, &kubelet()).memory, 414 * MI);
         assert_eq!(allocatable(&facts, &kubelet()).memory, 15 * MI);
     }
@@ -460,7 +486,7 @@ mod tests {
     }
 
     fn facts(vcpu: i64, memory_mib: i64, max_enis: i64, ipv4_per_eni: i64) -> Ec2Facts {
-        Ec2Facts { vcpu, memory_mib, max_enis, ipv4_per_eni, arm64: false, extended: vec![] }
+        Ec2Facts { vcpu, memory_mib, max_enis, ipv4_per_eni, arm64: false, instance_store_gb: 0, extended: vec![] }
     }
 
     /// Worked by hand from Karpenter's formulas for a Windows family: 110 pods whatever the ENIs,
@@ -521,5 +547,44 @@ mod tests {
         let huge = Resources::from_quantities([("cpu", "64"), ("memory", "1Ti")]).unwrap();
         let a = allocatable(&facts, &KubeletConfig { system_reserved: Some(huge), ..kubelet() });
         assert_eq!((a.cpu, a.memory), (0, 0));
+    }
+
+    /// Ephemeral storage: the image's root volume, the class's mapped volume, or with RAID0 the
+    /// type's instance store; allocatable takes kube-reserved's 1Gi and nodefs' 10% of it.
+    #[test]
+    fn ephemeral_storage_from_the_root_volume_or_the_instance_store() {
+        let m5 = m5_large();
+        let m5d = Ec2Facts { instance_store_gb: 75, ..m5_large() };
+        let mapped = KubeletConfig { ephemeral_volume_bytes: Some(100 * GI), ..kubelet() };
+        let raid0 = KubeletConfig { instance_store_raid0: true, ..mapped.clone() };
+        for (facts, k, want) in [
+            (&m5, kubelet(), 20 * GI),
+            (&m5d, kubelet(), 20 * GI),
+            (&m5, mapped.clone(), 100 * GI),
+            // RAID0 without instance-store disks leaves the volume in charge.
+            (&m5, raid0.clone(), 100 * GI),
+            (&m5d, mapped.clone(), 100 * GI),
+            (&m5d, raid0.clone(), 75_000_000_000),
+            (&m5, KubeletConfig { os: NodeOs::Windows2022, ..kubelet() }, 50 * GI),
+        ] {
+            assert_eq!(capacity(facts, &k).ephemeral, want, "{facts:?} {k:?}");
+            let tenth = (want as f64 / 10.0).ceil() as i64;
+            assert_eq!(allocatable(facts, &k).ephemeral, want - GI - tenth, "{facts:?} {k:?}");
+        }
+    }
+
+    /// Bottlerocket: no podsPerCore, and kube-reserved memory from the pods the node runs.
+    #[test]
+    fn bottlerocket_sizes_kube_reserved_from_its_pods_and_has_no_pods_per_core() {
+        let br = KubeletConfig { bottlerocket: true, ..kubelet() };
+        let m5 = m5_large();
+        assert_eq!(max_pods(&m5, &br), 29);
+        assert_eq!(max_pods(&m5, &KubeletConfig { pods_per_core: Some(4), ..br.clone() }), 29);
+        assert_eq!(max_pods(&m5, &KubeletConfig { pods_per_core: Some(4), ..kubelet() }), 8);
+        let fewer = KubeletConfig { max_pods: Some(10), ..br.clone() };
+        assert_eq!(kube_reserved(&m5, &fewer).memory, (11 * 10 + 255) * MI);
+        // AL2023 keeps the ENI-limited figure whatever maxPods says.
+        assert_eq!(kube_reserved(&m5, &KubeletConfig { max_pods: Some(10), ..kubelet() }).memory, (11 * 29 + 255) * MI);
+        assert_eq!(kube_reserved(&m5, &br).memory, (11 * 29 + 255) * MI);
     }
 }

@@ -8,7 +8,9 @@ use std::future::{ready, Future};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dovetail_core::catalog::{spot_band_monthly_rate, spot_interruption_band, CapacityType, Catalog, OfferingKey};
+use dovetail_core::catalog::{
+    spot_band_monthly_rate, spot_interruption_band, CapacityType, Catalog, ImageVariant, OfferingKey,
+};
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::disruption::drift::resolved_image;
 use dovetail_core::hash::nodeclass_hash;
@@ -392,13 +394,10 @@ impl State {
                 format!("InsufficientInstanceCapacity: no capacity for {} override(s) of {}", failed.len(), claim.name);
             return Ok(LaunchOutcome::NoCapacity { offerings: failed, message });
         };
-        let arch = self
-            .catalog
-            .get(&offer.instance_type)
-            .and_then(|t| t.requirements.get(labels::ARCH))
-            .and_then(|r| r.single_value())
-            .map(str::to_string);
-        let image = resolved_image(&request.resolved, &offer.instance_type, arch.as_deref())
+        let offered = self.catalog.get(&offer.instance_type);
+        let arch = offered.and_then(|t| t.requirements.get(labels::ARCH)).and_then(|r| r.single_value());
+        let variant = offered.map_or(ImageVariant::Standard, ImageVariant::of);
+        let image = resolved_image(&request.resolved, &offer.instance_type, arch, variant)
             .map(str::to_string)
             .ok_or_else(|| PortError::Rejected(format!("CreateFleet for {}: no image resolved", claim.name)))?;
         let subnet =
@@ -455,6 +454,7 @@ impl State {
             hash: nodeclass_hash(&class.spec),
             images: self.cloud.images(),
             images_problem: None,
+            images_per_variant: false,
             subnets: self.config.zones.iter().map(|z| subnet_of(&z.name)).collect(),
             security_groups: vec![SECURITY_GROUP.to_string()],
             zones: self.config.zones.iter().map(|z| z.name.clone()).collect(),

@@ -32,6 +32,7 @@ fn check(text: &str) {
         kubelet: None,
         user_data: Some(text),
         family: AmiFamily::Al2023,
+        raid0: false,
     };
     // User data that is not a readable MIME document is refused, at the launch that uses it.
     let Ok(class) = user_parts(text) else {
