@@ -51,7 +51,8 @@ exactly:
 
 Errors (stderr, exit code 2) are objects that cannot be converted; the others are still written:
 a field of the wrong type, a value Dovetail's validation refuses (every converted object passes
-the validation Dovetail's functions apply), a static NodePool (replicas), Karpenter's pre-v1 APIs
+the validation Dovetail's functions apply), a Karpenter 1.14 field Dovetail refuses (a static
+NodePool's replicas, ipPrefixCount, networkInterfaces, ...: docs/karpenter-compatibility.md), Karpenter's pre-v1 APIs
 (v1beta1 NodePools, Provisioners, AWSNodeTemplates: migrate them with Karpenter first), an object
 defined twice, a file that is not YAML or JSON.
 

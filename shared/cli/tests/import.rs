@@ -147,7 +147,7 @@ fn gitops_multi_document_file() {
     );
     warned(&report, "EC2NodeClass training", "spec.instanceStorePolicy", "RAID0");
     warned(&report, "EC2NodeClass training", "spec.blockDeviceMappings[0].ebs.volumeSize", "500Gi");
-    warned(&report, "EC2NodeClass training", "spec.ipPrefixCount", "dropped");
+    warned(&report, "EC2NodeClass training", "spec.enclaveOptions", "dropped");
     warned(&report, "ConfigMap karpenter/karpenter-global-settings", "", "skipped");
     // A Windows pool and class carry over as they are: Dovetail launches Windows nodes too. Only
     // the root volume (on the Windows device, /dev/sda1) differs from the 50Gi planned.
@@ -188,7 +188,7 @@ fn malformed_objects_next_to_a_good_one() {
     has("NodePool typos", "spec.template.spec.requirements[0].operator: \"Equals\"");
     has("NodePool typos", "spec.disruption.budgets[0].schedule");
     has("EC2NodeClass default", "spec.metadataOptions.httpPutResponseHopLimit: invalid type");
-    has("NodePool static", "spec.replicas: static NodePools");
+    has("NodePool static", "spec.replicas: a Karpenter field Dovetail refuses: static NodePools");
     has("NodePool legacy", "apiVersion \"karpenter.sh/v1beta1\" is not supported");
     assert_eq!(errors.len(), 6, "{}", errors.join("\n"));
     // The good pool's class failed: it is told so.

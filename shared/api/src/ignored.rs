@@ -1,22 +1,24 @@
-//! Fields of a Karpenter spec that Dovetail's types do not have.
+//! Fields of an object that Dovetail's types do not have.
 //!
 //! Deserialization silently skips unknown fields (so objects from a newer Karpenter still read),
 //! which is right for the functions and wrong for an import: a skipped field is a setting the user
 //! would lose without knowing. `serde_ignored` reports every key the typed deserialization skipped,
-//! so the list of what Dovetail supports is the types themselves, never a second list here.
+//! so the list of what Dovetail supports is the types themselves, never a second list here. The
+//! import warns about each; [`crate::crd::refused`] picks out the Karpenter fields Dovetail
+//! refuses among them.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 /// Paths of the fields in `value` that deserializing it as `T` skips, each prefixed with
-/// `prefix` (`spec`), in the order met: `spec.template.spec.kubelet`,
+/// `prefix` (`spec`; empty when `value` is a whole object), in the order met: `spec.template.spec.kubelet`,
 /// `spec.blockDeviceMappings[0].ebs.volumeInitializationRate`, `spec.tags[example.com/team]` for
 /// keys that are not plain names.
 ///
 /// `value` must already have deserialized as `T` (the caller decoded the object first): if the
 /// JSON pass fails, the lenient YAML pass the loader also uses is tried, and if that fails too
 /// nothing is reported.
-pub(super) fn ignored_fields<T: DeserializeOwned>(value: &Value, prefix: &str) -> Vec<String> {
+pub(crate) fn ignored_fields<T: DeserializeOwned>(value: &Value, prefix: &str) -> Vec<String> {
     let mut paths = Vec::new();
     let json = serde_ignored::deserialize::<_, _, T>(value, |path| paths.push(format(prefix, &path)));
     if json.is_ok() {
@@ -39,7 +41,12 @@ fn format(prefix: &str, path: &serde_ignored::Path<'_>) -> String {
         Path::Root => prefix.to_string(),
         Path::Seq { parent, index } => format!("{}[{index}]", format(prefix, parent)),
         Path::Map { parent, key } if key.bytes().all(|b| b.is_ascii_alphanumeric()) => {
-            format!("{}.{key}", format(prefix, parent))
+            let parent = format(prefix, parent);
+            if parent.is_empty() {
+                key.to_string()
+            } else {
+                format!("{parent}.{key}")
+            }
         }
         Path::Map { parent, key } => format!("{}[{key}]", format(prefix, parent)),
         Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
@@ -69,6 +76,18 @@ mod tests {
             ignored_fields::<NodePoolSpec>(&spec, "spec"),
             ["spec.replicas", "spec.template.spec.kubelet", "spec.template.spec.requirements[0].flexible"]
         );
+    }
+
+    #[test]
+    fn whole_objects_get_paths_from_their_root() {
+        let pool = json!({
+            "apiVersion": "dovetail.dev/v1", "kind": "NodePool", "metadata": {"name": "p"},
+            "spec": {"replicas": 3, "template": {"spec": {
+                "nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "default"},
+                "requirements": []}}},
+        });
+        // kube's object types read apiVersion and kind apart from serde.
+        assert_eq!(ignored_fields::<crate::crd::NodePool>(&pool, ""), ["apiVersion", "kind", "spec.replicas"]);
     }
 
     #[test]
