@@ -59,6 +59,7 @@ impl Inputs {
             nodeclasses,
             unavailable: Default::default(),
             namespaces: self.namespaces.clone(),
+            min_values_policy: Default::default(),
         })
     }
 }
