@@ -256,4 +256,67 @@ mod tests {
         assert_eq!(refused_value("NodePool", "spec.disruption.consolidationPolicy", "Always"), None);
         assert_eq!(refused_value("EC2NodeClass", "spec.disruption.consolidationPolicy", "Balanced"), None);
     }
+
+    /// `crate::ignored`'s paths, tested here with the CRD types (`ignored` sits below `crd`).
+    mod ignored_paths {
+        use crate::crd::{EC2NodeClassSpec, NodePoolSpec};
+        use crate::ignored::ignored_fields;
+        use serde_json::json;
+
+        #[test]
+        fn names_every_skipped_field_with_its_path() {
+            let spec = json!({
+                "replicas": 3,
+                "template": {"spec": {
+                    "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": [{"key": "a", "operator": "In", "values": ["b"], "flexible": true}],
+                    "kubelet": {"maxPods": 10},
+                }},
+            });
+            // serde_json's maps are sorted, so fields come in key order.
+            assert_eq!(
+                ignored_fields::<NodePoolSpec>(&spec, "spec"),
+                ["spec.replicas", "spec.template.spec.kubelet", "spec.template.spec.requirements[0].flexible"]
+            );
+        }
+
+        #[test]
+        fn whole_objects_get_paths_from_their_root() {
+            let pool = json!({
+                "apiVersion": "dovetail.dev/v1", "kind": "NodePool", "metadata": {"name": "p"},
+                "spec": {"replicas": 3, "template": {"spec": {
+                    "nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "default"},
+                    "requirements": []}}},
+            });
+            // kube's object types read apiVersion and kind apart from serde.
+            assert_eq!(ignored_fields::<crate::crd::NodePool>(&pool, ""), ["apiVersion", "kind", "spec.replicas"]);
+        }
+
+        #[test]
+        fn known_fields_and_map_keys_are_not_reported() {
+            let spec = json!({
+                "role": "r", "amiSelectorTerms": [{"alias": "al2023@latest"}],
+                "subnetSelectorTerms": [{"tags": {"karpenter.sh/discovery": "c"}}],
+                "securityGroupSelectorTerms": [{"id": "sg-1"}],
+                "tags": {"team.example.com/owner": "x"},
+                "blockDeviceMappings": [{"deviceName": "/dev/xvda", "ebs": {"volumeSize": "20Gi", "volumeInitializationRate": 100}}],
+            });
+            assert_eq!(
+                ignored_fields::<EC2NodeClassSpec>(&spec, "spec"),
+                ["spec.blockDeviceMappings[0].ebs.volumeInitializationRate"]
+            );
+        }
+
+        #[test]
+        fn lenient_values_still_get_their_paths() {
+            // A number as a label value only reads through the YAML pass, as in the loader.
+            let spec = json!({
+                "extra": {"x": 1},
+                "template": {"metadata": {"labels": {"tier": 1}},
+                             "spec": {"nodeClassRef": {"group": "g", "kind": "k", "name": "n"}, "requirements": []}},
+            });
+            assert!(serde_json::from_value::<NodePoolSpec>(spec.clone()).is_err());
+            assert_eq!(ignored_fields::<NodePoolSpec>(&spec, "spec"), ["spec.extra"]);
+        }
+    }
 }
