@@ -880,6 +880,7 @@ mod parity {
             let their = theirs
                 .get(&(kind.to_string(), refused.path.to_string()))
                 .unwrap_or_else(|| panic!("{kind} {}: refused, but not a Karpenter 1.14 field", refused.path));
+            assert_eq!(refused.ty, their.ty, "{kind} {}: Karpenter's type", refused.path);
 
             let mut object = base(kind);
             assert_eq!(decode_errors(kind, &object), [], "{kind}: the base object is valid");
@@ -920,7 +921,9 @@ mod parity {
                     refused.path
                 );
             } else {
-                assert!(parent["properties"][leaf].is_object(), "{kind} {}: not declared in the CRD", refused.path);
+                // A CEL rule can only name a field whose type the schema gives.
+                let declared = &parent["properties"][leaf];
+                assert_eq!(declared["type"], refused.ty, "{kind} {}: not declared in the CRD", refused.path);
                 let rules = parent["x-kubernetes-validations"].as_array().cloned().unwrap_or_default();
                 let rule = rules
                     .iter()

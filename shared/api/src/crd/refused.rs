@@ -35,6 +35,9 @@ pub struct RefusedField {
     /// (`spec.blockDeviceMappings[].ebs.volumeInitializationRate`), and a last segment `*` for any
     /// key of an open-ended object that Dovetail's schema does not declare (`spec.kubelet.*`).
     pub path: &'static str,
+    /// Its type in Karpenter's schema (`integer`, `object`, `array` of objects, `string`): our CRD
+    /// declares it so, for its CEL rule can only name a field of a known type.
+    pub ty: &'static str,
     /// Why Dovetail refuses it and what to do instead, for a person.
     pub why: &'static str,
 }
@@ -54,6 +57,7 @@ pub const REFUSED_FIELDS: &[RefusedField] = &[
     RefusedField {
         kind: "NodePool",
         path: "spec.replicas",
+        ty: "integer",
         why: "static NodePools (a fixed number of nodes whatever the pods) are not supported: Dovetail launches \
               nodes for pending pods only. Keep this pool in Karpenter, or remove replicas and bound the pool with \
               limits",
@@ -61,29 +65,34 @@ pub const REFUSED_FIELDS: &[RefusedField] = &[
     RefusedField {
         kind: "EC2NodeClass",
         path: "spec.blockDeviceMappings[].ebs.volumeInitializationRate",
+        ty: "integer",
         why: "Dovetail's launch templates do not set an EBS volume initialization rate; remove it (volumes from a \
               snapshot initialize at EBS's default rate)",
     },
     RefusedField {
         kind: "EC2NodeClass",
         path: "spec.connectionTracking",
+        ty: "object",
         why: "Dovetail's launch templates do not set connection tracking timeouts on network interfaces; remove it \
               (EC2's defaults apply)",
     },
     RefusedField {
         kind: "EC2NodeClass",
         path: "spec.cpuOptions",
+        ty: "object",
         why: "Dovetail neither sets CPU options nor filters instance types by nested virtualization; remove it",
     },
     RefusedField {
         kind: "EC2NodeClass",
         path: "spec.ipPrefixCount",
+        ty: "integer",
         why: "Dovetail's launch templates do not assign IPv4 prefixes to the network interface, and its pod \
               density does not count them; remove it",
     },
     RefusedField {
         kind: "EC2NodeClass",
         path: "spec.kubelet.*",
+        ty: "any",
         why: "Dovetail applies the kubelet settings its schema lists (clusterDNS, maxPods, podsPerCore, \
               systemReserved, kubeReserved, evictionHard, evictionSoft, evictionSoftGracePeriod, \
               evictionMaxPodGracePeriod, imageGCHighThresholdPercent, imageGCLowThresholdPercent, cpuCFSQuota), not \
@@ -92,12 +101,14 @@ pub const REFUSED_FIELDS: &[RefusedField] = &[
     RefusedField {
         kind: "EC2NodeClass",
         path: "spec.networkInterfaces",
+        ty: "array",
         why: "Dovetail launches instances with one network interface from the selected subnet (no EFA or extra \
               interfaces); remove it",
     },
     RefusedField {
         kind: "EC2NodeClass",
         path: "spec.placementGroupSelector",
+        ty: "object",
         why: "Dovetail does not launch into placement groups; remove it",
     },
 ];
@@ -170,8 +181,8 @@ fn pattern_of(concrete: &str) -> String {
 }
 
 /// Declares `kind`'s refused fields in the schema of its `spec` (a schemars transform on the
-/// spec type), so the API server keeps them and refuses them: each field gets a property that
-/// holds anything, described as refused, and its parent a CEL rule `!has(self.<field>)` whose
+/// spec type), so the API server keeps them and refuses them: each field gets a property of its
+/// Karpenter type (an object or list item holding anything), described as refused, and its parent a CEL rule `!has(self.<field>)` whose
 /// message names the field and says why. `*` entries are left to the API server's field
 /// validation (see the module's documentation).
 fn declare_in_schema(kind: &str, spec: &mut Schema) {
@@ -184,10 +195,18 @@ fn declare_in_schema(kind: &str, spec: &mut Schema) {
         };
         let Some(object) = parent.as_object_mut() else { continue };
         let properties = object.entry("properties").or_insert_with(|| json!({}));
-        properties[field] = json!({
-            "description": format!("Not supported by Dovetail, refused: {}", refused.why),
-            "x-kubernetes-preserve-unknown-fields": true,
-        });
+        let description = format!("Not supported by Dovetail, refused: {}", refused.why);
+        properties[field] = match refused.ty {
+            "object" => {
+                json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "description": description})
+            }
+            "array" => json!({
+                "type": "array",
+                "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "description": description,
+            }),
+            ty => json!({"type": ty, "description": description}),
+        };
         let rules = object.entry("x-kubernetes-validations").or_insert_with(|| json!([]));
         if let Some(rules) = rules.as_array_mut() {
             rules.push(json!({
