@@ -45,7 +45,7 @@ exactly:
     bottlerocket alias (Dovetail finds no image for it) or with user data naming Karpenter's
     unregistered taint, capacity reservations and capacity type reserved,
     instanceStorePolicy, a root volume other than the image's default (planning assumes 20Gi of
-    ephemeral storage, 50Gi on Windows), a nodes limit (not enforced), Karpenter's own taints;
+    ephemeral storage, 50Gi on Windows), Karpenter's own taints;
   - a NodePool whose EC2NodeClass was not converted with it;
   - documents of other kinds, which are skipped (NodeClaims, NodeOverlays, ConfigMaps, ...).
 

@@ -2,8 +2,8 @@
 //!
 //! The fields are the same; what changes is the node class reference (Dovetail's own group) and
 //! the one node annotation Dovetail has its own spelling for. What is kept but behaves
-//! differently under Dovetail (requirement values it never offers, limits it does not enforce,
-//! Karpenter's own taints) is warned about; a static pool, whose meaning Dovetail cannot keep at
+//! differently under Dovetail (requirement values it never offers, Karpenter's own taints) is
+//! warned about; a static pool, whose meaning Dovetail cannot keep at
 //! all, is refused with the other Karpenter fields Dovetail refuses ([`crate::crd::refused`], by
 //! the decoding in `object::decode`).
 
@@ -127,13 +127,5 @@ fn check(pool: &NodePool, notes: &mut Notes<'_>) {
                 );
             }
         }
-    }
-    if pool.spec.limits.contains_key("nodes") {
-        // The core counts limits in resources of the pool's nodes (cpu, memory, GPUs); a node
-        // count is not one of them.
-        notes.warn(
-            "spec.limits[nodes]",
-            "kept, but Dovetail does not enforce a node count yet: bound the pool with cpu or memory limits",
-        );
     }
 }

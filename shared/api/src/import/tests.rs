@@ -401,7 +401,8 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
         .contains("dovetail.dev/disrupted"));
     // A well-known label used as a taint key is an ordinary taint under both.
     no_warning(&report, "NodePool default", "spec.template.spec.taints[1]");
-    warning(&report, "NodePool default", "spec.limits[nodes]");
+    // Dovetail caps a pool's node count as Karpenter does (`limits.nodes`): nothing to say.
+    no_warning(&report, "NodePool default", "spec.limits[nodes]");
     assert_eq!(pool.spec.limits["cpu"].0, "100");
 }
 
