@@ -41,7 +41,7 @@ fn typed<T: serde::de::DeserializeOwned>(kind: &'static str, doc: &Value) -> Opt
     match from_value::<T>(kind, doc) {
         Ok(t) => Some(t),
         Err(e) => {
-            named(&[e], kind, doc, true);
+            named(&e, kind, doc, true);
             None
         }
     }
@@ -115,7 +115,7 @@ mod tests {
         let misfit = json!({"apiVersion": "dovetail.dev/v1", "kind": "EC2NodeClass", "metadata": {"name": "c"},
             "spec": {"amiSelectorTerms": [{"alias": "al2023@latest"}], "role": "r", "subnetSelectorTerms": "all",
                      "securityGroupSelectorTerms": [{"id": "sg-1"}]}});
-        let e = from_value::<EC2NodeClass>("EC2NodeClass", &misfit).unwrap_err();
+        let e = from_value::<EC2NodeClass>("EC2NodeClass", &misfit).unwrap_err().remove(0);
         assert_eq!(
             (e.kind, e.name.as_str(), e.field.as_str()),
             ("EC2NodeClass", "c", "spec.subnetSelectorTerms"),

@@ -1090,7 +1090,72 @@ async fn k8s_examples_apply_on_the_api_server_and_validate() -> Result<()> {
     );
     let _ = std::fs::remove_dir_all(&broken);
     let message = format!("{:#}", refused.err().context("the API server accepted Gt five")?);
-    ensure!(message.contains("'Gt' or 'Lt' must have a single non-negative integer value"), "{message}");
+    ensure!(message.contains("'Gt', 'Lt', 'Gte' or 'Lte' must have a single non-negative integer value"), "{message}");
+    Ok(())
+}
+
+/// Each Karpenter 1.14 field Dovetail refuses (`dovetail_api::crd::refused`) is refused by the API
+/// server with the CRDs' CEL rules, on that field and with the message naming it; an open-ended
+/// one (`spec.kubelet.*`) by strict field validation, kubectl's default, as an unknown field.
+#[tokio::test]
+async fn k8s_refused_karpenter_fields_are_refused_on_the_api_server() -> Result<()> {
+    use dovetail_api::crd::refused::REFUSED_FIELDS;
+    let control_plane = ControlPlane::shared();
+    let examples = repo().join("infra/k8s/examples");
+    // Values as a Karpenter user would write them; any other field gets 1.
+    let samples = BTreeMap::from([
+        ("spec.replicas", json!(3)),
+        ("spec.blockDeviceMappings[].ebs.volumeInitializationRate", json!(200)),
+        ("spec.connectionTracking", json!({"tcpEstablishedTimeout": 600})),
+        ("spec.cpuOptions", json!({"nestedVirtualization": "enabled"})),
+        ("spec.ipPrefixCount", json!(1)),
+        ("spec.networkInterfaces", json!([{"networkCardIndex": 0, "deviceIndex": 0, "interfaceType": "interface"}])),
+        ("spec.placementGroupSelector", json!({"name": "analytics"})),
+        ("spec.kubelet.*", json!("10Mi")),
+    ]);
+    let dir = std::env::temp_dir().join(format!("dovetail-refused-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let mut problems = Vec::new();
+    for refused in REFUSED_FIELDS {
+        let file = if refused.kind == "NodePool" { "nodepool.yaml" } else { "ec2nodeclass.yaml" };
+        let mut object: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(examples.join(file))?)?;
+        object["metadata"]["name"] = json!("refused-fields");
+        // The field's path in the example, the first item of each list, and for an open-ended
+        // object a KubeletConfiguration field Dovetail does not type.
+        let path = refused.path.replace("[]", "[0]").replace('*', "containerLogMaxSize");
+        let mut at = &mut object;
+        for segment in path.split('.') {
+            let (name, index) = match segment.strip_suffix("[0]") {
+                Some(name) => (name, true),
+                None => (segment, false),
+            };
+            at = at.as_object_mut().context("a refused field's parent is an object")?.entry(name).or_insert(json!({}));
+            if index {
+                at = at.get_mut(0).with_context(|| format!("{path}: the example has no item"))?;
+            }
+        }
+        *at = samples.get(refused.path).cloned().unwrap_or(json!(1));
+        let manifest = dir.join(format!("{}.json", refused.path.replace(['[', ']', '*'], "_")));
+        std::fs::write(&manifest, serde_json::to_string(&object)?)?;
+        let out = kubectl(control_plane, &["apply", "--dry-run=server", "-f", &manifest.display().to_string()]);
+        let Err(e) = out else {
+            problems.push(format!("{} {path}: accepted", refused.kind));
+            continue;
+        };
+        let message = format!("{e:#}");
+        let named = if refused.path.ends_with('*') {
+            message.contains("unknown field") && message.contains(&path)
+        } else {
+            // The server names the field by `fieldPath` (`[0]`), the rule's message by its schema path (`[*]`).
+            let named_path = message.contains(&path) || message.contains(&refused.path.replace("[]", "[*]"));
+            named_path && message.contains("a Karpenter field Dovetail refuses") && message.contains(refused.why)
+        };
+        if !named {
+            problems.push(format!("{} {path}: refused without naming it: {message}", refused.kind));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    ensure!(problems.is_empty(), "{}", problems.join("\n"));
     Ok(())
 }
 

@@ -5,11 +5,16 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `DOVETAIL_NODE_REPAIR` | node repair for every NodePool (`true`), not only those annotated `dovetail.dev/node-repair: "true"` | `false` |
+//! | `DOVETAIL_MIN_VALUES_POLICY` | what a pool's `minValues` means, as Karpenter's `--min-values-policy`: `Strict` (a claim that cannot keep it is not launched) or `BestEffort` (launched with the values there are) | `Strict` |
 
 use dovetail_core::reconcile::Settings;
+use dovetail_core::requirements::MinValuesPolicy;
 
 /// The variable that turns node repair on for every NodePool.
 pub const NODE_REPAIR_VAR: &str = "DOVETAIL_NODE_REPAIR";
+
+/// The variable that makes `minValues` best effort.
+pub const MIN_VALUES_POLICY_VAR: &str = "DOVETAIL_MIN_VALUES_POLICY";
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{var}={value:?}: {expected}")]
@@ -36,6 +41,13 @@ pub fn from_lookup(
             _ => return Err(SettingError { var: NODE_REPAIR_VAR, value: v, expected: "true or false" }),
         };
     }
+    if let Some(v) = get(MIN_VALUES_POLICY_VAR).filter(|v| !v.trim().is_empty()) {
+        settings.min_values_policy = MinValuesPolicy::parse(v.trim()).ok_or(SettingError {
+            var: MIN_VALUES_POLICY_VAR,
+            value: v,
+            expected: "Strict or BestEffort",
+        })?;
+    }
     Ok(settings)
 }
 
@@ -56,5 +68,27 @@ mod tests {
         assert!(on.node_repair);
         assert_eq!((on.cluster.as_str(), on.holder.as_str()), ("prod", "sweeper"));
         assert_eq!(with(Some("yes")).unwrap_err().to_string(), "DOVETAIL_NODE_REPAIR=\"yes\": true or false");
+    }
+
+    #[test]
+    fn min_values_are_strict_unless_set_best_effort() {
+        let policy = |value: Option<&str>| {
+            from_lookup("prod", "provisioner", |k| {
+                if k == MIN_VALUES_POLICY_VAR {
+                    value.map(str::to_string)
+                } else {
+                    None
+                }
+            })
+            .map(|s| s.min_values_policy)
+        };
+        assert_eq!(policy(None), Ok(MinValuesPolicy::Strict));
+        assert_eq!(policy(Some(" ")), Ok(MinValuesPolicy::Strict));
+        assert_eq!(policy(Some("Strict")), Ok(MinValuesPolicy::Strict));
+        assert_eq!(policy(Some("BestEffort")), Ok(MinValuesPolicy::BestEffort));
+        assert_eq!(
+            policy(Some("besteffort")).unwrap_err().to_string(),
+            "DOVETAIL_MIN_VALUES_POLICY=\"besteffort\": Strict or BestEffort"
+        );
     }
 }

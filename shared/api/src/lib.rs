@@ -8,12 +8,14 @@
 //! - `manifest`: multi-document YAML/JSON files (or `kubectl get -o yaml` dumps) into
 //!   [`manifest::Inputs`] for `dovetail plan` / `dovetail simulate`;
 //! - `decode` (private, beneath `crd` and `manifest`): typed objects from JSON with errors that
-//!   name the field.
+//!   name the field; `ignored` (private, beneath `crd` and `import`): the fields a typed decoding
+//!   skips.
 //!
 //! Deliberately light (no AWS SDK, no kube client) so the CLI and every function can depend on it.
 
 pub mod convert;
 pub mod crd;
 mod decode;
+mod ignored;
 pub mod import;
 pub mod manifest;

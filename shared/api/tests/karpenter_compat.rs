@@ -309,7 +309,7 @@ fn requirement_operators_and_values() {
         "NodePool",
         "batch",
         "spec.template.spec.requirements[0].operator",
-        "\"Equals\" is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt",
+        "\"Equals\" is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte",
     );
 
     let pool = broken_pool(|d| d["spec"]["template"]["spec"]["requirements"][0]["values"] = yaml("[]"));
@@ -331,6 +331,47 @@ fn requirement_operators_and_values() {
             "exactly one non-negative integer",
         );
     }
+}
+
+/// Karpenter 1.14's inclusive operators: `Gte n` and `Lte n` take the same values as `Gt n-1` and
+/// `Lt n+1`, bounds included, and need one non-negative integer as `Gt` and `Lt` do.
+#[test]
+fn inclusive_operators_gte_and_lte() {
+    let pool = broken_pool(|d| {
+        d["spec"]["template"]["spec"]["requirements"][3] =
+            yaml("{key: karpenter.k8s.aws/instance-cpu, operator: Gte, values: ['4']}");
+        d["spec"]["template"]["spec"]["requirements"]
+            .as_sequence_mut()
+            .unwrap()
+            .push(yaml("{key: karpenter.k8s.aws/instance-memory, operator: Lte, values: ['16384']}"));
+    });
+    let core = pool.to_core().unwrap_or_else(|e| panic!("{}", render(&e)));
+    let cpu = core.requirements.get("karpenter.k8s.aws/instance-cpu").unwrap();
+    assert!(!cpu.has("3") && cpu.has("4") && cpu.has("96"));
+    assert!(!cpu.has("four"), "an integer comparison");
+    let memory = core.requirements.get("karpenter.k8s.aws/instance-memory").unwrap();
+    assert!(memory.has("8192") && memory.has("16384") && !memory.has("16385"));
+
+    for values in ["[abc]", "['1', '2']", "[]"] {
+        let pool = broken_pool(|d| {
+            d["spec"]["template"]["spec"]["requirements"][3]["operator"] = "Lte".into();
+            d["spec"]["template"]["spec"]["requirements"][3]["values"] = yaml(values);
+        });
+        assert_error(
+            pool.validate(),
+            "NodePool",
+            "batch",
+            "spec.template.spec.requirements[3].values",
+            "operator Lte needs exactly one non-negative integer",
+        );
+    }
+    // A bound past the integers the core compares is an error, not a wrap-around.
+    let pool = broken_pool(|d| {
+        d["spec"]["template"]["spec"]["requirements"][3]["operator"] = "Lte".into();
+        d["spec"]["template"]["spec"]["requirements"][3]["values"] = yaml("['9223372036854775807']");
+    });
+    let errors = pool.to_core().unwrap_err();
+    assert_eq!(errors[0].field, "spec.template.spec.requirements[3]", "{}", render(&errors));
 }
 
 #[test]
@@ -587,4 +628,443 @@ fn ec2nodeclass_tags_kubelet_and_disks() {
         "outside 1-64",
     );
     assert_error(class.validate(), "EC2NodeClass", "tuned", "spec.metadataOptions.httpTokens", "\"sometimes\"");
+}
+
+// ---- schema parity with Karpenter 1.14 ----
+//
+// `fixtures/karpenter-1.14-schema.txt` holds every property path under `spec` of Karpenter 1.14's
+// NodePool and EC2NodeClass CRDs, with its type and enum values (Karpenter's CRD YAML itself is
+// not copied here). Each must be one of Dovetail's fields, with the same type and values, or be
+// refused (`dovetail_api::crd::refused`): on the API server (a CEL rule in our CRD, or for an
+// open-ended object, no declaration so strict field validation refuses it) and in Dovetail's own
+// decoding, with an error naming the path. Regenerate the fixture from a Karpenter checkout with
+// `KARPENTER_CRDS=<checkout>/pkg/apis/crds DOVETAIL_BLESS=1 cargo test -p dovetail-api --test
+// karpenter_compat schema`.
+
+mod parity {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    use dovetail_api::crd::refused::{refused_value, RefusedField, REFUSED_FIELDS, REFUSED_VALUES};
+    use dovetail_api::crd::{from_value, EC2NodeClass, NodePool};
+    use dovetail_api::import;
+    use kube::CustomResourceExt;
+    use serde_json::Value;
+
+    const KINDS: [(&str, &str); 2] =
+        [("NodePool", "karpenter.sh_nodepools.yaml"), ("EC2NodeClass", "karpenter.k8s.aws_ec2nodeclasses.yaml")];
+
+    fn fixture_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/karpenter-1.14-schema.txt")
+    }
+
+    fn docs_path() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/karpenter-compatibility.md")
+    }
+
+    fn bless() -> bool {
+        std::env::var_os("DOVETAIL_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
+    }
+
+    /// One property of a schema: its type (`any` for a node that keeps whatever it is given) and
+    /// its enum values.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    struct Property {
+        ty: String,
+        values: Vec<String>,
+    }
+
+    /// Every property path under `spec` of a CRD (`spec.a.b`, `[]` for list items, `.*` for the
+    /// values of an open-ended object), keyed by path.
+    fn properties(crd: &Value) -> BTreeMap<String, Property> {
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        assert!(spec.is_object(), "no spec schema in the CRD");
+        let mut out = BTreeMap::new();
+        walk(spec, "spec".into(), &mut out);
+        out
+    }
+
+    fn walk(schema: &Value, path: String, out: &mut BTreeMap<String, Property>) {
+        let ty = match schema["type"].as_str() {
+            _ if schema["x-kubernetes-int-or-string"] == true => "int-or-string",
+            Some(ty) => ty,
+            None => "any",
+        };
+        let values = schema["enum"].as_array().into_iter().flatten().filter_map(Value::as_str).map(String::from);
+        out.insert(path.clone(), Property { ty: ty.into(), values: values.collect() });
+        for (name, property) in schema["properties"].as_object().into_iter().flatten() {
+            walk(property, format!("{path}.{name}"), out);
+        }
+        if schema["items"].is_object() {
+            walk(&schema["items"], format!("{path}[]"), out);
+        }
+        if schema["additionalProperties"].is_object() {
+            walk(&schema["additionalProperties"], format!("{path}.*"), out);
+        }
+    }
+
+    /// Karpenter's properties, read from the fixture: `Kind path type [v1,v2]` lines.
+    fn karpenter() -> BTreeMap<(String, String), Property> {
+        let text = std::fs::read_to_string(fixture_path()).unwrap();
+        let mut out = BTreeMap::new();
+        for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+            let mut fields = line.split(' ');
+            let (kind, path, ty) = (fields.next().unwrap(), fields.next().unwrap(), fields.next().unwrap());
+            let values = fields.next().map(|v| v.split(',').map(String::from).collect()).unwrap_or_default();
+            out.insert((kind.into(), path.into()), Property { ty: ty.into(), values });
+        }
+        out
+    }
+
+    fn ours(kind: &str) -> BTreeMap<String, Property> {
+        let crd = match kind {
+            "NodePool" => NodePool::crd(),
+            _ => EC2NodeClass::crd(),
+        };
+        properties(&serde_json::to_value(crd).unwrap())
+    }
+
+    /// The refused entry that covers a Karpenter path: the refused field itself, anything below
+    /// it, or (for `x.*`) any key of `x` and anything below that.
+    fn refusal(kind: &str, path: &str) -> Option<&'static RefusedField> {
+        REFUSED_FIELDS
+            .iter()
+            .filter(|r| r.kind == kind)
+            .find(|r| path == r.path || path.strip_prefix(r.path).is_some_and(|rest| rest.starts_with(['.', '['])))
+    }
+
+    /// Regenerates the fixture from Karpenter's CRD YAML (`KARPENTER_CRDS`), when blessing.
+    #[test]
+    fn schema_fixture_from_karpenter() {
+        let Some(dir) = std::env::var_os("KARPENTER_CRDS").filter(|_| bless()) else { return };
+        let mut text = String::from(
+            "# Every property path under spec of Karpenter 1.14's NodePool and EC2NodeClass CRDs\n\
+             # (aws/karpenter-provider-aws v1.14, pkg/apis/crds): kind, path ([] = list items, .* = values\n\
+             # of an open-ended object), type (any = kept as given) and enum values.\n\
+             # Generated by `KARPENTER_CRDS=<checkout>/pkg/apis/crds DOVETAIL_BLESS=1 cargo test -p dovetail-api\n\
+             # --test karpenter_compat schema`; read by the parity tests in tests/karpenter_compat.rs.\n",
+        );
+        for (kind, file) in KINDS {
+            let yaml = std::fs::read_to_string(Path::new(&dir).join(file)).unwrap();
+            let crd: Value = serde_yaml_ng::from_str(&yaml).unwrap();
+            for (path, p) in properties(&crd) {
+                text.push_str(&format!("{kind} {path} {}", p.ty));
+                if !p.values.is_empty() {
+                    text.push_str(&format!(" {}", p.values.join(",")));
+                }
+                text.push('\n');
+            }
+        }
+        std::fs::write(fixture_path(), text).unwrap();
+    }
+
+    /// Every Karpenter 1.14 property is Dovetail's (same type, same values, or the values Dovetail
+    /// lacks refused with a reason) or refused; Dovetail has no field Karpenter does not.
+    #[test]
+    fn schema_every_karpenter_field_is_ours_or_refused() {
+        let theirs = karpenter();
+        let mut problems = Vec::new();
+        for (kind, _) in KINDS {
+            let ours = ours(kind);
+            for ((k, path), their) in theirs.iter().filter(|((k, _), _)| k == kind) {
+                if refusal(k, path).is_some() {
+                    continue;
+                }
+                let Some(our) = ours.get(path) else {
+                    problems.push(format!("{kind} {path}: Karpenter's field is neither Dovetail's nor refused"));
+                    continue;
+                };
+                if our.ty != their.ty {
+                    problems.push(format!("{kind} {path}: type {} here, {} in Karpenter", our.ty, their.ty));
+                }
+                for value in their.values.iter().filter(|v| !our.values.contains(v)) {
+                    if refused_value(kind, path, value).is_none() {
+                        problems.push(format!("{kind} {path}: Karpenter's value {value} is neither ours nor refused"));
+                    }
+                }
+                for value in our.values.iter().filter(|v| !their.values.contains(v)) {
+                    problems.push(format!("{kind} {path}: value {value} is not Karpenter's"));
+                }
+            }
+            for path in ours.keys() {
+                let refused = refusal(kind, path).is_some();
+                let theirs_too = theirs.contains_key(&(kind.to_string(), path.clone()));
+                if !refused && !theirs_too && !under_open_object(&theirs, kind, path) {
+                    problems.push(format!("{kind} {path}: not a Karpenter 1.14 field"));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "schema differences from Karpenter 1.14:\n{}", problems.join("\n"));
+    }
+
+    /// Whether `path` lies under one of Karpenter's open-ended objects (`spec.kubelet.*`), whose
+    /// keys Dovetail types one by one (`spec.kubelet.evictionHard.*`).
+    fn under_open_object(theirs: &BTreeMap<(String, String), Property>, kind: &str, path: &str) -> bool {
+        let mut at = path;
+        loop {
+            if theirs.contains_key(&(kind.to_string(), format!("{at}.*"))) {
+                return true;
+            }
+            match at.rsplit_once(['.', '[']) {
+                Some((parent, _)) => at = parent,
+                None => return false,
+            }
+        }
+    }
+
+    /// A valid Karpenter object of `kind`, as a value, with its Karpenter apiVersion.
+    fn base(kind: &str) -> Value {
+        let file = match kind {
+            "NodePool" => "budgets.yaml",
+            _ => "ec2nodeclass-full.yaml",
+        };
+        let text =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(file)).unwrap();
+        serde_yaml_ng::from_str(&text).unwrap()
+    }
+
+    /// A value of Karpenter's type for the field.
+    fn sample(ty: &str) -> Value {
+        match ty {
+            "integer" => 100.into(),
+            "boolean" => true.into(),
+            "object" => serde_json::json!({}),
+            "array" => serde_json::json!([]),
+            _ => "x".into(),
+        }
+    }
+
+    /// Sets `value` at a refused path in `object` (list items: the first, which must exist; `*`:
+    /// a KubeletConfiguration field Dovetail does not type), returning the concrete path.
+    fn set(object: &mut Value, path: &str, value: Value) -> String {
+        let path = path.replace('*', "containerLogMaxSize");
+        let mut concrete = Vec::new();
+        let mut at = object;
+        for segment in path.split('.') {
+            let (name, lists) = match segment.find('[') {
+                Some(i) => (&segment[..i], segment[i..].matches("[]").count()),
+                None => (segment, 0),
+            };
+            if !at.is_object() {
+                *at = serde_json::json!({});
+            }
+            at = at.as_object_mut().unwrap().entry(name).or_insert(Value::Null);
+            concrete.push(format!("{name}{}", "[0]".repeat(lists)));
+            for _ in 0..lists {
+                at = at.get_mut(0).unwrap_or_else(|| panic!("{path}: the base object has no item to set it on"));
+            }
+        }
+        *at = value;
+        concrete.join(".")
+    }
+
+    fn decode_errors(kind: &'static str, object: &Value) -> Vec<dovetail_api::crd::FieldError> {
+        let mut object = object.clone();
+        object["apiVersion"] = "dovetail.dev/v1".into();
+        match kind {
+            "NodePool" => from_value::<NodePool>(kind, &object).map(|_| ()),
+            _ => from_value::<EC2NodeClass>(kind, &object).map(|_| ()),
+        }
+        .err()
+        .unwrap_or_default()
+    }
+
+    /// Each refused field is Karpenter's, and is refused with an error naming its path: by
+    /// Dovetail's decoding (the functions, `dovetail plan`), by `dovetail import`, and on the API
+    /// server by our CRD.
+    #[test]
+    fn schema_refused_fields_are_refused_everywhere() {
+        let theirs = karpenter();
+        for refused in REFUSED_FIELDS {
+            let kind = refused.kind;
+            let their = theirs
+                .get(&(kind.to_string(), refused.path.to_string()))
+                .unwrap_or_else(|| panic!("{kind} {}: refused, but not a Karpenter 1.14 field", refused.path));
+            assert_eq!(refused.ty, their.ty, "{kind} {}: Karpenter's type", refused.path);
+
+            let mut object = base(kind);
+            assert_eq!(decode_errors(kind, &object), [], "{kind}: the base object is valid");
+            let field = set(&mut object, refused.path, sample(&their.ty));
+            let errors = decode_errors(kind, &object);
+            assert!(
+                errors.iter().any(|e| e.field == field && e.message.contains(refused.why)),
+                "{kind} {field} is not refused by the decoding: {errors:?}"
+            );
+
+            let yaml = serde_yaml_ng::to_string(&object).unwrap();
+            let report = import::convert([("in.yaml", yaml.as_str())]);
+            assert!(report.objects.is_empty(), "{kind} {field}: imported");
+            let reported: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+            assert!(
+                reported
+                    .iter()
+                    .any(|e| e.contains(&format!("{field}: a Karpenter field Dovetail refuses: {}", refused.why))),
+                "{kind} {field}: the import says {reported:?}"
+            );
+
+            let crd = serde_json::to_value(match kind {
+                "NodePool" => NodePool::crd(),
+                _ => EC2NodeClass::crd(),
+            })
+            .unwrap();
+            let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+            let relative = refused.path.strip_prefix("spec.").unwrap();
+            let (parent_path, leaf) = relative.rsplit_once('.').unwrap_or(("", relative));
+            let parent = schema_at(spec, parent_path);
+            if leaf == "*" {
+                // Undeclared keys are unknown fields to the API server: strict field validation
+                // refuses them, naming the path.
+                assert!(
+                    parent.get("x-kubernetes-preserve-unknown-fields").is_none()
+                        && parent.get("additionalProperties").is_none(),
+                    "{kind} {}: our schema keeps undeclared keys",
+                    refused.path
+                );
+            } else {
+                // A CEL rule can only name a field whose type the schema gives.
+                let declared = &parent["properties"][leaf];
+                assert_eq!(declared["type"], refused.ty, "{kind} {}: not declared in the CRD", refused.path);
+                let rules = parent["x-kubernetes-validations"].as_array().cloned().unwrap_or_default();
+                let rule = rules
+                    .iter()
+                    .find(|r| r["rule"] == format!("!has(self.{leaf})"))
+                    .unwrap_or_else(|| panic!("{kind} {}: no CEL rule refuses it: {rules:?}", refused.path));
+                let message = rule["message"].as_str().unwrap();
+                assert!(
+                    message.starts_with(&format!("{}: ", refused.path.replace("[]", "[*]")))
+                        && message.contains(refused.why),
+                    "{message}"
+                );
+                assert_eq!(rule["fieldPath"], format!(".{leaf}"));
+            }
+        }
+    }
+
+    fn schema_at<'a>(spec: &'a Value, path: &str) -> &'a Value {
+        let mut at = spec;
+        for segment in path.split('.').filter(|s| !s.is_empty()) {
+            let (name, lists) = match segment.find('[') {
+                Some(i) => (&segment[..i], segment[i..].matches("[]").count()),
+                None => (segment, 0),
+            };
+            at = &at["properties"][name];
+            for _ in 0..lists {
+                at = &at["items"];
+            }
+        }
+        at
+    }
+
+    /// Each refused value is one of Karpenter's that our CRD's enum leaves out, and validation
+    /// refuses it naming the field and saying why.
+    #[test]
+    fn schema_refused_values_are_refused() {
+        let theirs = karpenter();
+        for refused in REFUSED_VALUES {
+            let kind = refused.kind;
+            let their = &theirs[&(kind.to_string(), refused.path.to_string())];
+            assert!(their.values.iter().any(|v| v == refused.value), "{kind} {}: not Karpenter's", refused.value);
+            assert!(!ours(kind)[refused.path].values.iter().any(|v| v == refused.value), "{}", refused.value);
+            let mut object = base(kind);
+            object["apiVersion"] = "dovetail.dev/v1".into();
+            let field = set(&mut object, refused.path, refused.value.into());
+            let errors = match kind {
+                "NodePool" => from_value::<NodePool>(kind, &object).unwrap().validate(),
+                _ => from_value::<EC2NodeClass>(kind, &object).unwrap().validate(),
+            }
+            .unwrap_err();
+            assert!(
+                errors.iter().any(|e| e.field == field && e.message.contains(refused.why)),
+                "{kind} {field}={}: {errors:?}",
+                refused.value
+            );
+        }
+    }
+
+    /// Every consolidation policy of Karpenter 1.14 that is not refused reaches the core as that
+    /// policy, and `consolidateAfter` takes a duration or `Never` (no consolidation).
+    #[test]
+    fn schema_every_consolidation_setting_reaches_the_core() {
+        let theirs = karpenter();
+        let path = "spec.disruption.consolidationPolicy";
+        let policies = &theirs[&("NodePool".to_string(), path.to_string())].values;
+        assert!(policies.len() >= 2, "{policies:?}");
+        for policy in policies.iter().filter(|v| refused_value("NodePool", path, v).is_none()) {
+            for (after, expected) in [("Never", None), ("90s", Some(std::time::Duration::from_secs(90)))] {
+                let mut object = base("NodePool");
+                object["apiVersion"] = "dovetail.dev/v1".into();
+                object["spec"]["disruption"]["consolidationPolicy"] = policy.as_str().into();
+                object["spec"]["disruption"]["consolidateAfter"] = after.into();
+                let core = from_value::<NodePool>("NodePool", &object).unwrap().to_core().unwrap();
+                assert_eq!(format!("{:?}", core.disruption.consolidation_policy), *policy);
+                assert_eq!(core.disruption.consolidate_after, expected, "{policy} {after}");
+            }
+        }
+    }
+
+    /// Every requirement operator of Karpenter 1.14 that is not refused becomes a core requirement
+    /// that holds the values Karpenter's would, and no other.
+    #[test]
+    fn schema_every_requirement_operator_reaches_the_core() {
+        let theirs = karpenter();
+        let path = "spec.template.spec.requirements[].operator";
+        let key = "karpenter.k8s.aws/instance-cpu";
+        for operator in &theirs[&("NodePool".to_string(), path.to_string())].values {
+            if refused_value("NodePool", path, operator).is_some() {
+                continue;
+            }
+            // (values, label values the requirement holds, label values it does not)
+            let (values, held, not_held): (&[&str], &[&str], &[&str]) = match operator.as_str() {
+                "In" => (&["4", "8"], &["4", "8"], &["2", "16"]),
+                "NotIn" => (&["4", "8"], &["2", "16"], &["4", "8"]),
+                "Exists" => (&[], &["2", "4"], &[]),
+                "DoesNotExist" => (&[], &[], &["2", "4"]),
+                "Gt" => (&["4"], &["5", "64"], &["4", "2"]),
+                "Gte" => (&["4"], &["4", "64"], &["3", "2"]),
+                "Lt" => (&["4"], &["3", "0"], &["4", "8"]),
+                "Lte" => (&["4"], &["4", "0"], &["5", "8"]),
+                other => panic!("operator {other} of Karpenter 1.14 is neither handled nor refused"),
+            };
+            let mut object = base("NodePool");
+            object["apiVersion"] = "dovetail.dev/v1".into();
+            object["spec"]["template"]["spec"]["requirements"] =
+                serde_json::json!([{"key": key, "operator": operator, "values": values}]);
+            let core = from_value::<NodePool>("NodePool", &object).unwrap().to_core().unwrap();
+            let requirement = core.requirements.get(key).unwrap();
+            for v in held {
+                assert!(requirement.has(v), "{key} {operator} {values:?} should hold {v}");
+            }
+            for v in not_held {
+                assert!(!requirement.has(v), "{key} {operator} {values:?} should not hold {v}");
+            }
+        }
+    }
+
+    /// The table of what differs from Karpenter 1.14 in `docs/karpenter-compatibility.md` is
+    /// this list, rendered (`DOVETAIL_BLESS=1` rewrites it).
+    #[test]
+    fn schema_docs_table_is_the_refused_list() {
+        const START: &str = "<!-- refused: generated from shared/api/src/crd/refused.rs -->\n";
+        const END: &str = "<!-- end refused -->";
+        let mut table = String::from("| kind | field or value | why it is refused |\n|---|---|---|\n");
+        for r in REFUSED_FIELDS {
+            table.push_str(&format!("| {} | `{}` | {} |\n", r.kind, r.path, r.why));
+        }
+        for r in REFUSED_VALUES {
+            table.push_str(&format!("| {} | `{}: {}` | {} |\n", r.kind, r.path, r.value, r.why));
+        }
+        let docs = std::fs::read_to_string(docs_path()).unwrap();
+        let start = docs.find(START).expect("the docs mark where the table starts") + START.len();
+        let end = docs[start..].find(END).expect("the docs mark where the table ends") + start;
+        if bless() {
+            std::fs::write(docs_path(), format!("{}{table}{}", &docs[..start], &docs[end..])).unwrap();
+            return;
+        }
+        assert_eq!(
+            &docs[start..end],
+            table,
+            "docs/karpenter-compatibility.md is out of date: DOVETAIL_BLESS=1 cargo test -p dovetail-api --test \
+             karpenter_compat schema"
+        );
+    }
 }

@@ -41,14 +41,15 @@ exactly:
     kubelet, which belongs in the EC2NodeClass since Karpenter v1);
   - kept but treated differently by Dovetail today: AL2 (deprecated by AWS: no images for
     Kubernetes 1.33 and later), amiFamily Custom with user data naming Karpenter's unregistered
-    taint, capacity reservations and capacity type reserved, a nodes limit (not enforced),
-    Karpenter's own taints;
+    taint, capacity reservations and capacity type reserved, Karpenter's own
+    taints;
   - a NodePool whose EC2NodeClass was not converted with it;
   - documents of other kinds, which are skipped (NodeClaims, NodeOverlays, ConfigMaps, ...).
 
 Errors (stderr, exit code 2) are objects that cannot be converted; the others are still written:
 a field of the wrong type, a value Dovetail's validation refuses (every converted object passes
-the validation Dovetail's functions apply), a static NodePool (replicas), Karpenter's pre-v1 APIs
+the validation Dovetail's functions apply), a Karpenter 1.14 field Dovetail refuses (a static
+NodePool's replicas, ipPrefixCount, networkInterfaces, ...: docs/karpenter-compatibility.md), Karpenter's pre-v1 APIs
 (v1beta1 NodePools, Provisioners, AWSNodeTemplates: migrate them with Karpenter first), an object
 defined twice, a file that is not YAML or JSON.
 

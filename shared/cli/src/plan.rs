@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use dovetail_api::manifest;
 use dovetail_core::catalog::{self, Zone};
+use dovetail_core::requirements::MinValuesPolicy;
 use dovetail_core::scheduler::{schedule, Plan};
 
 use crate::{bad_input, output, Format, OutputArgs};
@@ -31,6 +32,15 @@ pub struct Args {
     /// Availability zones offerings are priced in, as `name` or `name=zone-id`.
     #[arg(long, value_delimiter = ',')]
     zones: Vec<String>,
+    /// What a pool's minValues means, as Karpenter's --min-values-policy: Strict (a claim that
+    /// cannot keep it is not launched) or BestEffort (launched with the values there are). The
+    /// functions read DOVETAIL_MIN_VALUES_POLICY.
+    #[arg(long, value_name = "POLICY", default_value = "Strict", value_parser = parse_min_values_policy)]
+    min_values_policy: MinValuesPolicy,
+}
+
+fn parse_min_values_policy(value: &str) -> Result<MinValuesPolicy, String> {
+    MinValuesPolicy::parse(value).ok_or_else(|| format!("{value:?} is not Strict or BestEffort"))
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -38,10 +48,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Ok(i) => i,
         Err(e) => return Ok(bad_input(&e)),
     };
-    let snap = match inputs.snapshot() {
+    let mut snap = match inputs.snapshot() {
         Ok(s) => s,
         Err(e) => return Ok(bad_input(&e)),
     };
+    snap.min_values_policy = args.min_values_policy;
     let zones = parse_zones(&args.zones);
     let custom;
     let catalog = if zones.is_empty() {

@@ -547,11 +547,23 @@ fn limits_place_as_many_pods_as_fit() {
     assert!(ex.plan.unschedulable.len() <= 3, "{} of 10 workers left pending", ex.plan.unschedulable.len());
 }
 
+/// The EC2NodeClass `default` the inline manifests' pools name.
+const DEFAULT_CLASS: &str = "apiVersion: dovetail.dev/v1
+kind: EC2NodeClass
+metadata: {name: default}
+spec:
+  role: DovetailNodeRole-demo-cluster
+  amiSelectorTerms: [{alias: al2023@latest}]
+  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
+  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
+";
+
 /// A pod that selects `karpenter.sh/nodepool: b` must land on pool `b` (or nowhere), not on the
 /// higher-weight pool `a`.
 #[test]
 fn nodepool_selector_picks_the_pool() {
-    let manifests = r"
+    let manifests = &[
+        r"
 apiVersion: dovetail.dev/v1
 kind: NodePool
 metadata: {name: a}
@@ -570,27 +582,69 @@ spec:
     spec:
       nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}
       requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]
----
-apiVersion: dovetail.dev/v1
-kind: EC2NodeClass
-metadata: {name: default}
-spec:
-  role: DovetailNodeRole-demo-cluster
-  amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
-  securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo-cluster}}]
----
-apiVersion: v1
+",
+        DEFAULT_CLASS,
+        r"apiVersion: v1
 kind: Pod
 metadata: {name: wants-b, namespace: default}
 spec:
   nodeSelector: {karpenter.sh/nodepool: b}
   containers: [{name: app, resources: {requests: {cpu: 500m, memory: 1Gi}}}]
-";
+",
+    ]
+    .join("---\n");
     let plan = plan_stdin(manifests);
     for c in &plan.nodeclaims {
         assert_eq!(c.nodepool, "b", "{} is from pool {}", c.name, c.nodepool);
     }
+}
+
+/// `--min-values-policy`: a pool whose `minValues` no instance type can keep (one family among
+/// the allowed types) leaves the pod pending under `Strict`, the default, and gets it a node under
+/// `BestEffort`; another spelling is refused, naming the flag.
+#[test]
+fn min_values_policy_flag() {
+    let manifests = [
+        r"
+apiVersion: dovetail.dev/v1
+kind: NodePool
+metadata: {name: flexible}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: dovetail.dev, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5, c5], minValues: 2}
+        - {key: node.kubernetes.io/instance-type, operator: In, values: [m5.large, m5.xlarge]}
+",
+        DEFAULT_CLASS,
+        r"apiVersion: v1
+kind: Pod
+metadata: {name: web, namespace: default}
+spec:
+  containers: [{name: app, resources: {requests: {cpu: 500m, memory: 1Gi}}}]
+",
+    ]
+    .join("---\n");
+    let plan_with = |policy: &[&str]| -> Plan {
+        let args: Vec<&str> = ["plan", "-o", "json", "-f", "-"].iter().chain(policy).copied().collect();
+        let out = dovetail(&args, Some(manifests.as_bytes()));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_str(&text(&out.stdout)).expect("a plan")
+    };
+    for strict in [plan_with(&[]), plan_with(&["--min-values-policy", "Strict"])] {
+        assert!(strict.nodeclaims.is_empty(), "{:?}", strict.nodeclaims);
+        assert!(strict.unschedulable[0].reason.contains("minValues"), "{:?}", strict.unschedulable);
+    }
+    let relaxed = plan_with(&["--min-values-policy", "BestEffort"]);
+    assert!(relaxed.unschedulable.is_empty(), "{:?}", relaxed.unschedulable);
+    assert_eq!(relaxed.nodeclaims.len(), 1);
+    assert!(relaxed.nodeclaims[0].instance_types.iter().all(|t| t.starts_with("m5.")));
+
+    // Refused before any input is read (so none is piped: the write would race the exit).
+    let out = dovetail(&["plan", "-f", "-", "--min-values-policy", "besteffort"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("\"besteffort\" is not Strict or BestEffort"), "{}", text(&out.stderr));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -130,6 +130,10 @@ pub struct Cluster {
     /// stay functions of the cluster alone.
     #[serde(default)]
     pub node_repair: bool,
+    /// Whether `minValues` is a hard constraint when planning: the functions' setting
+    /// ([`crate::reconcile::Settings::min_values_policy`]), copied here by the read.
+    #[serde(default)]
+    pub min_values_policy: crate::requirements::MinValuesPolicy,
     /// EC2NodeClasses whose resolution failed in this read, with why (their status says so).
     #[serde(default)]
     pub unresolved: BTreeMap<String, String>,

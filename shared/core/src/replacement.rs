@@ -75,6 +75,7 @@ pub(crate) fn plan_replacement(
         nodeclasses: cluster.nodeclasses.clone(),
         unavailable,
         namespaces: cluster.namespaces.clone(),
+        min_values_policy: cluster.min_values_policy,
     };
     // Both solves below are over the same pools: the second reuses what the first prepared.
     let cache = SolveCache::new();

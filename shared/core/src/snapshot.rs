@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::catalog::OfferingKey;
 use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pod};
+use crate::requirements::MinValuesPolicy;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
@@ -19,4 +20,7 @@ pub struct Snapshot {
     pub unavailable: BTreeSet<OfferingKey>,
     /// Namespace labels, for affinity terms with a `namespaceSelector`.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Whether `minValues` is a hard constraint (Karpenter's `--min-values-policy`).
+    #[serde(default)]
+    pub min_values_policy: MinValuesPolicy,
 }

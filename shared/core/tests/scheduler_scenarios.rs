@@ -17,7 +17,7 @@ use dovetail_core::model::{
     HostPort, InclusionPolicy, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind, NodePool, OwnerKind, Pod,
     PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted, WhenUnsatisfiable,
 };
-use dovetail_core::requirements::{Operator, Requirement, Requirements};
+use dovetail_core::requirements::{MinValuesPolicy, Operator, Requirement, Requirements};
 use dovetail_core::resources::{Resources, NVIDIA_GPU};
 use dovetail_core::scheduler::{schedule, Plan, PlannedClaim};
 use dovetail_core::snapshot::Snapshot;
@@ -875,6 +875,42 @@ fn bug_min_values_is_kept_or_explained() {
     let c = claim_of(&plan, "web").unwrap();
     assert_eq!(c.capacity_type, CapacityType::OnDemand, "{}", checker::summary(&plan));
     assert_eq!(c.instance_types.len(), 2);
+}
+
+/// Karpenter's `--min-values-policy BestEffort`: a pod whose pool cannot keep `minValues` is
+/// launched for with the values there are, where `Strict` leaves it pending; where enough values
+/// exist, both keep them.
+#[test]
+fn min_values_best_effort_launches_with_the_values_there_are() {
+    let one_family = fixed_catalog(vec![
+        fixed_type("m5.large", 2, 8, 0.10, Some(0.04), &["zone-a"]),
+        fixed_type("m5.xlarge", 4, 16, 0.20, Some(0.08), &["zone-a"]),
+    ]);
+    let mut p = pool("flexible");
+    p.requirements.add(req(labels::INSTANCE_FAMILY, Operator::Exists, &[] as &[&str]).with_min_values(Some(2)));
+    let mut snap = snapshot(vec![pod("web", 500, 256)], vec![p]);
+    assert!(reason_of(&run(&snap, &one_family), "web").is_some_and(|r| r.contains("minValues")));
+    snap.min_values_policy = MinValuesPolicy::BestEffort;
+    let plan = run(&snap, &one_family);
+    let c = claim_of(&plan, "web").unwrap_or_else(|| panic!("launched for: {}", checker::summary(&plan)));
+    assert_eq!(c.instance_types, ["m5.large", "m5.xlarge"]);
+
+    // Five families: both policies keep the five.
+    let catalog = catalog::embedded();
+    snap.nodepools[0]
+        .requirements
+        .add(req(labels::INSTANCE_FAMILY, Operator::Exists, &[] as &[&str]).with_min_values(Some(5)));
+    for policy in [MinValuesPolicy::Strict, MinValuesPolicy::BestEffort] {
+        snap.min_values_policy = policy;
+        let plan = run(&snap, catalog);
+        let c = claim_of(&plan, "web").unwrap();
+        let families: BTreeSet<&str> = c
+            .instance_types
+            .iter()
+            .filter_map(|t| catalog.get(t)?.requirements.get(labels::INSTANCE_FAMILY)?.single_value())
+            .collect();
+        assert!(families.len() >= 5, "{policy:?}: {families:?}");
+    }
 }
 
 /// Fixed: the relaxation ladder gave up the first required node-affinity term before any

@@ -185,7 +185,7 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
                 status: v.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
             },
         );
-        match crd::from_value::<NodePool>("NodePool", v).map_err(|e| vec![e]).and_then(|np| np.to_core()) {
+        match crd::from_value::<NodePool>("NodePool", v).and_then(|np| np.to_core()) {
             Ok(pool) => state.nodepools.push(pool),
             Err(errors) => {
                 for e in errors {
@@ -205,7 +205,7 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
                 deprecation: typed.as_ref().ok().and_then(|c| c.ami_family().deprecation()),
             },
         );
-        match typed.map_err(|e| vec![e]).and_then(|c| c.to_core()) {
+        match typed.and_then(|c| c.to_core()) {
             Ok(class) => state.nodeclasses.push(class),
             Err(errors) => {
                 for e in errors {

@@ -37,6 +37,7 @@ use super::open_enum::open_enum;
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = super::schema::tidy)]
+#[schemars(transform = super::refused::ec2nodeclass_spec)]
 #[schemars(extend("x-kubernetes-validations" = [{
     "rule": "has(self.role) != has(self.instanceProfile)",
     "message": "must specify exactly one of ['role', 'instanceProfile']",

@@ -9,13 +9,20 @@ use super::FieldError;
 /// Decodes one object of `kind` (`NodePool`, `EC2NodeClass`). A value that does not fit the
 /// Rust type (the CRD schema let through something the types do not accept) is one
 /// [`FieldError`] naming the field when the decoder can tell which (`spec.weight`), else the
-/// object as a whole (empty field).
-pub fn from_value<T: DeserializeOwned>(kind: &'static str, value: &serde_json::Value) -> Result<T, FieldError> {
+/// object as a whole (empty field). A Karpenter field Dovetail refuses ([`super::refused`]) is
+/// an error naming it, one per field, rather than dropped.
+pub fn from_value<T: DeserializeOwned>(kind: &'static str, value: &serde_json::Value) -> Result<T, Vec<FieldError>> {
     let name = value.pointer("/metadata/name").and_then(|v| v.as_str()).unwrap_or_default().to_string();
-    crate::decode::with_path(value).map_err(|text| {
+    let typed = crate::decode::with_path(value).map_err(|text| {
         let (field, message) = split_path(&text);
-        FieldError { kind, name, field, message }
-    })
+        vec![FieldError { kind, name, field, message }]
+    })?;
+    let refused = super::refused::refused_fields::<T>(kind, value);
+    if refused.is_empty() {
+        Ok(typed)
+    } else {
+        Err(refused)
+    }
 }
 
 /// The decoder writes `spec.template.spec.weight: invalid type: …` when it knows the field and a
@@ -73,15 +80,32 @@ mod tests {
             &json!({"apiVersion": "dovetail.dev/v1", "kind": "NodePool", "metadata": {"name": "bad"},
                     "spec": {"weight": "heavy", "template": {"spec": {"nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "x"}, "requirements": []}}}}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .remove(0);
         assert_eq!((e.kind, e.name.as_str(), e.field.as_str()), ("NodePool", "bad", "spec.weight"), "{e}");
         let e = from_value::<EC2NodeClass>(
             "EC2NodeClass",
             &json!({"apiVersion": "dovetail.dev/v1", "kind": "EC2NodeClass", "metadata": {"name": "c"}}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .remove(0);
         assert_eq!(e.field, "", "{e}");
         assert!(e.message.contains("spec"), "{e}");
+    }
+
+    #[test]
+    fn refused_fields_are_errors_naming_each() {
+        let errors = from_value::<NodePool>(
+            "NodePool",
+            &json!({"apiVersion": "dovetail.dev/v1", "kind": "NodePool", "metadata": {"name": "fixed"},
+                    "spec": {"replicas": 3, "unheardOf": true,
+                             "template": {"spec": {"nodeClassRef": {"group": "dovetail.dev", "kind": "EC2NodeClass", "name": "x"}, "requirements": []}}}}),
+        )
+        .unwrap_err();
+        // A field Karpenter 1.14 does not have either is no refusal: the API server prunes it.
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!((errors[0].name.as_str(), errors[0].field.as_str()), ("fixed", "spec.replicas"));
+        assert!(errors[0].message.contains("static NodePools"), "{}", errors[0]);
     }
 
     /// Found by the `crd_objects` fuzz target: a map key with a space in the path lost the field.
@@ -94,7 +118,8 @@ mod tests {
                              "subnetSelectorTerms": [{"id": "subnet-1"}], "securityGroupSelectorTerms": [{"id": "sg-1"}],
                              "tags": {"cost center: eu": []}}}),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .remove(0);
         assert_eq!(
             (e.field.as_str(), e.message.as_str()),
             ("spec.tags.cost center: eu", "invalid type: sequence, expected a string"),

@@ -2,9 +2,9 @@
 //!
 //! `NodePool` and `EC2NodeClass` carry the same fields, defaults and meaning as Karpenter v1's
 //! `karpenter.sh/v1` `NodePool` and `karpenter.k8s.aws/v1` `EC2NodeClass`, so a Karpenter
-//! manifest becomes a Dovetail one by changing only its `apiVersion`. Alpha or very recent
-//! Karpenter fields (static `replicas`, `consolidateWhen`, `ipPrefixCount`, `enclaveOptions`) are
-//! not modelled; serde ignores them when reading.
+//! manifest becomes a Dovetail one by changing only its `apiVersion`. The Karpenter 1.14 fields
+//! Dovetail does not have (static `replicas`, `ipPrefixCount`, ...) are refused with an error
+//! naming them, never silently dropped ([`refused`]).
 //!
 //! Defaults live in two places on purpose: in serde (a field missing from YAML deserializes to
 //! Karpenter's default, so code never sees an "unset" `expireAfter`) and in the generated CRD
@@ -23,6 +23,7 @@ pub mod meta;
 mod nodeclaim;
 mod nodepool;
 mod open_enum;
+pub mod refused;
 pub use dovetail_core::time::cron as schedule;
 mod schema;
 mod to_core;

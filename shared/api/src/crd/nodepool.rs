@@ -39,6 +39,7 @@ use super::open_enum::open_enum;
 )]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = super::schema::tidy)]
+#[schemars(transform = super::refused::nodepool_spec)]
 pub struct NodePoolSpec {
     /// Template of the NodeClaims this pool launches. A launched NodeClaim is usually narrower
     /// than the template: pods' constraints pick among the possibilities it allows.
@@ -130,8 +131,8 @@ pub struct NodeClaimTemplateSpec {
         "message": "requirements with operator 'In' must have a value defined",
     },
     {
-        "rule": "!(self.operator in ['Gt', 'Lt']) || (has(self.values) && size(self.values) == 1 && self.values[0].matches('^[0-9]+$'))",
-        "message": "requirements with operator 'Gt' or 'Lt' must have a single non-negative integer value",
+        "rule": "!(self.operator in ['Gt', 'Lt', 'Gte', 'Lte']) || (has(self.values) && size(self.values) == 1 && self.values[0].matches('^[0-9]+$'))",
+        "message": "requirements with operator 'Gt', 'Lt', 'Gte' or 'Lte' must have a single non-negative integer value",
     },
     {
         "rule": "!has(self.minValues) || self.operator != 'In' || (has(self.values) && size(self.values) >= self.minValues)",
@@ -144,8 +145,8 @@ pub struct NodeSelectorRequirementWithMinValues {
     pub key: String,
     /// How the label relates to the values.
     pub operator: Operator,
-    /// Values for `In` and `NotIn` (at least one for `In`); a single integer for `Gt`/`Lt`;
-    /// empty for `Exists` and `DoesNotExist`.
+    /// Values for `In` and `NotIn` (at least one for `In`); a single integer for `Gt`, `Lt`,
+    /// `Gte` and `Lte`; empty for `Exists` and `DoesNotExist`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(inner(length(max = 63)))]
     pub values: Vec<String>,
@@ -178,6 +179,10 @@ open_enum! {
         Gt = "Gt",
         /// The label's value is an integer less than the single value.
         Lt = "Lt",
+        /// The label's value is an integer greater than or equal to the single value.
+        Gte = "Gte",
+        /// The label's value is an integer less than or equal to the single value.
+        Lte = "Lte",
     }
 }
 

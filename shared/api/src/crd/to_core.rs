@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
     AmiFamily, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, EC2NodeClass, FieldError,
-    InstanceStorePolicy, NodePool, Taint, TaintEffect,
+    InstanceStorePolicy, NodePool, NodeSelectorRequirementWithMinValues, Operator, Taint, TaintEffect,
 };
 
 fn field_error(kind: &'static str, name: &str, field: String, message: String) -> FieldError {
@@ -31,8 +31,26 @@ fn taint(t: &Taint) -> core::Taint {
     core::Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect }
 }
 
-fn operator(op: &super::Operator) -> Option<CoreOperator> {
-    CoreOperator::parse(op.as_str())
+/// A pool's requirement in the core's terms. Karpenter's inclusive `Gte n` and `Lte n` are the
+/// core's exclusive `Gt n-1` and `Lt n+1`: both compare integer label values only, so the sets
+/// are the same (and a NodeClaim writes them back as Gt and Lt, which Karpenter reads alike).
+fn requirement(r: &NodeSelectorRequirementWithMinValues) -> Result<Requirement, String> {
+    let (op, values) = match r.operator {
+        Operator::Gte | Operator::Lte => {
+            let (op, shift) = if r.operator == Operator::Gte { (CoreOperator::Gt, -1) } else { (CoreOperator::Lt, 1) };
+            let bound = match r.values.as_slice() {
+                [v] => v.parse::<i64>().ok().and_then(|n| n.checked_add(shift)),
+                _ => None,
+            };
+            let bound = bound.ok_or_else(|| {
+                format!("operator {} needs one integer value in range, got {:?}", r.operator, r.values)
+            })?;
+            (op, vec![bound.to_string()])
+        }
+        ref other => (CoreOperator::parse(other.as_str()).ok_or("unknown operator")?, r.values.clone()),
+    };
+    let req = Requirement::new(&r.key, op, &values).map_err(|e| e.to_string())?;
+    Ok(req.with_min_values(r.min_values.map(|m| m.max(0) as usize)))
 }
 
 /// Parses a resource quantity the way the core counts it (cpu in millicores, the rest in units).
@@ -52,10 +70,7 @@ impl NodePool {
         let mut requirements = Requirements::new();
         for (i, r) in tmpl.spec.requirements.iter().enumerate() {
             let field = format!("spec.template.spec.requirements[{i}]");
-            let op =
-                operator(&r.operator).ok_or_else(|| err(format!("{field}.operator"), "unknown operator".into()))?;
-            let req = Requirement::new(&r.key, op, &r.values).map_err(|e| err(field.clone(), e.to_string()))?;
-            requirements.add(req.with_min_values(r.min_values.map(|m| m.max(0) as usize)));
+            requirements.add(requirement(r).map_err(|m| err(field, m))?);
         }
         // Template labels become requirements: a pod selecting them must match this pool.
         for (k, v) in &tmpl.metadata.labels {

@@ -9,13 +9,14 @@
 //!   kubectl wrote (uid, resourceVersion, managedFields, the last-applied annotation, ...) goes
 //!   silently, as it would on any copy; `status`, Karpenter's own annotations, labels and
 //!   finalizers, owner references and any other envelope field go with a warning.
-//! - `ignored`: fields of the spec that Dovetail's types do not have are dropped with a warning
-//!   (found by deserializing, so the list of supported fields is the types themselves).
+//! - fields of the spec that Dovetail's types do not have are dropped with a warning (found by
+//!   deserializing, [`crate::ignored`], so the list of supported fields is the types themselves);
+//!   Karpenter 1.14 fields Dovetail refuses ([`crate::crd::refused`]) make the object an error.
 //! - `nodepool`: `nodeClassRef.group` `karpenter.k8s.aws` becomes `dovetail.dev`, and the template
 //!   annotation `karpenter.sh/do-not-disrupt` takes Dovetail's spelling (both are honoured);
 //!   values and settings Dovetail reads but does not act on the same way are kept and warned
-//!   about (capacity type `reserved`, a `nodes` limit, Karpenter's own taints and
-//!   annotations). A static pool (`replicas`) is refused.
+//!   about (capacity type `reserved`, Karpenter's own taints and annotations). A static pool
+//!   (`replicas`) is refused.
 //! - `nodeclass`: settings Dovetail's launches treat differently from Karpenter's (AL2, which AWS
 //!   deprecated, Karpenter's taint in Custom user data, capacity reservations) are kept and warned
 //!   about.
@@ -34,7 +35,6 @@
 //! [`convert`] is a pure function of the texts; reading files and stdin is the caller's
 //! (`manifest::read_paths`).
 
-mod ignored;
 mod nodeclass;
 mod nodepool;
 mod object;

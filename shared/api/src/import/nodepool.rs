@@ -2,9 +2,10 @@
 //!
 //! The fields are the same; what changes is the node class reference (Dovetail's own group) and
 //! the one node annotation Dovetail has its own spelling for. What is kept but behaves
-//! differently under Dovetail (requirement values it never offers, limits it does not enforce,
-//! Karpenter's own taints) is warned about; a static pool, whose meaning Dovetail cannot keep at
-//! all, is refused.
+//! differently under Dovetail (requirement values it never offers, Karpenter's own taints) is
+//! warned about; a static pool, whose meaning Dovetail cannot keep at
+//! all, is refused with the other Karpenter fields Dovetail refuses ([`crate::crd::refused`], by
+//! the decoding in `object::decode`).
 
 use serde_json::Value;
 
@@ -21,31 +22,12 @@ pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<NodePool, 
     let mut value = input.clone();
     object::prepare(&mut value, notes);
     if let Some(spec) = value.get_mut("spec") {
-        refuse_static(input, spec)?;
         rewrite(spec, notes);
     }
     let pool: NodePool = object::decode::<NodePool, NodePoolSpec>(KIND, &value, notes, unsupported)?;
     pool.to_core()?;
     check(&pool, notes);
     Ok(pool)
-}
-
-/// Karpenter's static NodePools keep `replicas` nodes whatever the pods need; Dovetail only
-/// launches for pending pods. Dropping the field would turn a fixed-size pool into an autoscaled
-/// one bounded only by limits, so the pool is refused instead.
-fn refuse_static(input: &Value, spec: &Value) -> Result<(), Vec<FieldError>> {
-    if spec.get("replicas").is_none_or(Value::is_null) {
-        return Ok(());
-    }
-    Err(vec![FieldError {
-        kind: KIND,
-        name: input.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string(),
-        field: "spec.replicas".into(),
-        message: "static NodePools (a fixed number of nodes) are not supported: Dovetail launches nodes for \
-                  pending pods only. Keep this pool in Karpenter, or remove replicas and set limits to make \
-                  it an autoscaled pool"
-            .into(),
-    }])
 }
 
 /// Why a field Dovetail's NodePool does not have is dropped.
@@ -145,13 +127,5 @@ fn check(pool: &NodePool, notes: &mut Notes<'_>) {
                 );
             }
         }
-    }
-    if pool.spec.limits.contains_key("nodes") {
-        // The core counts limits in resources of the pool's nodes (cpu, memory, GPUs); a node
-        // count is not one of them.
-        notes.warn(
-            "spec.limits[nodes]",
-            "kept, but Dovetail does not enforce a node count yet: bound the pool with cpu or memory limits",
-        );
     }
 }

@@ -10,9 +10,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use super::ignored::ignored_fields;
 use super::Notes;
 use crate::crd::{from_value, labels, FieldError, API_VERSION};
+use crate::ignored::ignored_fields;
 
 /// Metadata fields the API server sets on every object; a copy must not carry them.
 const SERVER_SET: &[&str] = &[
@@ -150,7 +150,7 @@ pub(super) fn decode<T: DeserializeOwned, S: DeserializeOwned>(
     notes: &mut Notes<'_>,
     unsupported: fn(&str) -> String,
 ) -> Result<T, Vec<FieldError>> {
-    let typed = from_value::<T>(kind, value).map_err(|e| vec![e])?;
+    let typed = from_value::<T>(kind, value)?;
     if let Some(spec) = value.get("spec") {
         for field in ignored_fields::<S>(spec, "spec") {
             let message = unsupported(&field);

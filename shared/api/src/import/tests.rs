@@ -224,11 +224,26 @@ fn fields_dovetail_lacks_are_dropped_with_their_path() {
     }
     assert!(!report.yaml().contains("flexibility"));
 
-    let report = run(&class(|d| d["spec"]["ipPrefixCount"] = yaml("2")));
+    let report = run(&class(|d| d["spec"]["launchTemplate"] = yaml("lt-0123")));
     assert_eq!(
-        warning(&report, "EC2NodeClass default", "spec.ipPrefixCount").message,
+        warning(&report, "EC2NodeClass default", "spec.launchTemplate").message,
         "dropped: Dovetail's EC2NodeClass has no such field"
     );
+}
+
+/// Karpenter 1.14's fields Dovetail refuses are errors naming them, as on the cluster, not
+/// fields dropped with a warning.
+#[test]
+fn refused_karpenter_fields_are_errors() {
+    let report = run(&class(|d| {
+        d["spec"]["ipPrefixCount"] = yaml("2");
+        d["spec"]["kubelet"] = yaml("{maxPods: 20, containerLogMaxSize: 10Mi}");
+    }));
+    assert!(report.objects.is_empty());
+    let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors[0].contains("(EC2NodeClass default): spec.ipPrefixCount: a Karpenter field Dovetail refuses: "));
+    assert!(errors[1].contains("(EC2NodeClass default): spec.kubelet.containerLogMaxSize: a Karpenter field"));
 }
 
 #[test]
@@ -236,7 +251,10 @@ fn a_static_pool_is_refused_and_the_others_still_convert() {
     let report = with_class(&[named_pool("static", |d| d["spec"]["replicas"] = 3.into()), POOL.into()].join("---\n"));
     assert_eq!(report.errors.len(), 1, "{}", errors(&report));
     let e = report.errors[0].to_string();
-    assert!(e.starts_with("in.yaml: document 2 (NodePool static): spec.replicas: static NodePools"), "{e}");
+    assert!(
+        e.starts_with("in.yaml: document 2 (NodePool static): spec.replicas: a Karpenter field Dovetail refuses: static NodePools"),
+        "{e}"
+    );
     pool_of(&report, "default");
     // A failed object's warnings are not reported: it is not converted at all.
     assert!(report.warnings.iter().all(|w| w.object != "NodePool static"), "{}", lines(&report.warnings));
@@ -383,7 +401,8 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
         .contains("dovetail.dev/disrupted"));
     // A well-known label used as a taint key is an ordinary taint under both.
     no_warning(&report, "NodePool default", "spec.template.spec.taints[1]");
-    warning(&report, "NodePool default", "spec.limits[nodes]");
+    // Dovetail caps a pool's node count as Karpenter does (`limits.nodes`): nothing to say.
+    no_warning(&report, "NodePool default", "spec.limits[nodes]");
     assert_eq!(pool.spec.limits["cpu"].0, "100");
 }
 

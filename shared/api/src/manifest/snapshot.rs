@@ -5,16 +5,23 @@ use dovetail_core::labels;
 use dovetail_core::snapshot::Snapshot;
 
 use super::{Inputs, LoadError, LoadErrorKind, Sourced};
-use crate::crd::{EC2NodeClass, NodePool, API_VERSION};
+use crate::crd::refused::refused_fields;
+use crate::crd::{EC2NodeClass, NodePool, API_VERSION, EC2_NODE_CLASS_KIND};
 
 /// Parses a NodePool or EC2NodeClass document into its typed form. Karpenter's `karpenter.sh/v1`
-/// and `karpenter.k8s.aws/v1` objects are read as Dovetail's: the fields are the same.
-fn typed<T: serde::de::DeserializeOwned>(doc: &Sourced<serde_json::Value>) -> Result<T, LoadError> {
+/// and `karpenter.k8s.aws/v1` objects are read as Dovetail's: the fields are the same, and the
+/// Karpenter fields Dovetail refuses ([`crate::crd::refused`]) are errors, as on the cluster.
+fn typed<T: serde::de::DeserializeOwned>(kind: &'static str, doc: &Sourced<serde_json::Value>) -> Result<T, LoadError> {
     let mut value = doc.object.clone();
     if let Some(map) = value.as_object_mut() {
         map.insert("apiVersion".into(), API_VERSION.into());
     }
-    super::objects::decode(&value).map_err(|kind| LoadError::at(&doc.source, Some(&doc.label), kind))
+    let typed = super::objects::decode(&value).map_err(|kind| LoadError::at(&doc.source, Some(&doc.label), kind))?;
+    let refused = refused_fields::<T>(kind, &value);
+    if !refused.is_empty() {
+        return Err(field_errors(doc, refused));
+    }
+    Ok(typed)
 }
 
 fn field_errors(doc: &Sourced<serde_json::Value>, errors: Vec<crate::crd::FieldError>) -> LoadError {
@@ -28,7 +35,7 @@ impl Inputs {
     pub fn snapshot(&self) -> Result<Snapshot, LoadError> {
         let mut nodepools = Vec::new();
         for doc in &self.node_pools {
-            let np: NodePool = typed(doc)?;
+            let np: NodePool = typed("NodePool", doc)?;
             let mut pool = np.to_core().map_err(|e| field_errors(doc, e))?;
             // Capacity already running for the pool counts against its limits.
             for n in &self.nodes {
@@ -41,7 +48,7 @@ impl Inputs {
         }
         let mut nodeclasses = Vec::new();
         for doc in &self.node_classes {
-            let nc: EC2NodeClass = typed(doc)?;
+            let nc: EC2NodeClass = typed(EC2_NODE_CLASS_KIND, doc)?;
             nodeclasses.push(nc.to_core().map_err(|e| field_errors(doc, e))?);
         }
         Ok(Snapshot {
@@ -52,6 +59,7 @@ impl Inputs {
             nodeclasses,
             unavailable: Default::default(),
             namespaces: self.namespaces.clone(),
+            min_values_policy: Default::default(),
         })
     }
 }

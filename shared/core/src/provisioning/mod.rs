@@ -172,6 +172,7 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
         nodeclasses: cluster.nodeclasses.clone(),
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
+        min_values_policy: cluster.min_values_policy,
     }
 }
 

@@ -87,6 +87,10 @@ pub struct Settings {
     /// (see [`crate::disruption::repair`]). Off by default, as Karpenter's `NodeRepair` feature
     /// gate is; the functions read it from `DOVETAIL_NODE_REPAIR`.
     pub node_repair: bool,
+    /// Whether `minValues` is a hard constraint ([`crate::requirements::MinValuesPolicy`]);
+    /// `Strict` by default, as Karpenter's; the functions read it from
+    /// `DOVETAIL_MIN_VALUES_POLICY`.
+    pub min_values_policy: crate::requirements::MinValuesPolicy,
 }
 
 impl Settings {
@@ -96,6 +100,7 @@ impl Settings {
             holder: holder.into(),
             lease_ttl: Duration::from_secs(120),
             node_repair: false,
+            min_values_policy: Default::default(),
         }
     }
 }

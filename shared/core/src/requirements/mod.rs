@@ -43,6 +43,35 @@ impl fmt::Display for Operator {
     }
 }
 
+/// What the scheduler does when a claim cannot keep a pool's `minValues`: Karpenter's
+/// `--min-values-policy` controller setting, with the same two values.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MinValuesPolicy {
+    /// `minValues` is a hard constraint: a pod goes on a claim only if the claim's candidate
+    /// types still span that many distinct values, and a claim that cannot is not launched.
+    #[default]
+    Strict,
+    /// `minValues` is kept when it can be: the candidate types still keep as many distinct
+    /// values as there are, but too few never leaves a pod pending or a claim unlaunched.
+    BestEffort,
+}
+
+impl MinValuesPolicy {
+    /// The setting's spelling, as Karpenter's (`Strict`, `BestEffort`).
+    pub fn parse(s: &str) -> Option<MinValuesPolicy> {
+        match s {
+            "Strict" => Some(MinValuesPolicy::Strict),
+            "BestEffort" => Some(MinValuesPolicy::BestEffort),
+            _ => None,
+        }
+    }
+
+    /// Whether too few distinct values refuses a pod or a claim.
+    pub fn is_strict(self) -> bool {
+        self == MinValuesPolicy::Strict
+    }
+}
+
 /// A requirement that cannot be built: bad operator arity or a non-integer bound.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum RequirementError {

@@ -156,7 +156,8 @@ impl<'a> Scheduler<'a> {
         if !offered {
             return false;
         }
-        if !self.pools[bin.pool].has_min_values {
+        // Under BestEffort, too few distinct values never keeps a pod off a claim.
+        if !self.pools[bin.pool].has_min_values || !self.snap.min_values_policy.is_strict() {
             return true;
         }
         let mut merged = bin.reqs.intersection(&level.reqs);

@@ -29,7 +29,7 @@ use super::finalize::PricedTypes;
 use super::pools::{CachedPool, FitKey, FitResult, PoolFit};
 use crate::catalog::{Catalog, OfferingKey};
 use crate::model::{DaemonSet, KubeletConfig, NodePool};
-use crate::requirements::Requirements;
+use crate::requirements::{MinValuesPolicy, Requirements};
 use crate::snapshot::Snapshot;
 
 /// Past this many pool fits or priced lists, a solve starts those afresh (pool types are kept):
@@ -116,6 +116,8 @@ struct Inputs<'c> {
     pools: Vec<(NodePool, Option<KubeletConfig>)>,
     daemonsets: Vec<DaemonSet>,
     unavailable: BTreeSet<OfferingKey>,
+    /// Pool fits refuse too few distinct values only under `Strict`.
+    min_values_policy: MinValuesPolicy,
 }
 
 impl<'c> Inputs<'c> {
@@ -125,6 +127,7 @@ impl<'c> Inputs<'c> {
             pools: snap.nodepools.iter().map(|p| (p.clone(), class_kubelet(snap, p).cloned())).collect(),
             daemonsets: snap.daemonsets.clone(),
             unavailable: snap.unavailable.clone(),
+            min_values_policy: snap.min_values_policy,
         }
     }
 
@@ -136,6 +139,7 @@ impl<'c> Inputs<'c> {
             })
             && self.daemonsets == snap.daemonsets
             && self.unavailable == snap.unavailable
+            && self.min_values_policy == snap.min_values_policy
     }
 }
 

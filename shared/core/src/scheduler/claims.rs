@@ -97,7 +97,7 @@ impl<'a> Scheduler<'a> {
     /// distinct values among the types that fit the pod, are offered there and stay within limits.
     fn min_values_short(&self, p: usize, fit: &PoolFit, pins: &[(String, String)]) -> Option<String> {
         let pool = &self.pools[p];
-        if !pool.has_min_values {
+        if !pool.has_min_values || !self.snap.min_values_policy.is_strict() {
             return None;
         }
         let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();

@@ -62,8 +62,10 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         }
         let candidates = keep_min_values(s, bin.pool, candidates);
         // The limits, held at each earlier claim's largest candidate, can leave this one with
-        // fewer distinct values than the pool's minValues: then it cannot be launched as asked.
-        if pool.has_min_values && !candidates.is_empty() && !min_values_met(s, bin.pool, &candidates) {
+        // fewer distinct values than the pool's minValues: then it cannot be launched as asked
+        // (under BestEffort, it is launched with the values there are).
+        let strict = s.snap.min_values_policy.is_strict();
+        if strict && pool.has_min_values && !candidates.is_empty() && !min_values_met(s, bin.pool, &candidates) {
             for &i in &bin.pods {
                 plan.unschedulable.push(Unschedulable {
                     pod: s.snap.pods[i].key(),

@@ -103,8 +103,9 @@ impl<'a> Scheduler<'a> {
             });
         }
         // minValues: the types that can take the pod must keep enough distinct values, or no
-        // claim for it can (Karpenter leaves such a pod pending).
-        for m in pool.pool.requirements.iter().filter(|r| r.min_values.is_some()) {
+        // claim for it can (Karpenter leaves such a pod pending, unless its policy is BestEffort).
+        let strict = self.snap.min_values_policy.is_strict();
+        for m in pool.pool.requirements.iter().filter(|r| strict && r.min_values.is_some()) {
             let want = m.min_values.unwrap_or(0);
             let mut values: Vec<&str> = types
                 .iter()

@@ -906,8 +906,10 @@ impl<'a> Checker<'a> {
         }
 
         // minValues: the candidates keep enough distinct values of every such key, or CreateFleet
-        // would not get the flexibility the pool demands.
-        for r in pool.requirements.iter() {
+        // would not get the flexibility the pool demands. Under BestEffort a claim may launch with
+        // fewer (the scenarios check what it keeps).
+        let strict = self.snap.min_values_policy.is_strict();
+        for r in pool.requirements.iter().filter(|_| strict) {
             let Some(min) = r.min_values else { continue };
             let values: BTreeSet<String> = claim
                 .instance_types

@@ -8,7 +8,8 @@ use dovetail_core::resources::parse_milli;
 use super::{Errors, FieldError};
 use crate::crd::duration::is_whole_unit_duration;
 use crate::crd::labels;
-use crate::crd::nodepool::{BudgetNodes, Operator, Taint};
+use crate::crd::nodepool::{BudgetNodes, ConsolidationPolicy, Operator, Taint};
+use crate::crd::refused;
 use crate::crd::schedule::CronSchedule;
 use crate::crd::NodePool;
 
@@ -83,7 +84,7 @@ impl NodePool {
                 Operator::In if req.values.is_empty() => {
                     errs.push(format!("{field}.values"), "operator In needs at least one value");
                 }
-                Operator::Gt | Operator::Lt => {
+                Operator::Gt | Operator::Lt | Operator::Gte | Operator::Lte => {
                     let single_integer = req.values.len() == 1
                         && !req.values[0].is_empty()
                         && req.values[0].bytes().all(|b| b.is_ascii_digit());
@@ -166,13 +167,13 @@ impl NodePool {
             );
         }
         if !disruption.consolidation_policy.is_known() {
-            errs.push(
-                "spec.disruption.consolidationPolicy",
-                format!(
-                    "{:?} is not one of WhenEmpty, WhenEmptyOrUnderutilized",
-                    disruption.consolidation_policy.as_str()
-                ),
-            );
+            let field = "spec.disruption.consolidationPolicy";
+            let policy = disruption.consolidation_policy.as_str();
+            let mut message = format!("{policy:?} is not one of {}", ConsolidationPolicy::KNOWN.join(", "));
+            if let Some(why) = refused::refused_value("NodePool", field, policy) {
+                message = format!("{message}: {why}");
+            }
+            errs.push(field, message);
         }
         if disruption.budgets.len() > 50 {
             errs.push(

@@ -195,6 +195,7 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         nodeclasses: cluster.nodeclasses.clone(),
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
+        min_values_policy: cluster.min_values_policy,
     };
     let mut moved = vec![];
     for n in &cluster.nodes {

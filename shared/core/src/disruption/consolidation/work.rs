@@ -82,6 +82,7 @@ impl<'a> Work<'a> {
             nodeclasses: cluster.nodeclasses.clone(),
             unavailable: cluster.unavailable.clone(),
             namespaces: cluster.namespaces.clone(),
+            min_values_policy: cluster.min_values_policy,
         };
         let wide_anti = snap
             .nodes
@@ -249,6 +250,7 @@ impl<'a> Work<'a> {
             nodeclasses: self.snap.nodeclasses.clone(),
             unavailable: self.snap.unavailable.clone(),
             namespaces: self.snap.namespaces.clone(),
+            min_values_policy: self.snap.min_values_policy,
         }
     }
 }
