@@ -122,6 +122,11 @@ pub struct Cluster {
     /// stay functions of the cluster alone.
     #[serde(default)]
     pub node_repair: bool,
+    /// The cluster-wide limit on what all pools' capacity costs, in micro-dollars per hour: the
+    /// functions' setting ([`crate::reconcile::Settings::cost_limit`]), copied here by the read as
+    /// `node_repair` is. `None`: no cluster-wide limit (each pool's own still holds).
+    #[serde(default)]
+    pub cost_limit: Option<i64>,
     /// EC2NodeClasses whose resolution failed in this read, with why (their status says so).
     #[serde(default)]
     pub unresolved: BTreeMap<String, String>,

@@ -52,6 +52,7 @@ impl Inputs {
             nodeclasses,
             unavailable: Default::default(),
             namespaces: self.namespaces.clone(),
+            cost_limit: None,
         })
     }
 }

@@ -70,12 +70,35 @@ pub enum RebalancePolicy {
 /// The `limits` key that counts nodes rather than a resource (Karpenter's `limits.nodes`).
 pub const LIMIT_NODES: &str = "nodes";
 
-/// What one node of `capacity` counts against its pool's `limits`: its capacity, and 1 toward
-/// `limits.nodes`. Usage, a new claim's reservation and a replacement's give-back all go through
-/// this, so the node count moves with the resources and is never kept beside them.
-pub fn limit_share(capacity: &Resources) -> Resources {
+/// The `limits` key that caps what the pool's capacity costs, in dollars per hour at effective
+/// prices (`"12.5"` is $12.50/h). A key in `spec.limits` rather than a field of its own: the limits
+/// are Karpenter's `ResourceList`, which takes any resource name, so a pool keeps Karpenter's shape
+/// and the cost is checked wherever a resource limit is (see [`limit_share`]).
+pub const LIMIT_COST: &str = "dovetail.dev/cost-per-hour";
+
+/// Cost is counted in whole micro-dollars per hour, so a pool's usage adds up and gives back
+/// exactly, as the other resources do (prices are quoted to a hundredth of a cent and below).
+const MICROS_PER_DOLLAR: f64 = 1_000_000.0;
+
+/// `price` dollars per hour as the micro-dollars [`LIMIT_COST`] is counted in, rounded up so
+/// counting never comes out under what is paid.
+pub fn cost_micros(price: f64) -> i64 {
+    (price.max(0.0) * MICROS_PER_DOLLAR).ceil() as i64
+}
+
+/// Micro-dollars per hour as a person reads them (`$12.5000/h`).
+pub fn format_cost(micros: i64) -> String {
+    format!("${:.4}/h", micros as f64 / MICROS_PER_DOLLAR)
+}
+
+/// What one node of `capacity` costing `price` $/h counts against its pool's `limits`: its
+/// capacity, 1 toward `limits.nodes` and its price toward [`LIMIT_COST`]. Usage, a new claim's
+/// reservation and a replacement's give-back all go through this, so the node count and the cost
+/// move with the resources and are never kept beside them.
+pub fn limit_share(capacity: &Resources, price: f64) -> Resources {
     let mut share = capacity.clone();
     share.set(LIMIT_NODES, 1);
+    share.set(LIMIT_COST, cost_micros(price));
     share
 }
 
@@ -99,7 +122,8 @@ pub struct NodePool {
     pub taints: Vec<Taint>,
     pub startup_taints: Vec<Taint>,
     pub node_class: String,
-    /// Resource name → limit (cpu in millicores, memory in bytes, …; [`LIMIT_NODES`] in nodes).
+    /// Resource name → limit (cpu in millicores, memory in bytes, …; [`LIMIT_NODES`] in nodes,
+    /// [`LIMIT_COST`] in micro-dollars per hour).
     pub limits: BTreeMap<String, i64>,
     /// The [`limit_share`]s of the pool's current nodes and in-flight claims, counted against
     /// `limits`.

@@ -87,6 +87,10 @@ pub struct Settings {
     /// (see [`crate::disruption::repair`]). Off by default, as Karpenter's `NodeRepair` feature
     /// gate is; the functions read it from `DOVETAIL_NODE_REPAIR`.
     pub node_repair: bool,
+    /// The cluster-wide limit on what all pools' capacity costs, in micro-dollars per hour
+    /// ([`crate::snapshot::CostLimit`]); the functions read it from `DOVETAIL_COST_LIMIT`. `None`
+    /// by default: only the pools' own limits hold.
+    pub cost_limit: Option<i64>,
 }
 
 impl Settings {
@@ -96,6 +100,7 @@ impl Settings {
             holder: holder.into(),
             lease_ttl: Duration::from_secs(120),
             node_repair: false,
+            cost_limit: None,
         }
     }
 }

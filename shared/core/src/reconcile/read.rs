@@ -77,6 +77,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             namespaces: kube.namespaces,
             claim_objects: kube.claim_objects,
             node_repair: self.settings.node_repair,
+            cost_limit: self.settings.cost_limit,
             unresolved,
         };
         let usage = provisioning::pool_usage(&cluster, &catalog);

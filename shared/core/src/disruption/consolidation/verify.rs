@@ -195,6 +195,8 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         nodeclasses: cluster.nodeclasses.clone(),
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
+        // What this checks is room for the pods, not what it costs.
+        cost_limit: None,
     };
     let mut moved = vec![];
     for n in &cluster.nodes {

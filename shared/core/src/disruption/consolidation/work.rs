@@ -82,6 +82,9 @@ impl<'a> Work<'a> {
             nodeclasses: cluster.nodeclasses.clone(),
             unavailable: cluster.unavailable.clone(),
             namespaces: cluster.namespaces.clone(),
+            // Like the pools' usage, what the removed nodes cost stays counted: a replacement must
+            // fit beside them, as it does under the pools' resource limits.
+            cost_limit: crate::provisioning::cost_limit(cluster, catalog),
         };
         let wide_anti = snap
             .nodes
@@ -249,6 +252,7 @@ impl<'a> Work<'a> {
             nodeclasses: self.snap.nodeclasses.clone(),
             unavailable: self.snap.unavailable.clone(),
             namespaces: self.snap.namespaces.clone(),
+            cost_limit: self.snap.cost_limit,
         }
     }
 }
