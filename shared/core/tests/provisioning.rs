@@ -357,6 +357,8 @@ fn a_cost_limit_launches_what_it_allows_and_says_why_the_rest_waits() {
     assert_eq!(waiting.len(), 1, "{waiting:?}");
     assert!(waiting[0].contains("NodePool \"default\": limit on dovetail.dev/cost-per-hour reached"), "{waiting:?}");
     assert!(waiting[0].contains(&format!("of {} left", format_cost(cost_micros(price * 2.5)))), "{waiting:?}");
+    // The pool is told its limit binds.
+    assert_eq!(events(&ds, "CostLimitReached"), vec!["NodePool/default".to_string()]);
 
     // In flight, each claim counts the dearest offering it may still be launched as; launched,
     // the price it was launched at.
@@ -393,9 +395,12 @@ fn pods_a_cost_limit_turns_away_go_to_the_next_pool_by_weight() {
     let (overflow, _) = m5_large_pool("overflow");
     c.nodepools = vec![capped, overflow];
     c.pending = whole_node_pods(3);
-    let launched = planned(&plan(&c, catalog::embedded()));
+    let ds = plan(&c, catalog::embedded());
+    let launched = planned(&ds);
     let by_pool = |name: &str| launched.iter().filter(|p| p.nodepool == name).count();
     assert_eq!((by_pool("capped"), by_pool("overflow")), (1, 2), "{launched:?}");
+    assert!(waiting_because(&ds).is_empty());
+    assert_eq!(events(&ds, "CostLimitReached"), vec!["NodePool/capped".to_string()]);
 }
 
 #[test]
@@ -413,6 +418,8 @@ fn the_cluster_wide_cost_limit_holds_across_pools() {
     let waiting = waiting_because(&ds);
     assert_eq!(waiting.len(), 1, "{waiting:?}");
     assert!(waiting[0].contains("the cluster-wide cost limit is reached"), "{waiting:?}");
+    // Both pools are told: the third pod was turned away from each.
+    assert_eq!(events(&ds, "CostLimitReached"), vec!["NodePool/first".to_string(), "NodePool/second".to_string()]);
     // What runs counts, in whichever pool: with two nodes of the second pool up, nothing more.
     for p in planned(&ds) {
         let mut p = p.clone();

@@ -336,6 +336,10 @@ pub fn plan_cached<'c>(cluster: &Cluster, catalog: impl Into<CatalogRef<'c>>, ca
         }
         out.push(Decision::event(None, format!("Pod/{}", u.pod), events::FAILED_SCHEDULING, message));
     }
+    for (pool, why) in &plan.cost_limited {
+        let message = format!("pods go to another pool or wait: {why}");
+        out.push(Decision::event(None, format!("NodePool/{pool}"), events::COST_LIMIT_REACHED, message));
+    }
     out
 }
 

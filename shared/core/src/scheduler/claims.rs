@@ -49,11 +49,14 @@ impl<'a> Scheduler<'a> {
                     Strategy::FirstFitDecreasing => self.largest_target(c, l, p, &owned),
                 };
                 if best.is_none() {
-                    last = self.pools[p]
+                    let refusal = self.pools[p]
                         .types
                         .iter()
-                        .find_map(|t| self.pools[p].within_limits(&t.capacity, &self.spend).err())
-                        .unwrap_or_default();
+                        .find_map(|t| self.pools[p].within_limits(&t.capacity, &self.spend).err());
+                    if let Some(r) = refusal.as_ref().filter(|r| r.cost) {
+                        self.cost_limited.entry(name.clone()).or_insert_with(|| r.message.clone());
+                    }
+                    last = refusal.map(|r| r.message).unwrap_or_default();
                 }
                 let Some(target) = best else {
                     if last.is_empty() {

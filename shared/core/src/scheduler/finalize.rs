@@ -156,6 +156,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         plan.unschedulable.push(Unschedulable { pod: s.snap.pods[*i].key(), reason: reason.clone() });
     }
     plan.unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+    plan.cost_limited = s.cost_limited.clone();
     plan
 }
 

@@ -54,6 +54,8 @@ pub(crate) struct Scheduler<'a> {
     pub(super) cache: &'a Prepared,
     /// What the pass's new claims hold against the cluster-wide cost limit.
     pub(super) spend: ClusterSpend,
+    /// Pools a cost limit turned pods away from, with why (see [`super::Plan::cost_limited`]).
+    pub(super) cost_limited: std::collections::BTreeMap<String, String>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -124,6 +126,7 @@ impl<'a> Scheduler<'a> {
             strategy: Strategy::LowestCost,
             cache,
             spend: ClusterSpend::new(snap.cost_limit),
+            cost_limited: Default::default(),
         };
         s.fill_universes();
         s.add_existing();

@@ -134,21 +134,30 @@ pub(crate) struct PreparedPool<'a> {
 impl PreparedPool<'_> {
     /// Whether `capacity` still fits under the pool's limits after what is reserved, and under the
     /// cluster-wide cost limit beside what every pool reserved (`spend`).
-    pub fn within_limits(&self, capacity: &Resources, spend: &ClusterSpend) -> Result<(), String> {
+    pub fn within_limits(&self, capacity: &Resources, spend: &ClusterSpend) -> Result<(), LimitRefusal> {
         if let Some(remaining) = &self.remaining {
             for (name, left) in remaining {
                 let want = self.reserved.get(name) + capacity.get(name);
                 if want > *left {
-                    return Err(format!(
+                    let message = format!(
                         "limit on {name} reached ({} of {} left)",
                         fmt_resource(name, (*left - self.reserved.get(name)).max(0)),
                         fmt_resource(name, self.pool.limits.get(name).copied().unwrap_or(0))
-                    ));
+                    );
+                    return Err(LimitRefusal { cost: name == LIMIT_COST, message });
                 }
             }
         }
-        spend.allows(capacity.get(LIMIT_COST))
+        spend.allows(capacity.get(LIMIT_COST)).map_err(|message| LimitRefusal { cost: true, message })
     }
+}
+
+/// A launch a limit refuses: whether it is a cost limit (the pool's or the cluster-wide one, which
+/// the pool is told of: see [`super::Plan::cost_limited`]), and the sentence a waiting pod is told.
+#[derive(Debug, Clone)]
+pub(crate) struct LimitRefusal {
+    pub cost: bool,
+    pub message: String,
 }
 
 /// The cluster-wide cost limit ([`crate::snapshot::CostLimit`]) through one pass: what the claims
