@@ -2,15 +2,12 @@
 //! facts (resources, whether a class resolves, whether a pool's nodes register); the Kubernetes
 //! adapter turns them into the conditions `kubectl` shows.
 
-use std::collections::BTreeMap;
-
 use super::ports::{ClassStatus, CostLimitStatus, PoolStatus};
 use super::View;
 use crate::deletion;
 use crate::model::{cost_micros, format_cost, NodePool, LIMIT_COST};
 use crate::nodeclaim::Phase;
 use crate::provisioning;
-use crate::resources::Resources;
 use crate::scheduler;
 
 /// One status per NodePool, valid or not.
@@ -34,7 +31,7 @@ pub(super) fn pools(view: &View) -> Vec<PoolStatus> {
                     .claims
                     .iter()
                     .any(|c| c.nodepool == p.name && c.registered_at.is_some() && c.phase != Phase::Terminated),
-                cost_limit: cost_limit(view, p, resources_cost(&usage, &p.name), cluster_cost),
+                cost_limit: cost_limit(view, p, resources.get(LIMIT_COST), cluster_cost),
                 resources,
             }
         })
@@ -59,10 +56,6 @@ pub(super) fn pools(view: &View) -> Vec<PoolStatus> {
         }
     }
     statuses
-}
-
-fn resources_cost(usage: &BTreeMap<String, Resources>, pool: &str) -> i64 {
-    usage.get(pool).map_or(0, |u| u.get(LIMIT_COST))
 }
 
 /// Where `pool` (costing `used`) stands against its own cost limit and the cluster-wide one (all
