@@ -148,6 +148,10 @@ impl PreparedPool<'_> {
                 }
             }
         }
+        // Checked for every candidate type: without a cluster-wide limit, not even the cost is read.
+        if spend.limit.is_none() {
+            return Ok(());
+        }
         spend.allows(capacity.get(LIMIT_COST)).map_err(|message| LimitRefusal { cost: true, message })
     }
 }
