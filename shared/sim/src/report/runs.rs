@@ -117,8 +117,8 @@ fn compare_needs_node_groups() {
 
 #[test]
 fn the_cost_limits_hold_through_the_peak_and_the_report_says_so() {
-    // The scenario's day up to the middle of its peak (09:00-18:00): the whole day takes long in a
-    // debug build, and the peak is where the limits bind.
+    // The scenario's day to 12:00, three hours into its peak: the whole day takes long in a debug
+    // build, and the peak is where the limits bind.
     let scenario = Scenario::builtin("cost-cap").unwrap();
     let opts = Options { duration: Some(Duration::from_secs(12 * 3600)), ..Options::new(Policy::Dovetail) };
     let run = run(&scenario, opts).expect("a Dovetail run");
