@@ -384,6 +384,16 @@ fn a_cost_limit_launches_what_it_allows_and_says_why_the_rest_waits() {
     assert_eq!(pool_usage(&c, catalog::embedded())["default"].get(LIMIT_COST), 40_000 + cost_micros(price));
     // Its launch price left room for the third node.
     assert_eq!(planned(&plan(&c, catalog::embedded())).len(), 1);
+    // A node of the pool that no claim owns counts at its type's price there.
+    let mut stray = dovetail_core::model::Node::new("stray", Default::default(), Resources::new(2000, 8 << 30));
+    let at = [(labels::INSTANCE_TYPE, "m5.large"), (labels::ZONE, "us-east-1b"), (labels::CAPACITY_TYPE, "on-demand")];
+    stray.labels.extend(at.iter().chain(&[(labels::NODEPOOL, "default")]).map(|(k, v)| (k.to_string(), v.to_string())));
+    c.nodes.push(stray);
+    let t = catalog::embedded().get("m5.large").unwrap();
+    let there =
+        t.offerings.iter().find(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::OnDemand).unwrap();
+    let counted = pool_usage(&c, catalog::embedded())["default"].get(LIMIT_COST);
+    assert_eq!(counted, 40_000 + cost_micros(price) + cost_micros(t.price(there, NodeOs::Linux)));
 }
 
 #[test]

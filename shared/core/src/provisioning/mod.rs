@@ -155,13 +155,7 @@ fn node_price(n: &Node, catalog: &Catalog) -> f64 {
     else {
         return 0.0;
     };
-    catalog
-        .get(instance_type)
-        .and_then(|t| {
-            let o = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type.as_str() == capacity)?;
-            Some(t.price(o, NodeOs::Linux))
-        })
-        .unwrap_or(0.0)
+    offering_price(catalog, instance_type, zone, capacity, NodeOs::Linux).unwrap_or(0.0)
 }
 
 /// What a claim's node offers pods once up: its type's allocatable under its class's kubelet.
@@ -372,8 +366,14 @@ pub fn intent(planned: &PlannedClaim, cluster: &Cluster, now: Time) -> NodeClaim
 /// priced by the cloud adapter, which knows the instance but not its class, so the Windows licence
 /// is added here.
 pub fn launch_price(catalog: &Catalog, launch: &crate::nodeclaim::Launch, os: NodeOs) -> Option<f64> {
-    let t = catalog.get(&launch.instance_type)?;
-    let offering = t.offerings.iter().find(|o| o.zone == launch.zone && o.capacity_type == launch.capacity_type)?;
+    offering_price(catalog, &launch.instance_type, &launch.zone, launch.capacity_type.as_str(), os)
+}
+
+/// What the catalog's offering of `instance_type` in `zone` at `capacity_type` costs per hour on a
+/// node of `os` ([`crate::catalog::InstanceType::price`]); `None` when the catalog has no such offering.
+fn offering_price(catalog: &Catalog, instance_type: &str, zone: &str, capacity_type: &str, os: NodeOs) -> Option<f64> {
+    let t = catalog.get(instance_type)?;
+    let offering = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type.as_str() == capacity_type)?;
     Some(t.price(offering, os))
 }
 
