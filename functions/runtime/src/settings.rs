@@ -6,12 +6,17 @@
 //! |---|---|---|
 //! | `DOVETAIL_NODE_REPAIR` | node repair for every NodePool (`true`), not only those annotated `dovetail.dev/node-repair: "true"` | `false` |
 //! | `DOVETAIL_MIN_VALUES_POLICY` | what a pool's `minValues` means, as Karpenter's `--min-values-policy`: `Strict` (a claim that cannot keep it is not launched) or `BestEffort` (launched with the values there are) | `Strict` |
+//! | `DOVETAIL_COST_LIMIT` | the cluster-wide limit on what all NodePools' capacity costs, in dollars per hour (`250`, `12.5`) | none |
 
 use dovetail_core::reconcile::Settings;
 use dovetail_core::requirements::MinValuesPolicy;
 
 /// The variable that turns node repair on for every NodePool.
 pub const NODE_REPAIR_VAR: &str = "DOVETAIL_NODE_REPAIR";
+/// The variable that sets the cluster-wide cost limit. A setting of the stack, not an object in the
+/// cluster: a spending cap belongs to whoever deploys and pays for the stack, and someone allowed to
+/// edit NodePools should not be able to raise it.
+pub const COST_LIMIT_VAR: &str = "DOVETAIL_COST_LIMIT";
 
 /// The variable that makes `minValues` best effort.
 pub const MIN_VALUES_POLICY_VAR: &str = "DOVETAIL_MIN_VALUES_POLICY";
@@ -47,6 +52,14 @@ pub fn from_lookup(
             value: v,
             expected: "Strict or BestEffort",
         })?;
+    }
+    if let Some(v) = get(COST_LIMIT_VAR).filter(|v| !v.trim().is_empty()) {
+        let limit = dovetail_core::model::parse_cost(v.trim()).map_err(|_| SettingError {
+            var: COST_LIMIT_VAR,
+            value: v.clone(),
+            expected: "a non-negative number of dollars per hour, e.g. 250 or 12.5",
+        })?;
+        settings.cost_limit = Some(limit);
     }
     Ok(settings)
 }
@@ -90,5 +103,23 @@ mod tests {
             policy(Some("besteffort")).unwrap_err().to_string(),
             "DOVETAIL_MIN_VALUES_POLICY=\"besteffort\": Strict or BestEffort"
         );
+    }
+
+    fn with_cost(value: Option<&str>) -> Result<Settings, SettingError> {
+        from_lookup("prod", "sweeper", |k| if k == COST_LIMIT_VAR { value.map(str::to_string) } else { None })
+    }
+
+    #[test]
+    fn the_cost_limit_is_dollars_per_hour_and_unset_by_default() {
+        assert_eq!(with_cost(None).unwrap().cost_limit, None);
+        assert_eq!(with_cost(Some(" ")).unwrap().cost_limit, None);
+        assert_eq!(with_cost(Some("250")).unwrap().cost_limit, Some(250_000_000));
+        assert_eq!(with_cost(Some("12.5")).unwrap().cost_limit, Some(12_500_000));
+        for bad in ["-5", "$250", "lots"] {
+            assert_eq!(
+                with_cost(Some(bad)).unwrap_err().to_string(),
+                format!("DOVETAIL_COST_LIMIT={bad:?}: a non-negative number of dollars per hour, e.g. 250 or 12.5")
+            );
+        }
     }
 }

@@ -134,6 +134,11 @@ pub struct Cluster {
     /// ([`crate::reconcile::Settings::min_values_policy`]), copied here by the read.
     #[serde(default)]
     pub min_values_policy: crate::requirements::MinValuesPolicy,
+    /// The cluster-wide limit on what all pools' capacity costs, in micro-dollars per hour: the
+    /// functions' setting ([`crate::reconcile::Settings::cost_limit`]), copied here by the read as
+    /// `node_repair` is. `None`: no cluster-wide limit (each pool's own still holds).
+    #[serde(default)]
+    pub cost_limit: Option<i64>,
     /// EC2NodeClasses whose resolution failed in this read, with why (their status says so).
     #[serde(default)]
     pub unresolved: BTreeMap<String, String>,

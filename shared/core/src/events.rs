@@ -38,6 +38,9 @@ use crate::time::Time;
 pub const NOMINATED: &str = "Nominated";
 /// On a pod no NodePool can serve, with each pool's reason (a Warning).
 pub const FAILED_SCHEDULING: &str = "FailedScheduling";
+/// On a NodePool whose cost limit, or the cluster-wide one, kept pods from a new claim there (a
+/// Warning), naming the limit; the pool's `CostLimitReached` condition says whether it still binds.
+pub const COST_LIMIT_REACHED: &str = "CostLimitReached";
 /// On a Node and its NodeClaim that a disruption would take but cannot (do-not-disrupt, a PDB, the
 /// budget), and on a NodePool whose budget allows no disruption for a reason.
 pub const DISRUPTION_BLOCKED: &str = "DisruptionBlocked";

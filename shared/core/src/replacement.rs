@@ -9,11 +9,11 @@ use crate::catalog::{Catalog, OfferingKey};
 use crate::cluster::{unbound, vacate_leaving, Cluster};
 use crate::decision::{launch_once, Decision};
 use crate::labels;
-use crate::model::{Node, NodePool, Pod};
+use crate::model::{Node, NodePool, Pod, LIMIT_COST};
 use crate::nodeclaim::NodeClaim;
-use crate::provisioning::claim_limit_share;
+use crate::provisioning::{claim_limit_share, cost_limit};
 use crate::scheduler::{schedule_cached, Plan, PlannedClaim, SolveCache};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{CostLimit, Snapshot};
 
 /// The registered Node of a claim, by name or by its `dovetail.dev/nodeclaim` label.
 pub(crate) fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a Node> {
@@ -60,10 +60,13 @@ pub(crate) fn plan_replacement(
     // The node being replaced stops counting against its pool's limits (its capacity and its one
     // node, as `pool_usage` counted them): the swap must not be refused because what it gives
     // back is still on the books.
+    // The same for the cluster-wide cost limit: the replacement may cost what this claim did.
+    let share = claim_limit_share(claim, cluster, catalog);
     let mut nodepools: Vec<NodePool> = cluster.launchable_pools().cloned().collect();
     if let Some(pool) = nodepools.iter_mut().find(|p| p.name == claim.nodepool) {
-        pool.usage.sub(&claim_limit_share(claim, cluster, catalog));
+        pool.usage.sub(&share);
     }
+    let cost_limit = cost_limit(cluster, catalog).map(|l| CostLimit { usage: l.usage - share.get(LIMIT_COST), ..l });
 
     let mut unavailable = cluster.unavailable.clone();
     unavailable.extend(excluded.cloned());
@@ -76,6 +79,7 @@ pub(crate) fn plan_replacement(
         unavailable,
         namespaces: cluster.namespaces.clone(),
         min_values_policy: cluster.min_values_policy,
+        cost_limit,
     };
     // Both solves below are over the same pools: the second reuses what the first prepared.
     let cache = SolveCache::new();

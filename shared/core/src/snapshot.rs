@@ -23,4 +23,17 @@ pub struct Snapshot {
     /// Whether `minValues` is a hard constraint (Karpenter's `--min-values-policy`).
     #[serde(default)]
     pub min_values_policy: MinValuesPolicy,
+    /// The cluster-wide limit on what every pool's capacity costs, when one is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_limit: Option<CostLimit>,
+}
+
+/// A limit on what capacity costs across every NodePool, and what it costs now, both in
+/// micro-dollars per hour at effective prices (as [`crate::model::LIMIT_COST`] counts them): the
+/// cluster-wide counterpart of a pool's `limits[dovetail.dev/cost-per-hour]`. A new launch, or a
+/// replacement, that would take the usage past the limit is not planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CostLimit {
+    pub limit: i64,
+    pub usage: i64,
 }

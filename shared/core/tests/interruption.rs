@@ -12,7 +12,7 @@ use dovetail_core::cluster::{Cluster, Instance};
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::interruption::{decide, parse, Message, ParseError};
 use dovetail_core::labels;
-use dovetail_core::model::{Node, NodeClass, NodePool, OwnerKind, Pod, RebalancePolicy};
+use dovetail_core::model::{cost_micros, Node, NodeClass, NodePool, OwnerKind, Pod, RebalancePolicy, LIMIT_COST};
 use dovetail_core::nodeclaim::{Disruption, Launch, NodeClaim, Phase, Reason};
 use dovetail_core::requirements::{Operator, Requirement};
 use dovetail_core::resources::Resources;
@@ -515,6 +515,38 @@ fn a_replacement_under_a_full_node_limit_frees_the_interrupted_node() {
                 && d.why.contains("limit on nodes reached (0 of 1 left)")),
         "{ds:#?}"
     );
+}
+
+#[test]
+fn a_replacement_stays_within_the_cost_limits_giving_back_what_the_interrupted_node_cost() {
+    // The pool may cost $1/h and its one node costs $0.04/h: the replacement fits in what the
+    // interrupted node gives back and the room beside it.
+    let mut cluster = cluster();
+    cluster.nodepools[0].limits.insert(LIMIT_COST.into(), cost_micros(1.0));
+    let usage = dovetail_core::provisioning::pool_usage(&cluster, catalog());
+    assert_eq!(usage["default"].get(LIMIT_COST), cost_micros(0.04));
+    cluster.nodepools[0].usage = usage["default"].clone();
+    let ds = decide(&spot_message(), &cluster, catalog());
+    assert_eq!(launches(&ds).len(), 1, "{ds:#?}");
+    assert_pods_covered(&ds, &APP_PODS);
+
+    // Other capacity of the pool already costs the whole limit: no replacement, and the note
+    // says which limit.
+    cluster.nodepools[0].usage.set(LIMIT_COST, cost_micros(1.04));
+    let ds = decide(&spot_message(), &cluster, catalog());
+    assert!(launches(&ds).is_empty(), "{ds:#?}");
+    let why = "limit on dovetail.dev/cost-per-hour reached ($0.0000/h of $1.0000/h left)";
+    assert!(ds.iter().any(|d| d.why.contains("has no replacement capacity") && d.why.contains(why)), "{ds:#?}");
+
+    // The cluster-wide limit the same way: the interrupted node's cost is given back to it too.
+    cluster.nodepools[0].limits.clear();
+    cluster.nodepools[0].usage = usage["default"].clone();
+    cluster.cost_limit = Some(cost_micros(1.0));
+    assert_eq!(launches(&decide(&spot_message(), &cluster, catalog())).len(), 1);
+    cluster.cost_limit = Some(0);
+    let ds = decide(&spot_message(), &cluster, catalog());
+    assert!(launches(&ds).is_empty(), "{ds:#?}");
+    assert!(ds.iter().any(|d| d.why.contains("the cluster-wide cost limit is reached")), "{ds:#?}");
 }
 
 #[test]

@@ -11,7 +11,9 @@ use dovetail_core::catalog::{self, CapacityType, OfferingKey};
 use dovetail_core::cluster::{Cluster, ResolvedClass};
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::labels;
-use dovetail_core::model::{NodeClass, NodeOs, NodePool, Pod, Taint, TaintEffect};
+use dovetail_core::model::{
+    cost_micros, format_cost, NodeClass, NodeOs, NodePool, Pod, Taint, TaintEffect, LIMIT_COST,
+};
 use dovetail_core::nodeclaim::{launched_labels, NodeClaim, Phase, Reason};
 use dovetail_core::provisioning::{self, claim_name, intent, offers, plan, plan_cached, pool_usage};
 use dovetail_core::requirements::{Operator, Requirement};
@@ -308,6 +310,136 @@ fn a_node_limit_launches_what_it_allows_and_says_why_the_rest_waits() {
     stray.labels.insert(labels::NODEPOOL.into(), "default".into());
     c.nodes.push(stray);
     assert_eq!(pool_usage(&c, catalog::embedded())["default"].get("nodes"), 2);
+}
+
+/// A pool of on-demand m5.large only, and pods that take one node each: what a node costs is then
+/// one known price.
+fn m5_large_pool(name: &str) -> (NodePool, f64) {
+    let mut pool = NodePool::new(name, "default");
+    pool.requirements.add(Requirement::new(labels::INSTANCE_TYPE, Operator::In, &["m5.large"]).unwrap());
+    pool.requirements.add(Requirement::new(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]).unwrap());
+    let t = catalog::embedded().get("m5.large").expect("m5.large in the catalog");
+    let dearest = t
+        .offerings
+        .iter()
+        .filter(|o| o.available && o.capacity_type == CapacityType::OnDemand)
+        .map(|o| t.price(o, NodeOs::Linux))
+        .fold(0.0, f64::max);
+    (pool, dearest)
+}
+
+/// The messages of the FailedScheduling Events among `ds`.
+fn waiting_because(ds: &[Decision]) -> Vec<String> {
+    ds.iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::Event { reason, message, .. }) if reason == "FailedScheduling" => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn whole_node_pods(n: usize) -> Vec<Pod> {
+    (0..n).map(|i| pending(&format!("job-{i}"), 1500, 256)).collect()
+}
+
+#[test]
+fn a_cost_limit_launches_what_it_allows_and_says_why_the_rest_waits() {
+    let mut c = base(0);
+    let (pool, price) = m5_large_pool("default");
+    c.nodepools = vec![pool];
+    // Room for two nodes and a half: two launch, the third pod waits naming the limit.
+    c.nodepools[0].limits.insert(LIMIT_COST.into(), cost_micros(price * 2.5));
+    c.pending = whole_node_pods(3);
+    let ds = plan(&c, catalog::embedded());
+    let launched = planned(&ds);
+    assert_eq!(launched.len(), 2, "{launched:?}");
+    let waiting = waiting_because(&ds);
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert!(waiting[0].contains("NodePool \"default\": limit on dovetail.dev/cost-per-hour reached"), "{waiting:?}");
+    assert!(waiting[0].contains(&format!("of {} left", format_cost(cost_micros(price * 2.5)))), "{waiting:?}");
+    // The pool is told its limit binds.
+    assert_eq!(events(&ds, "CostLimitReached"), vec!["NodePool/default".to_string()]);
+
+    // In flight, each claim counts the dearest offering it may still be launched as; launched,
+    // the price it was launched at.
+    // (Their pods stay pending until the nodes register, and the claims absorb them.)
+    for p in &launched {
+        c.claims.push(intent(p, &c, c.now));
+    }
+    assert_eq!(pool_usage(&c, catalog::embedded())["default"].get(LIMIT_COST), 2 * cost_micros(price));
+    let ds = plan(&c, catalog::embedded());
+    assert!(planned(&ds).is_empty() && waiting_because(&ds).len() == 1, "{ds:#?}");
+    c.claims[0].launch = Some(dovetail_core::nodeclaim::Launch {
+        instance_id: "i-1".into(),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        capacity_type: CapacityType::OnDemand,
+        image_id: "ami-1".into(),
+        subnet_id: "subnet-1".into(),
+        security_groups: vec![],
+        price: 0.04,
+        launched_at: c.now,
+    });
+    c.claims[0].phase = Phase::Launched;
+    assert_eq!(pool_usage(&c, catalog::embedded())["default"].get(LIMIT_COST), 40_000 + cost_micros(price));
+    // Its launch price left room for the third node.
+    assert_eq!(planned(&plan(&c, catalog::embedded())).len(), 1);
+    // A node of the pool that no claim owns counts at its type's price there.
+    let mut stray = dovetail_core::model::Node::new("stray", Default::default(), Resources::new(2000, 8 << 30));
+    let at = [(labels::INSTANCE_TYPE, "m5.large"), (labels::ZONE, "us-east-1b"), (labels::CAPACITY_TYPE, "on-demand")];
+    stray.labels.extend(at.iter().chain(&[(labels::NODEPOOL, "default")]).map(|(k, v)| (k.to_string(), v.to_string())));
+    c.nodes.push(stray);
+    let t = catalog::embedded().get("m5.large").unwrap();
+    let there =
+        t.offerings.iter().find(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::OnDemand).unwrap();
+    let counted = pool_usage(&c, catalog::embedded())["default"].get(LIMIT_COST);
+    assert_eq!(counted, 40_000 + cost_micros(price) + cost_micros(t.price(there, NodeOs::Linux)));
+}
+
+#[test]
+fn pods_a_cost_limit_turns_away_go_to_the_next_pool_by_weight() {
+    let mut c = base(0);
+    let (mut capped, price) = m5_large_pool("capped");
+    capped.weight = 10;
+    capped.limits.insert(LIMIT_COST.into(), cost_micros(price * 1.5));
+    let (overflow, _) = m5_large_pool("overflow");
+    c.nodepools = vec![capped, overflow];
+    c.pending = whole_node_pods(3);
+    let ds = plan(&c, catalog::embedded());
+    let launched = planned(&ds);
+    let by_pool = |name: &str| launched.iter().filter(|p| p.nodepool == name).count();
+    assert_eq!((by_pool("capped"), by_pool("overflow")), (1, 2), "{launched:?}");
+    assert!(waiting_because(&ds).is_empty());
+    assert_eq!(events(&ds, "CostLimitReached"), vec!["NodePool/capped".to_string()]);
+}
+
+#[test]
+fn the_cluster_wide_cost_limit_holds_across_pools() {
+    let mut c = base(0);
+    let (mut first, price) = m5_large_pool("first");
+    first.weight = 10;
+    let (second, _) = m5_large_pool("second");
+    c.nodepools = vec![first, second];
+    c.pending = whole_node_pods(3);
+    // Neither pool has a limit of its own; together they may cost two nodes and a half.
+    c.cost_limit = Some(cost_micros(price * 2.5));
+    let ds = plan(&c, catalog::embedded());
+    assert_eq!(planned(&ds).len(), 2, "{:?}", planned(&ds));
+    let waiting = waiting_because(&ds);
+    assert_eq!(waiting.len(), 1, "{waiting:?}");
+    assert!(waiting[0].contains("the cluster-wide cost limit is reached"), "{waiting:?}");
+    // Both pools are told: the third pod was turned away from each.
+    assert_eq!(events(&ds, "CostLimitReached"), vec!["NodePool/first".to_string(), "NodePool/second".to_string()]);
+    // What runs counts, in whichever pool: with two nodes of the second pool up, nothing more.
+    for p in planned(&ds) {
+        let mut p = p.clone();
+        p.nodepool = "second".into();
+        c.claims.push(intent(&p, &c, c.now));
+    }
+    let ds = plan(&c, catalog::embedded());
+    assert!(planned(&ds).is_empty(), "{:?}", planned(&ds));
+    assert!(waiting_because(&ds)[0].contains("the cluster-wide cost limit is reached"), "{ds:#?}");
+    assert_eq!(provisioning::cost_limit(&c, catalog::embedded()).map(|l| l.usage), Some(2 * cost_micros(price)));
 }
 
 #[test]

@@ -24,14 +24,14 @@ use dovetail_core::benchmark;
 use dovetail_core::catalog::{CapacityType, Catalog, InstanceResources, InstanceType, Offering, OfferingKey, Zone};
 use dovetail_core::labels;
 use dovetail_core::model::{
-    DaemonSet, HostPort, InclusionPolicy, KubeletConfig, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind,
-    NodePool, OwnerKind, Pod, PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted,
-    WhenUnsatisfiable,
+    cost_micros, DaemonSet, HostPort, InclusionPolicy, KubeletConfig, LabelSelector, NamespaceScope, Node, NodeClass,
+    NodeKind, NodePool, OwnerKind, Pod, PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread,
+    Weighted, WhenUnsatisfiable, LIMIT_COST,
 };
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::{Resources, NVIDIA_GPU};
 use dovetail_core::scheduler::{schedule, schedule_cached, schedule_with, Plan, SolveCache, Strategy as Packing};
-use dovetail_core::snapshot::Snapshot;
+use dovetail_core::snapshot::{CostLimit, Snapshot};
 
 const GIB: i64 = 1 << 30;
 const MIB: i64 = 1 << 20;
@@ -199,6 +199,9 @@ struct PoolSpec {
     cpu_limit: Option<i64>,
     usage_cores: i64,
     broken: bool,
+    /// `limits[dovetail.dev/cost-per-hour]` in cents per hour; the pool's running nodes then cost
+    /// `usage_cores` cents.
+    cost_limit_cents: Option<i64>,
 }
 
 fn pool_spec(rich: bool) -> impl Strategy<Value = PoolSpec> {
@@ -216,7 +219,12 @@ fn pool_spec(rich: bool) -> impl Strategy<Value = PoolSpec> {
             prop::sample::select(vec![0u8, 0, 0, 0, 0, 0, 1, 2, 3]),
             prop::bool::weighted(0.3),
         ),
-        (prop::option::weighted(0.3, 2..48i64), 0..6i64, prop::bool::weighted(0.03)),
+        (
+            prop::option::weighted(0.3, 2..48i64),
+            0..6i64,
+            prop::bool::weighted(0.03),
+            prop::option::weighted(0.2, 0..150i64),
+        ),
     )
         .prop_map(
             move |(
@@ -224,7 +232,7 @@ fn pool_spec(rich: bool) -> impl Strategy<Value = PoolSpec> {
                 (cpu_gt, cpu_lt),
                 (family_not, family_exists, min_families),
                 (team, taint, startup_taint),
-                (cpu_limit, usage_cores, broken),
+                (cpu_limit, usage_cores, broken, cost_limit_cents),
             )| PoolSpec {
                 weight,
                 capacity,
@@ -237,13 +245,15 @@ fn pool_spec(rich: bool) -> impl Strategy<Value = PoolSpec> {
                 family_exists: family_exists && rich,
                 // minValues with limits, or with both capacity types (a claim buys one), hits known
                 // gaps (see `min_values_*` in the scenarios).
-                min_families: min_families.filter(|_| cpu_limit.is_none() && matches!(capacity, 1 | 2)),
+                min_families: min_families
+                    .filter(|_| cpu_limit.is_none() && cost_limit_cents.is_none() && matches!(capacity, 1 | 2)),
                 team,
                 taint,
                 startup_taint,
                 cpu_limit,
                 usage_cores,
                 broken,
+                cost_limit_cents,
             },
         )
 }
@@ -448,6 +458,8 @@ struct ClusterSpec {
     daemons: Vec<DaemonSpec>,
     /// Offerings (type index, zone, spot) in the snapshot's unavailable cache.
     unavailable: Vec<(usize, usize, bool)>,
+    /// The cluster-wide cost limit in cents per hour.
+    cost_limit_cents: Option<i64>,
 }
 
 fn cluster_spec(rich: bool, max_groups: usize) -> impl Strategy<Value = ClusterSpec> {
@@ -457,13 +469,15 @@ fn cluster_spec(rich: bool, max_groups: usize) -> impl Strategy<Value = ClusterS
         prop::collection::vec(node_spec(), 0..4),
         prop::collection::vec(daemon_spec(), 0..3),
         prop::collection::vec((0..10_000usize, 0..3usize, any::<bool>()), 0..4),
+        prop::option::weighted(0.15, 0..300i64),
     )
-        .prop_map(|(pools, groups, nodes, daemons, unavailable)| ClusterSpec {
+        .prop_map(|(pools, groups, nodes, daemons, unavailable, cost_limit_cents)| ClusterSpec {
             pools,
             groups,
             nodes,
             daemons,
             unavailable,
+            cost_limit_cents,
         })
 }
 
@@ -552,6 +566,10 @@ fn build_pool(i: usize, s: &PoolSpec, zones: &[String]) -> NodePool {
     if let Some(c) = s.cpu_limit {
         p.limits.insert("cpu".to_string(), c * 1000);
         p.usage.cpu = s.usage_cores * 1000;
+    }
+    if let Some(cents) = s.cost_limit_cents {
+        p.limits.insert(LIMIT_COST.to_string(), cost_micros(cents as f64 / 100.0));
+        p.usage.set(LIMIT_COST, cost_micros(s.usage_cores as f64 / 100.0));
     }
     p
 }
@@ -788,6 +806,10 @@ fn build(spec: &ClusterSpec, catalog: &Catalog) -> Snapshot {
         .iter()
         .map(|(n, env)| (n.to_string(), [("env".to_string(), env.to_string())].into()))
         .collect();
+    let cost_limit = spec.cost_limit_cents.map(|cents| CostLimit {
+        limit: cost_micros(cents as f64 / 100.0),
+        usage: pools.iter().map(|p| p.usage.get(LIMIT_COST)).sum(),
+    });
     Snapshot {
         pods,
         nodes,
@@ -797,6 +819,7 @@ fn build(spec: &ClusterSpec, catalog: &Catalog) -> Snapshot {
         unavailable,
         namespaces,
         min_values_policy: Default::default(),
+        cost_limit,
     }
 }
 
@@ -876,7 +899,7 @@ proptest! {
     /// One exception is kube-scheduler's own: a zone spread counts every zone a pool can reach, so
     /// a pool reaching a new zone the pods cannot use (anti-affinity, no room) lowers the minimum
     /// and legitimately leaves pods pending; such pods are excused when their spread's domains
-    /// grew. Pool limits are left out: pods then compete for one budget, and a different packing
+    /// grew. Pool limits and cost limits are left out: pods then compete for one budget, and a different packing
     /// legitimately serves other pods with it. Hostname self-affinity groups are left out: a
     /// known weakness splits them (see `hostname_affinity_group_stays_together` in the scenarios).
     #[test]
@@ -886,7 +909,8 @@ proptest! {
         weight in -1..5i32,
     ) {
         spec.groups.retain(|g| g.kind != Kind::HostAffinity);
-        spec.pools.iter_mut().for_each(|p| p.cpu_limit = None);
+        spec.pools.iter_mut().for_each(|p| (p.cpu_limit, p.cost_limit_cents) = (None, None));
+        spec.cost_limit_cents = None;
         prop_assume!(!spec.groups.is_empty());
         let catalog = build_catalog(&types);
         let snap = build(&spec, &catalog);

@@ -22,6 +22,8 @@ const MESSAGE_LIMIT: usize = 1024;
 /// type=Warning` shows them); everything else is Normal.
 const WARNINGS: &[&str] = &[
     dovetail_core::events::FAILED_SCHEDULING,
+    // A pool's cost limit, or the cluster-wide one, turned pods away.
+    dovetail_core::events::COST_LIMIT_REACHED,
     "ValidationFailed",
     "LaunchTimeout",
     "RegistrationTimeout",

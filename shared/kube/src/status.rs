@@ -1,8 +1,10 @@
 //! The `status` of NodePools and EC2NodeClasses from the core's [`PoolStatus`] and
 //! [`ClassStatus`], as Karpenter shows them.
 //!
-//! - NodePool: the resources of its nodes with a `nodes` count; `ValidationSucceeded`,
-//!   `NodeClassReady`, `NodeRegistrationHealthy`, and `Ready` (valid and its class ready).
+//! - NodePool: the resources of its nodes with a `nodes` count and what they cost per hour
+//!   (`dovetail.dev/cost-per-hour`, in dollars); `ValidationSucceeded`, `NodeClassReady`,
+//!   `NodeRegistrationHealthy`, and `Ready` (valid and its class ready); `CostLimitReached` when a
+//!   cost limit applies to it.
 //! - EC2NodeClass: the subnets (with zones), security groups, images (with the architecture each
 //!   suits) and instance profile it resolves to (`spec.instanceProfile`, or the one made for
 //!   `spec.role`); `SubnetsReady`, `SecurityGroupsReady`, `AMIsReady`, `InstanceProfileReady`
@@ -17,6 +19,7 @@ use dovetail_api::crd::{Ami, EC2NodeClassStatus, NodePoolStatus, SecurityGroup, 
 use dovetail_core::catalog::ImageVariant;
 use dovetail_core::cluster::{AMIS_READY, INSTANCE_PROFILE_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
 use dovetail_core::labels;
+use dovetail_core::model::{cost_quantity, LIMIT_COST};
 use dovetail_core::reconcile::ports::{ClassStatus, PoolStatus};
 use dovetail_core::reconcile::INSTANCE_PROFILE_FAILED;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
@@ -29,6 +32,9 @@ pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 pub const READY: &str = "Ready";
 pub const NODE_CLASS_READY: &str = "NodeClassReady";
 pub const NODE_REGISTRATION_HEALTHY: &str = "NodeRegistrationHealthy";
+/// Dovetail's: a pool's cost limit, or the cluster-wide one, leaves too little for even its
+/// cheapest node (`True`), or not (`False`); absent when no cost limit applies to the pool.
+pub const COST_LIMIT_REACHED: &str = dovetail_core::events::COST_LIMIT_REACHED;
 /// An EC2NodeClass that was deleted while NodePools or NodeClaims use it is kept, and says by whom.
 pub const DELETION_BLOCKED: &str = "DeletionBlocked";
 /// Karpenter's reason for `ValidationSucceeded=False`.
@@ -46,6 +52,10 @@ pub(crate) fn desired(s: &PoolStatus, observed: &ObservedPool, now: &Time) -> No
     // The core's resources already count the nodes (they are what `limits.nodes` is checked
     // against) but leave a zero out; the same count goes in either way, never added twice.
     resources.insert("nodes".into(), Quantity(s.nodes.to_string()));
+    // What the pool costs is counted in micro-dollars; shown, as its limit is written, in dollars.
+    if let Some(micros) = resources.get(LIMIT_COST).map(|_| s.resources.get(LIMIT_COST)) {
+        resources.insert(LIMIT_COST.into(), Quantity(cost_quantity(micros)));
+    }
 
     let valid = match &s.invalid {
         None => condition(VALIDATION_SUCCEEDED, "True", VALIDATION_SUCCEEDED, ""),
@@ -69,8 +79,18 @@ pub(crate) fn desired(s: &PoolStatus, observed: &ObservedPool, now: &Time) -> No
         ),
     };
     let ready = root(&[&valid, &class]);
-    let conditions =
-        merge(vec![valid, class, registration, ready], &observed.status.conditions, observed.generation, now);
+    let mut ours = vec![valid, class, registration, ready];
+    // Not part of Ready: a pool at its cost limit is healthy, it just cannot grow.
+    let cost = s.cost_limit.as_ref().map(|c| match c.reached {
+        true => condition(COST_LIMIT_REACHED, "True", COST_LIMIT_REACHED, &c.message),
+        false => condition(COST_LIMIT_REACHED, "False", "WithinCostLimit", &c.message),
+    });
+    ours.extend(cost.clone());
+    let mut conditions = merge(ours, &observed.status.conditions, observed.generation, now);
+    // Ours alone: with no cost limit any more, the condition goes rather than stay as it was.
+    if cost.is_none() {
+        conditions.retain(|c| c.type_ != COST_LIMIT_REACHED);
+    }
     NodePoolStatus {
         resources,
         node_class_observed_generation: observed.status.node_class_observed_generation,
@@ -229,6 +249,7 @@ mod tests {
     use super::*;
     use dovetail_api::crd::AmiFamily;
     use dovetail_core::cluster::ResolvedClass;
+    use dovetail_core::reconcile::ports::CostLimitStatus;
     use dovetail_core::resources::Resources;
 
     fn t(s: &str) -> Time {
@@ -246,6 +267,7 @@ mod tests {
             invalid: invalid.map(Into::into),
             node_class: Ok(()),
             registered: true,
+            cost_limit: None,
         }
     }
 
@@ -304,6 +326,38 @@ mod tests {
         let s = desired(&scaled_to_zero, &observed, &t("2025-06-01T13:00:00Z"));
         let r = s.conditions.iter().find(|c| c.type_ == NODE_REGISTRATION_HEALTHY).unwrap();
         assert_eq!((r.status.as_str(), &r.last_transition_time), ("True", &now));
+    }
+
+    #[test]
+    fn a_cost_limit_shows_as_a_condition_and_the_cost_in_dollars() {
+        let now = t("2025-06-01T12:00:00Z");
+        let mut costly = pool(None);
+        costly.resources.set(LIMIT_COST, 384_000);
+        let reached = "the pool's capacity costs $0.3840/h of its limit $0.4000/h; its cheapest node costs $0.0960/h";
+        costly.cost_limit = Some(CostLimitStatus { reached: true, message: reached.into() });
+        let s = desired(&costly, &ObservedPool::default(), &now);
+        assert_eq!(s.resources[LIMIT_COST].0, "0.384");
+        let c = s.conditions.iter().find(|c| c.type_ == COST_LIMIT_REACHED).expect("the condition");
+        assert_eq!((c.status.as_str(), c.reason.as_str(), c.message.as_str()), ("True", "CostLimitReached", reached));
+        // Ready does not depend on it: the pool is healthy, it cannot grow.
+        assert_eq!(s.conditions.iter().find(|c| c.type_ == READY).unwrap().status, "True");
+
+        // Room again: False, from a later time.
+        let observed = ObservedPool { generation: None, status: s };
+        costly.cost_limit = Some(CostLimitStatus { reached: false, message: "within".into() });
+        let later = t("2025-06-01T12:05:00Z");
+        let s = desired(&costly, &observed, &later);
+        let c = s.conditions.iter().find(|c| c.type_ == COST_LIMIT_REACHED).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str(), &c.last_transition_time),
+            ("False", "WithinCostLimit", &later)
+        );
+
+        // The limit removed: the condition goes, as does a cost of nothing.
+        let observed = ObservedPool { generation: None, status: s };
+        let s = desired(&pool(None), &observed, &later);
+        assert!(s.conditions.iter().all(|c| c.type_ != COST_LIMIT_REACHED), "{:?}", s.conditions);
+        assert!(!s.resources.contains_key(LIMIT_COST));
     }
 
     #[test]

@@ -8,7 +8,8 @@ use dovetail_core::labels;
 use dovetail_core::reconcile::ports::Store;
 use dovetail_core::resources::parse_cpu_millis;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
 
 use super::{instance_of, label, node_of, EndToEnd, Install, Options, STEP};
 
@@ -252,33 +253,34 @@ const SWEEPING: Options = Options {
     install: Install::Kustomize,
 };
 
+/// The limits example's 10 analytics workers once each either runs or was told, in an Event whose
+/// message contains `limit`, why it waits (and some run): the running pods, and the waiting ones'
+/// (name, Event reason, message).
+async fn workers_running_or_told(e2e: &EndToEnd, limit: &str) -> Result<(Vec<Pod>, Vec<(String, String, String)>)> {
+    e2e.until("the analytics pool full and the others told why", STEP, || async move {
+        let all = e2e.pods("analytics", "app.kubernetes.io/name=spark-worker").await?;
+        let running: Vec<Pod> = all.iter().filter(|p| super::phase(p) == "Running").cloned().collect();
+        let mut told = vec![];
+        for p in all.iter().filter(|p| node_of(p).is_empty()) {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            let said = e2e.events("analytics", "Pod", &name).await?;
+            if let Some(e) = said.iter().find(|e| e.message.as_deref().is_some_and(|m| m.contains(limit))) {
+                told.push((name, e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()));
+            }
+        }
+        let done = !running.is_empty() && running.len() + told.len() == all.len() && all.len() == 10;
+        Ok(done.then_some((running, told)))
+    })
+    .await
+}
+
 #[tokio::test]
 async fn a_pool_at_its_limit_says_so_on_the_pods_it_cannot_serve() -> Result<()> {
     let e2e = EndToEnd::start("limits", SWEEPING).await?;
     e2e.apply_example("limits/nodepools.yaml").await?;
     e2e.apply_example("limits/workload.yaml").await?;
     // 10 workers of 2 CPUs, a pool limited to 16 CPUs: some run, the rest are told why not.
-    let (running, told) = e2e
-        .until("the analytics pool full and the others told why", STEP, || {
-            let e2e = &e2e;
-            async move {
-                let all = e2e.pods("analytics", "app.kubernetes.io/name=spark-worker").await?;
-                let running: Vec<Pod> = all.iter().filter(|p| super::phase(p) == "Running").cloned().collect();
-                let mut told = vec![];
-                for p in all.iter().filter(|p| node_of(p).is_empty()) {
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    let said = e2e.events("analytics", "Pod", &name).await?;
-                    if let Some(e) =
-                        said.iter().find(|e| e.message.as_deref().is_some_and(|m| m.contains("limit on cpu")))
-                    {
-                        told.push((name, e.reason.clone().unwrap_or_default(), e.message.clone().unwrap_or_default()));
-                    }
-                }
-                let done = !running.is_empty() && running.len() + told.len() == all.len() && all.len() == 10;
-                Ok(done.then_some((running, told)))
-            }
-        })
-        .await?;
+    let (running, told) = workers_running_or_told(&e2e, "limit on cpu").await?;
     let mut nodes = on_dovetail_nodes(&e2e, &running).await?;
     nodes.sort_by_key(|n| n.metadata.name.clone());
     nodes.dedup_by_key(|n| n.metadata.name.clone());
@@ -311,6 +313,60 @@ async fn a_pool_at_its_limit_says_so_on_the_pods_it_cannot_serve() -> Result<()>
     assert!(counted >= nodes.len(), "status.resources.nodes counts the pool's nodes: {status}");
     assert!(status["resources"]["cpu"].is_string(), "{status}");
     e2e.assert_exactly_once("limits").await?;
+    e2e.report_latency().await?;
+    Ok(())
+}
+
+/// The limits example with the analytics pool's budget in dollars instead of vCPUs
+/// (`limits[dovetail.dev/cost-per-hour]: "0.4"`): the workers its $0.40/h buys run, the others wait
+/// naming the limit, the pool says its limit binds (an Event, its `CostLimitReached` condition) and
+/// shows what its nodes cost.
+#[tokio::test]
+async fn a_pool_at_its_cost_limit_launches_what_its_budget_buys_and_says_so() -> Result<()> {
+    let e2e = EndToEnd::start("cost-limit", SWEEPING).await?;
+    e2e.apply_example("limits/nodepools.yaml").await?;
+    let pools = super::super::kube::nodepools(&e2e.admin);
+    let budget = json!({"spec": {"limits": {"cpu": null, "dovetail.dev/cost-per-hour": "0.4"}}});
+    pools.patch("analytics", &PatchParams::default(), &Patch::Merge(&budget)).await?;
+    e2e.apply_example("limits/workload.yaml").await?;
+    let (running, told) = workers_running_or_told(&e2e, "limit on dovetail.dev/cost-per-hour reached").await?;
+    assert!(!told.is_empty() && told.iter().all(|(_, reason, _)| reason == "FailedScheduling"), "{told:?}");
+    // What the pool's claims were launched at stays within its $0.40/h.
+    let nodes = on_dovetail_nodes(&e2e, &running).await?;
+    let claims = e2e.live_claims().await?;
+    let spent: f64 =
+        claims.iter().filter(|c| c.nodepool == "analytics").map(|c| c.launch.as_ref().map_or(0.0, |l| l.price)).sum();
+    assert!(spent > 0.0 && spent <= 0.4 + 1e-9, "the analytics pool's claims cost ${spent}/h");
+    assert!(nodes.iter().all(|n| label(n, labels::NODEPOOL) == "analytics"), "the team's pods stay on their pool");
+    // The pool is told, and says so in its status.
+    let events = e2e.events("default", "NodePool", "analytics").await?;
+    assert!(
+        events.iter().any(|e| e.reason.as_deref() == Some("CostLimitReached")
+            && e.type_.as_deref() == Some("Warning")
+            && e.message.as_deref().is_some_and(|m| m.contains("dovetail.dev/cost-per-hour"))),
+        "a CostLimitReached Event on the NodePool: {events:?}"
+    );
+    // Its condition: True once not even its cheapest node fits in what is left, False (with what
+    // it spends) while a smaller node still would, though the workers' did not.
+    let status = e2e
+        .until("the analytics pool's CostLimitReached condition", STEP, || {
+            let pools = pools.clone();
+            async move {
+                let status = pools.get("analytics").await?.data["status"].clone();
+                let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+                let written = conditions.iter().any(|c| c["type"] == "CostLimitReached");
+                Ok((written && status["resources"]["dovetail.dev/cost-per-hour"].is_string()).then_some(status))
+            }
+        })
+        .await?;
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    let condition = conditions.iter().find(|c| c["type"] == "CostLimitReached").expect("found above");
+    let message = condition["message"].as_str().unwrap_or_default();
+    assert!(message.contains("of its limit $0.4000/h"), "{condition}");
+    let shown: f64 =
+        status["resources"]["dovetail.dev/cost-per-hour"].as_str().and_then(|v| v.parse().ok()).unwrap_or(-1.0);
+    assert!((shown - spent).abs() < 1e-5, "status.resources shows ${shown}/h, the claims cost ${spent}/h: {status}");
+    e2e.assert_exactly_once("cost limit").await?;
     e2e.report_latency().await?;
     Ok(())
 }

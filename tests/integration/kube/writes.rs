@@ -336,6 +336,7 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
         invalid: None,
         node_class: Ok(()),
         registered: true,
+        cost_limit: None,
     };
     adapter.pool_status(&two_nodes()).await?;
     let empty = |name: &str| PoolStatus {
@@ -345,6 +346,7 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
         invalid: None,
         node_class: Err("the NodePool is invalid".into()),
         registered: false,
+        cost_limit: None,
     };
     adapter.pool_status(&PoolStatus { invalid: Some(message.clone()), ..empty(&bad) }).await?;
 

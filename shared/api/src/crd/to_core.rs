@@ -55,7 +55,11 @@ fn requirement(r: &NodeSelectorRequirementWithMinValues) -> Result<Requirement, 
 
 /// Parses a resource quantity the way the core counts it (cpu in millicores, the rest in units).
 fn quantity(name: &str, q: &str) -> Result<i64, String> {
-    let r = if name == CPU { parse_cpu_millis(q) } else { parse_units(q) };
+    let r = match name {
+        CPU => parse_cpu_millis(q),
+        core::LIMIT_COST => core::parse_cost(q),
+        _ => parse_units(q),
+    };
     r.map_err(|e| e.to_string())
 }
 
@@ -347,6 +351,34 @@ spec:
         }
         // Other limits round as before: half a cpu is a quantity like any other.
         assert!(with_limits(r#"{cpu: "2.5"}"#).to_core().is_ok());
+    }
+
+    #[test]
+    fn a_cost_limit_is_dollars_per_hour() {
+        let p = with_limits(r#"{dovetail.dev/cost-per-hour: "12.5", cpu: "16"}"#).to_core().expect("valid");
+        assert_eq!((p.limits[core::LIMIT_COST], p.limits["cpu"]), (12_500_000, 16_000));
+        assert_eq!(
+            with_limits(r#"{dovetail.dev/cost-per-hour: 250}"#).to_core().expect("valid").limits[core::LIMIT_COST],
+            250_000_000
+        );
+        for bad in ["-1", "-500m"] {
+            let errs = with_limits(&format!("{{dovetail.dev/cost-per-hour: {bad:?}}}")).to_core().unwrap_err();
+            let text = errs.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n");
+            assert_eq!(
+                text,
+                format!(
+                    "NodePool \"capped\": spec.limits[dovetail.dev/cost-per-hour]: {bad:?} is not a non-negative number of dollars per hour (e.g. \"12.5\")"
+                )
+            );
+        }
+        // Not a quantity at all: the same message as for any limit, naming the field.
+        let errs = with_limits(r#"{dovetail.dev/cost-per-hour: "$12"}"#).to_core().unwrap_err();
+        assert!(
+            errs[0]
+                .to_string()
+                .starts_with("NodePool \"capped\": spec.limits[dovetail.dev/cost-per-hour]: \"$12\" is not a quantity"),
+            "{errs:?}"
+        );
     }
 
     #[test]

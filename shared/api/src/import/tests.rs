@@ -386,7 +386,7 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
         );
         d["spec"]["template"]["spec"]["taints"] =
             yaml("[{key: karpenter.sh/disrupted, effect: NoSchedule}, {key: karpenter.sh/capacity-type, value: spot, effect: NoSchedule}]");
-        d["spec"]["limits"] = yaml("{cpu: 100, nodes: 10}");
+        d["spec"]["limits"] = yaml("{cpu: 100, nodes: 10, dovetail.dev/cost-per-hour: \"12.5\"}");
     }));
     let pool = pool_of(&report, "default");
     assert_eq!(pool.spec.template.spec.requirements[0].values, ["reserved", "on-demand"]);
@@ -404,6 +404,9 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
     // Dovetail caps a pool's node count as Karpenter does (`limits.nodes`): nothing to say.
     no_warning(&report, "NodePool default", "spec.limits[nodes]");
     assert_eq!(pool.spec.limits["cpu"].0, "100");
+    // A cost limit (Dovetail's key in Karpenter's ResourceList) is kept as written, nothing to say.
+    assert_eq!(pool.spec.limits["dovetail.dev/cost-per-hour"].0, "12.5");
+    no_warning(&report, "NodePool default", "spec.limits[dovetail.dev/cost-per-hour]");
 }
 
 #[test]

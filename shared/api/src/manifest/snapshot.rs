@@ -60,6 +60,7 @@ impl Inputs {
             unavailable: Default::default(),
             namespaces: self.namespaces.clone(),
             min_values_policy: Default::default(),
+            cost_limit: None,
         })
     }
 }

@@ -14,8 +14,9 @@ pub use held::{hold, Held};
 pub use node::{DaemonSet, Node, NodeCondition, NodeKind};
 pub use nodeclass::{KubeletConfig, NodeClass, NodeOs};
 pub use nodepool::{
-    limit_share, Budget, BudgetNodes, ConsolidationPolicy, DisruptionReason, DisruptionSpec, NodePool, RebalancePolicy,
-    LIMIT_NODES, NODE_REPAIR_ANNOTATION, REBALANCE_POLICY_ANNOTATION,
+    cost_micros, cost_quantity, format_cost, limit_share, parse_cost, Budget, BudgetNodes, ConsolidationPolicy,
+    DisruptionReason, DisruptionSpec, NodePool, RebalancePolicy, LIMIT_COST, LIMIT_NODES, NODE_REPAIR_ANNOTATION,
+    REBALANCE_POLICY_ANNOTATION,
 };
 pub use pdb::Pdb;
 pub use pod::{

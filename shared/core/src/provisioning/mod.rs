@@ -15,12 +15,12 @@ use crate::decision::{Action, Decision};
 use crate::events;
 use crate::hash::{fnv1a64, nodepool_hash};
 use crate::labels;
-use crate::model::{limit_share, DaemonSet, Node, NodeKind, NodeOs, NodePool, Taint};
+use crate::model::{limit_share, DaemonSet, Node, NodeKind, NodeOs, NodePool, Taint, LIMIT_COST};
 use crate::nodeclaim::{Hashes, NodeClaim, Phase};
 use crate::requirements::{Operator, Requirement};
 use crate::resources::Resources;
 use crate::scheduler::{schedule_cached, CatalogRef, PlannedClaim, SolveCache};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{CostLimit, Snapshot};
 use crate::time::Time;
 
 /// CreateFleet takes at most this many overrides; the cheapest offers go first.
@@ -92,18 +92,70 @@ pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Reso
             continue;
         }
         if let Some(pool) = n.labels.get(labels::NODEPOOL) {
-            usage.entry(pool.clone()).or_default().add(&limit_share(&n.allocatable));
+            usage.entry(pool.clone()).or_default().add(&limit_share(&n.allocatable, node_price(n, catalog)));
         }
     }
     usage
 }
 
+/// The cluster-wide cost limit as the scheduler checks it: the setting and what every pool's
+/// capacity costs now (the sum of their [`pool_usage`], pools since deleted included: their nodes
+/// are still paid for). `None` when no cluster-wide limit is set.
+pub fn cost_limit(cluster: &Cluster, catalog: &Catalog) -> Option<CostLimit> {
+    cluster.cost_limit?;
+    cost_limit_of(cluster, &pool_usage(cluster, catalog))
+}
+
+/// [`cost_limit`] from the pools' usage already counted.
+fn cost_limit_of(cluster: &Cluster, usage: &BTreeMap<String, Resources>) -> Option<CostLimit> {
+    let limit = cluster.cost_limit?;
+    Some(CostLimit { limit, usage: usage.values().map(|u| u.get(LIMIT_COST)).sum() })
+}
+
 /// What a claim counts against its pool's limits: its type's capacity (what it launched as, else
-/// its cheapest candidate; none when the catalog does not know the type) and its one node, which
-/// counts whatever the type.
+/// its cheapest candidate; none when the catalog does not know the type), its one node, which
+/// counts whatever the type, and its [`claim_price`].
 pub fn claim_limit_share(claim: &NodeClaim, cluster: &Cluster, catalog: &Catalog) -> Resources {
+    let os = cluster.kubelet_of(&claim.nodeclass).os;
     let capacity = claim_type(claim, catalog).map(|t| t.capacity(&cluster.kubelet_of(&claim.nodeclass)));
-    limit_share(&capacity.unwrap_or_default())
+    limit_share(&capacity.unwrap_or_default(), claim_price(claim, catalog, os))
+}
+
+/// What a claim costs per hour as the cost limits count it: the price it launched at, recorded by
+/// the launch; before that, the dearest offering CreateFleet may still pick for it (any of its
+/// candidate types, in the zones and capacity types its requirements allow), so no launch can
+/// come out above what was held for it.
+pub fn claim_price(claim: &NodeClaim, catalog: &Catalog, os: NodeOs) -> f64 {
+    if let Some(l) = &claim.launch {
+        return l.price;
+    }
+    let zones = claim.requirements.get(labels::ZONE);
+    let capacity = claim.requirements.get(labels::CAPACITY_TYPE);
+    claim
+        .instance_types
+        .iter()
+        .filter_map(|n| catalog.get(n))
+        .flat_map(|t| t.offerings.iter().map(move |o| (t, o)))
+        .filter(|(_, o)| zones.is_none_or(|z| z.has(&o.zone)))
+        .filter(|(_, o)| capacity.is_none_or(|c| c.has(o.capacity_type.as_str())))
+        .map(|(t, o)| t.price(o, os))
+        .fold(0.0, f64::max)
+}
+
+/// What a Node no claim owns costs per hour: its own price when known, else the catalog's for its
+/// type, zone and capacity type labels (at the Linux price: the class that made it is unknown);
+/// nothing when neither says.
+fn node_price(n: &Node, catalog: &Catalog) -> f64 {
+    if let Some(price) = n.price {
+        return price;
+    }
+    let label = |k: &str| n.labels.get(k).map(String::as_str);
+    let (Some(instance_type), Some(zone), Some(capacity)) =
+        (label(labels::INSTANCE_TYPE), label(labels::ZONE), label(labels::CAPACITY_TYPE))
+    else {
+        return 0.0;
+    };
+    offering_price(catalog, instance_type, zone, capacity, NodeOs::Linux).unwrap_or(0.0)
 }
 
 /// What a claim's node offers pods once up: its type's allocatable under its class's kubelet.
@@ -173,6 +225,7 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
         min_values_policy: cluster.min_values_policy,
+        cost_limit: cost_limit_of(cluster, &usage),
     }
 }
 
@@ -278,6 +331,10 @@ pub fn plan_cached<'c>(cluster: &Cluster, catalog: impl Into<CatalogRef<'c>>, ca
         }
         out.push(Decision::event(None, format!("Pod/{}", u.pod), events::FAILED_SCHEDULING, message));
     }
+    for (pool, why) in &plan.cost_limited {
+        let message = format!("pods go to another pool or wait: {why}");
+        out.push(Decision::event(None, format!("NodePool/{pool}"), events::COST_LIMIT_REACHED, message));
+    }
     out
 }
 
@@ -310,8 +367,14 @@ pub fn intent(planned: &PlannedClaim, cluster: &Cluster, now: Time) -> NodeClaim
 /// priced by the cloud adapter, which knows the instance but not its class, so the Windows licence
 /// is added here.
 pub fn launch_price(catalog: &Catalog, launch: &crate::nodeclaim::Launch, os: NodeOs) -> Option<f64> {
-    let t = catalog.get(&launch.instance_type)?;
-    let offering = t.offerings.iter().find(|o| o.zone == launch.zone && o.capacity_type == launch.capacity_type)?;
+    offering_price(catalog, &launch.instance_type, &launch.zone, launch.capacity_type.as_str(), os)
+}
+
+/// What the catalog's offering of `instance_type` in `zone` at `capacity_type` costs per hour on a
+/// node of `os` ([`crate::catalog::InstanceType::price`]); `None` when the catalog has no such offering.
+fn offering_price(catalog: &Catalog, instance_type: &str, zone: &str, capacity_type: &str, os: NodeOs) -> Option<f64> {
+    let t = catalog.get(instance_type)?;
+    let offering = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type.as_str() == capacity_type)?;
     Some(t.price(offering, os))
 }
 

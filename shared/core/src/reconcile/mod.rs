@@ -91,6 +91,10 @@ pub struct Settings {
     /// `Strict` by default, as Karpenter's; the functions read it from
     /// `DOVETAIL_MIN_VALUES_POLICY`.
     pub min_values_policy: crate::requirements::MinValuesPolicy,
+    /// The cluster-wide limit on what all pools' capacity costs, in micro-dollars per hour
+    /// ([`crate::snapshot::CostLimit`]); the functions read it from `DOVETAIL_COST_LIMIT`. `None`
+    /// by default: only the pools' own limits hold.
+    pub cost_limit: Option<i64>,
 }
 
 impl Settings {
@@ -101,6 +105,7 @@ impl Settings {
             lease_ttl: Duration::from_secs(120),
             node_repair: false,
             min_values_policy: Default::default(),
+            cost_limit: None,
         }
     }
 }

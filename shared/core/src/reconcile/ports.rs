@@ -147,6 +147,18 @@ pub struct PoolStatus {
     pub node_class: Result<(), String>,
     /// Whether a node of the pool has registered (`NodeRegistrationHealthy`).
     pub registered: bool,
+    /// Where the pool stands against the cost limits on it (`CostLimitReached`); `None` when
+    /// neither it nor the cluster has one.
+    #[serde(default)]
+    pub cost_limit: Option<CostLimitStatus>,
+}
+
+/// Whether a cost limit binds on a pool: not even the cheapest node it could launch fits in what
+/// its own limit, or the cluster-wide one, leaves. With the sentence its condition shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CostLimitStatus {
+    pub reached: bool,
+    pub message: String,
 }
 
 /// Everything a launch needs: the claim (its name is the client token and a tag), its class as

@@ -78,6 +78,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             claim_objects: kube.claim_objects,
             node_repair: self.settings.node_repair,
             min_values_policy: self.settings.min_values_policy,
+            cost_limit: self.settings.cost_limit,
             unresolved,
         };
         let usage = provisioning::pool_usage(&cluster, &catalog);

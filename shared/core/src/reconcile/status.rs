@@ -2,15 +2,18 @@
 //! facts (resources, whether a class resolves, whether a pool's nodes register); the Kubernetes
 //! adapter turns them into the conditions `kubectl` shows.
 
-use super::ports::{ClassStatus, PoolStatus};
+use super::ports::{ClassStatus, CostLimitStatus, PoolStatus};
 use super::View;
 use crate::deletion;
+use crate::model::{cost_micros, format_cost, NodePool, LIMIT_COST};
 use crate::nodeclaim::Phase;
 use crate::provisioning;
+use crate::scheduler;
 
 /// One status per NodePool, valid or not.
 pub(super) fn pools(view: &View) -> Vec<PoolStatus> {
     let usage = provisioning::pool_usage(&view.cluster, &view.catalog);
+    let cluster_cost: i64 = usage.values().map(|u| u.get(LIMIT_COST)).sum();
     let mut statuses: Vec<PoolStatus> = view
         .cluster
         .nodepools
@@ -21,7 +24,6 @@ pub(super) fn pools(view: &View) -> Vec<PoolStatus> {
             PoolStatus {
                 name: p.name.clone(),
                 nodes: resources.get(crate::model::LIMIT_NODES).max(0) as usize,
-                resources,
                 invalid: None,
                 node_class: class_ready(view, &p.node_class),
                 registered: view
@@ -29,6 +31,8 @@ pub(super) fn pools(view: &View) -> Vec<PoolStatus> {
                     .claims
                     .iter()
                     .any(|c| c.nodepool == p.name && c.registered_at.is_some() && c.phase != Phase::Terminated),
+                cost_limit: cost_limit(view, p, resources.get(LIMIT_COST), cluster_cost),
+                resources,
             }
         })
         .collect();
@@ -47,10 +51,47 @@ pub(super) fn pools(view: &View) -> Vec<PoolStatus> {
                 invalid: Some(message),
                 node_class: Err("the NodePool is invalid, so its EC2NodeClass is not looked at".into()),
                 registered: false,
+                cost_limit: None,
             }),
         }
     }
     statuses
+}
+
+/// Where `pool` (costing `used`) stands against its own cost limit and the cluster-wide one (all
+/// pools costing `cluster_used`): reached when what either leaves is less than the cheapest node the
+/// pool could launch, so it cannot grow until something goes.
+fn cost_limit(view: &View, pool: &NodePool, used: i64, cluster_used: i64) -> Option<CostLimitStatus> {
+    let own = pool.limits.get(LIMIT_COST).map(|&limit| (limit - used, limit));
+    let cluster = view.cluster.cost_limit.map(|limit| (limit - cluster_used, limit));
+    if own.is_none() && cluster.is_none() {
+        return None;
+    }
+    let kubelet = view.cluster.nodeclasses.iter().find(|c| c.name == pool.node_class).map(|c| &c.kubelet);
+    let cheapest = scheduler::cheapest_launch(pool, kubelet, &view.catalog, &view.cluster.unavailable).map(cost_micros);
+    // Too little left for even one node: at the limit, whatever its size. Nothing to launch at all
+    // is the class's or the requirements' doing, said elsewhere; the limit binds only at zero left.
+    let binds = |left: i64| left < cheapest.unwrap_or(1).max(1);
+    let own_text = own.map(|(_, limit)| {
+        format!("the pool's capacity costs {} of its limit {}", format_cost(used), format_cost(limit))
+    });
+    let cluster_text = cluster.map(|(_, limit)| {
+        format!(
+            "all pools' capacity costs {} of the cluster-wide limit {}",
+            format_cost(cluster_used),
+            format_cost(limit)
+        )
+    });
+    let cheapest_text = cheapest.map_or(String::new(), |c| format!("; its cheapest node costs {}", format_cost(c)));
+    let message = match (own, cluster) {
+        (Some((left, _)), _) if binds(left) => format!("{}{cheapest_text}", own_text.unwrap_or_default()),
+        (_, Some((left, _))) if binds(left) => format!("{}{cheapest_text}", cluster_text.unwrap_or_default()),
+        _ => {
+            let within: Vec<String> = [own_text, cluster_text].into_iter().flatten().collect();
+            return Some(CostLimitStatus { reached: false, message: format!("{}{cheapest_text}", within.join("; ")) });
+        }
+    };
+    Some(CostLimitStatus { reached: true, message })
 }
 
 /// One status per EC2NodeClass, valid or not.

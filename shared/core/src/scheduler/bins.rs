@@ -6,7 +6,7 @@ use super::pools::{OfferingFilter, PoolType};
 use super::topology::bin_count;
 use super::Scheduler;
 use crate::labels;
-use crate::model::HostPort;
+use crate::model::{HostPort, LIMIT_COST};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
@@ -179,7 +179,7 @@ impl<'a> Scheduler<'a> {
         let within = |t: &PoolType| {
             pool.remaining.as_ref().is_none_or(|rem| {
                 rem.iter().all(|(n, left)| pool.reserved.get(n) - own.get(n) + t.capacity.get(n) <= *left)
-            })
+            }) && self.spend.allows(t.capacity.get(LIMIT_COST) - own.get(LIMIT_COST)).is_ok()
         };
         let allowed = OfferingFilter::new(reqs);
         let fitting: Vec<&PoolType> = pool

@@ -49,11 +49,14 @@ impl<'a> Scheduler<'a> {
                     Strategy::FirstFitDecreasing => self.largest_target(c, l, p, &owned),
                 };
                 if best.is_none() {
-                    last = self.pools[p]
+                    let refusal = self.pools[p]
                         .types
                         .iter()
-                        .find_map(|t| self.pools[p].within_limits(&t.capacity).err())
-                        .unwrap_or_default();
+                        .find_map(|t| self.pools[p].within_limits(&t.capacity, &self.spend).err());
+                    if let Some(r) = refusal.as_ref().filter(|r| r.cost) {
+                        self.cost_limited.entry(name.clone()).or_insert_with(|| r.message.clone());
+                    }
+                    last = refusal.map(|r| r.message).unwrap_or_default();
                 }
                 let Some(target) = best else {
                     if last.is_empty() {
@@ -73,7 +76,7 @@ impl<'a> Scheduler<'a> {
                 let t = &self.pools[p].types[target];
                 let free = t.free.clone();
                 let capacity = t.capacity.clone();
-                self.pools[p].reserved.add(&capacity);
+                self.reserve(p, &capacity);
                 self.bins.push(Bin {
                     node: None,
                     pool: p,
@@ -106,7 +109,9 @@ impl<'a> Scheduler<'a> {
             .types
             .iter()
             .map(|&i| &pool.types[i as usize])
-            .filter(|t| t.best_offering_all(&allowed, &pins).is_some() && pool.within_limits(&t.capacity).is_ok())
+            .filter(|t| {
+                t.best_offering_all(&allowed, &pins).is_some() && pool.within_limits(&t.capacity, &self.spend).is_ok()
+            })
             .map(|t| t.requirements(self.catalog))
             .filter(|r| pins.iter().all(|(k, v)| r.get(k).is_none_or(|x| x.has(v))))
             .collect();

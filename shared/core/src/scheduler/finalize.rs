@@ -10,6 +10,7 @@ use super::pools::{OfferingFilter, PoolType};
 use super::Scheduler;
 use crate::catalog::CapacityType;
 use crate::labels;
+use crate::model::LIMIT_COST;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
@@ -22,6 +23,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
     // Claims release their provisional reservation as they are finalised, so a claim can
     // only pick types that still fit under the pool's limits next to the others.
     let mut reserved: Vec<Resources> = s.pools.iter().map(|p| p.reserved.clone()).collect();
+    let mut spend = s.spend.clone();
     let mut cache: HashMap<(usize, &Requirements), Arc<PricedTypes>> = HashMap::default();
     for bin in &s.bins {
         if bin.pods.is_empty() {
@@ -35,9 +37,13 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         let pool = &s.pools[bin.pool];
         let target = &pool.types[bin.target];
         reserved[bin.pool].sub(&target.capacity);
-        let within = |t: &PoolType| match &pool.remaining {
-            None => true,
-            Some(rem) => rem.iter().all(|(n, left)| reserved[bin.pool].get(n) + t.capacity.get(n) <= *left),
+        spend.reserved -= target.capacity.get(LIMIT_COST);
+        let within = |t: &PoolType| {
+            let pool_ok = match &pool.remaining {
+                None => true,
+                Some(rem) => rem.iter().all(|(n, left)| reserved[bin.pool].get(n) + t.capacity.get(n) <= *left),
+            };
+            pool_ok && spend.allows(t.capacity.get(LIMIT_COST)).is_ok()
         };
         // Types the claim's requirements allow, priced, spot first then price: worked out once
         // per distinct (pool, requirements), since most claims of a pass share them (and kept in
@@ -90,6 +96,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         // CreateFleet may launch any candidate: hold the largest against the limits.
         let held = candidates.iter().fold(Resources::default(), |acc, c| acc.max(&c.0.capacity));
         reserved[bin.pool].add(&held);
+        spend.reserved += held.get(LIMIT_COST);
         seq[bin.pool] += 1;
         let name = format!("{}-{:05}", pool.pool.name, seq[bin.pool]);
         let ctype = &s.catalog.types[cheapest.catalog];
@@ -151,6 +158,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         plan.unschedulable.push(Unschedulable { pod: s.snap.pods[*i].key(), reason: reason.clone() });
     }
     plan.unschedulable.sort_by(|a, b| a.pod.cmp(&b.pod));
+    plan.cost_limited = s.cost_limited.clone();
     plan
 }
 

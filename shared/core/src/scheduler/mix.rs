@@ -214,7 +214,7 @@ impl Scheduler<'_> {
             self.retarget(pool, priced, b);
             // A new claim holds its type against the pool as one the pass opens does.
             let capacity = self.pools[pool].types[self.bins[b].target].capacity.clone();
-            self.pools[pool].reserved.add(&capacity);
+            self.reserve(pool, &capacity);
             added.push(b);
         }
         added

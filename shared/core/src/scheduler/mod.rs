@@ -54,6 +54,22 @@ use pass::Scheduler;
 use crate::catalog::Catalog;
 use crate::snapshot::Snapshot;
 
+/// The cheapest price a node of `pool` could be launched at now: its types under its class's
+/// kubelet (`None`: the class is missing), each at its available offerings the pool's requirements
+/// allow and `unavailable` does not rule out. `None` when it can launch nothing at all. What a cost
+/// limit must leave room for before the pool can grow (see `CostLimitReached` in its status).
+pub fn cheapest_launch(
+    pool: &crate::model::NodePool,
+    kubelet: Option<&crate::model::KubeletConfig>,
+    catalog: &Catalog,
+    unavailable: &std::collections::BTreeSet<crate::catalog::OfferingKey>,
+) -> Option<f64> {
+    let mut requirements = pool.requirements.clone();
+    requirements.add(crate::requirements::Requirement::single(crate::labels::NODEPOOL, &pool.name));
+    let (_, types) = pools::pool_types(pool, &requirements, kubelet, &[], catalog, unavailable);
+    types.iter().flat_map(|t| t.offerings.iter().map(|o| o.price)).min_by(f64::total_cmp)
+}
+
 /// Computes the plan for a snapshot.
 pub fn schedule(snap: &Snapshot, catalog: &Catalog) -> Plan {
     schedule_with(snap, catalog, Strategy::LowestCost)

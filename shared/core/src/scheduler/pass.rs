@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 use super::bins::Bin;
 use super::cache::{class_kubelet, Prepared};
 use super::classes::{self, Class};
-use super::pools::{self, FitResult, PreparedPool};
+use super::pools::{self, ClusterSpend, FitResult, PreparedPool};
 use super::targets::TargetCandidates;
 use super::topology::Topology;
 use super::{bound, Strategy};
@@ -52,9 +52,19 @@ pub(crate) struct Scheduler<'a> {
     pub(super) strategy: Strategy,
     /// What this pass and earlier ones over the same inputs prepared (see `cache.rs`).
     pub(super) cache: &'a Prepared,
+    /// What the pass's new claims hold against the cluster-wide cost limit.
+    pub(super) spend: ClusterSpend,
+    /// Pools a cost limit turned pods away from, with why (see [`super::Plan::cost_limited`]).
+    pub(super) cost_limited: std::collections::BTreeMap<String, String>,
 }
 
 impl<'a> Scheduler<'a> {
+    /// Holds a new claim's `share` against pool `p`'s limits and the cluster-wide cost limit.
+    pub(super) fn reserve(&mut self, p: usize, share: &crate::resources::Resources) {
+        self.pools[p].reserved.add(share);
+        self.spend.reserved += share.get(crate::model::LIMIT_COST);
+    }
+
     pub(super) fn new(snap: &'a Snapshot, catalog: &'a Catalog, cache: &'a Prepared) -> Self {
         let pools = pools::prepare(&snap.nodepools, |index, pool, requirements| {
             cache.pool(index, || {
@@ -115,6 +125,8 @@ impl<'a> Scheduler<'a> {
             private_owner: vec![],
             strategy: Strategy::LowestCost,
             cache,
+            spend: ClusterSpend::new(snap.cost_limit),
+            cost_limited: Default::default(),
         };
         s.fill_universes();
         s.add_existing();

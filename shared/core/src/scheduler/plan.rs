@@ -48,4 +48,8 @@ pub struct Plan {
     pub unschedulable: Vec<Unschedulable>,
     pub cost_per_hour: f64,
     pub lower_bound_per_hour: f64,
+    /// Pools whose cost limit, or the cluster-wide one, kept a pod from a claim there (it went to
+    /// another pool or waits), with the limit's sentence: where provisioning says the limit binds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cost_limited: BTreeMap<String, String>,
 }

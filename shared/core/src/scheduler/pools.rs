@@ -7,9 +7,12 @@ use std::sync::{Arc, OnceLock};
 
 use crate::catalog::{CapacityType, Catalog, OfferingKey};
 use crate::labels;
-use crate::model::{limit_share, tolerates_all, DaemonSet, HostPort, KubeletConfig, NodePool, Pod};
+use crate::model::{
+    format_cost, limit_share, tolerates_all, DaemonSet, HostPort, KubeletConfig, NodePool, Pod, LIMIT_COST,
+};
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
+use crate::snapshot::CostLimit;
 
 /// An offering a pool may use: zone, capacity type, price. The zone's name and id are shared by
 /// every offering in the zone (a pool has thousands of offerings, a catalog a few zones).
@@ -129,18 +132,64 @@ pub(crate) struct PreparedPool<'a> {
 }
 
 impl PreparedPool<'_> {
-    /// Whether `capacity` still fits under the pool's limits after what is reserved.
-    pub fn within_limits(&self, capacity: &Resources) -> Result<(), String> {
-        let Some(remaining) = &self.remaining else { return Ok(()) };
-        for (name, left) in remaining {
-            let want = self.reserved.get(name) + capacity.get(name);
-            if want > *left {
-                return Err(format!(
-                    "limit on {name} reached ({} of {} left)",
-                    fmt_resource(name, (*left - self.reserved.get(name)).max(0)),
-                    fmt_resource(name, self.pool.limits.get(name).copied().unwrap_or(0))
-                ));
+    /// Whether `capacity` still fits under the pool's limits after what is reserved, and under the
+    /// cluster-wide cost limit beside what every pool reserved (`spend`).
+    pub fn within_limits(&self, capacity: &Resources, spend: &ClusterSpend) -> Result<(), LimitRefusal> {
+        if let Some(remaining) = &self.remaining {
+            for (name, left) in remaining {
+                let want = self.reserved.get(name) + capacity.get(name);
+                if want > *left {
+                    let message = format!(
+                        "limit on {name} reached ({} of {} left)",
+                        fmt_resource(name, (*left - self.reserved.get(name)).max(0)),
+                        fmt_resource(name, self.pool.limits.get(name).copied().unwrap_or(0))
+                    );
+                    return Err(LimitRefusal { cost: name == LIMIT_COST, message });
+                }
             }
+        }
+        // Checked for every candidate type: without a cluster-wide limit, not even the cost is read.
+        if spend.limit.is_none() {
+            return Ok(());
+        }
+        spend.allows(capacity.get(LIMIT_COST)).map_err(|message| LimitRefusal { cost: true, message })
+    }
+}
+
+/// A launch a limit refuses: whether it is a cost limit (the pool's or the cluster-wide one, which
+/// the pool is told of: see [`super::Plan::cost_limited`]), and the sentence a waiting pod is told.
+#[derive(Debug, Clone)]
+pub(crate) struct LimitRefusal {
+    pub cost: bool,
+    pub message: String,
+}
+
+/// The cluster-wide cost limit ([`crate::snapshot::CostLimit`]) through one pass: what the claims
+/// the pass opens hold against it, in every pool. A pool's own limits are its
+/// [`PreparedPool::remaining`]; this one is shared, so it lives beside the pools.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ClusterSpend {
+    limit: Option<CostLimit>,
+    /// Micro-dollars per hour the pass's new claims hold.
+    pub reserved: i64,
+}
+
+impl ClusterSpend {
+    pub fn new(limit: Option<CostLimit>) -> Self {
+        ClusterSpend { limit, reserved: 0 }
+    }
+
+    /// Whether `cost` more micro-dollars per hour fit under the limit beside what is running and
+    /// what the pass holds; if not, the sentence a waiting pod is told.
+    pub fn allows(&self, cost: i64) -> Result<(), String> {
+        let Some(l) = self.limit else { return Ok(()) };
+        let left = l.limit - l.usage - self.reserved;
+        if cost > left {
+            return Err(format!(
+                "the cluster-wide cost limit is reached ({} of {} left)",
+                format_cost(left.max(0)),
+                format_cost(l.limit)
+            ));
         }
         Ok(())
     }
@@ -150,6 +199,7 @@ pub(crate) fn fmt_resource(name: &str, v: i64) -> String {
     match name {
         crate::resources::CPU => crate::resources::format_cpu(v),
         crate::resources::MEMORY | crate::resources::EPHEMERAL_STORAGE => crate::resources::format_bytes(v),
+        LIMIT_COST => format_cost(v),
         _ => v.to_string(),
     }
 }
@@ -265,7 +315,9 @@ pub(crate) fn pool_types(
         if free.cpu <= 0 || free.memory <= 0 || free.pods <= 0 {
             continue;
         }
-        let capacity = limit_share(&t.capacity(kubelet));
+        // Held at its dearest offering here: the claim may be launched as any of them.
+        let dearest = offerings.iter().map(|o| o.price).fold(0.0, f64::max);
+        let capacity = limit_share(&t.capacity(kubelet), dearest);
         let os_requirements = match type_reqs {
             Cow::Owned(r) => Some(Arc::new(r)),
             Cow::Borrowed(_) => None,

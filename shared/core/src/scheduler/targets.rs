@@ -29,7 +29,7 @@ impl<'a> Scheduler<'a> {
                 let treqs = t.requirements(self.catalog);
                 !pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v)))
                     && t.best_offering_all(&allowed, &pins).is_some()
-                    && pool.within_limits(&t.capacity).is_ok()
+                    && pool.within_limits(&t.capacity, &self.spend).is_ok()
             })
             .max_by_key(|&ti| (pool.types[ti].free.cpu, pool.types[ti].free.memory))
     }
@@ -120,7 +120,7 @@ impl<'a> Scheduler<'a> {
                     continue;
                 }
                 let Some(offer) = t.best_offering_all(&allowed, &pins) else { continue };
-                if pool.within_limits(&t.capacity).is_err() {
+                if pool.within_limits(&t.capacity, &self.spend).is_err() {
                     continue;
                 }
                 let mut room = t.free.minus(pod);

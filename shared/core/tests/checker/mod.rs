@@ -22,8 +22,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use dovetail_core::catalog::{Catalog, InstanceType, Offering, OfferingKey, WINDOWS_LICENSE_PER_VCPU_HOUR};
 use dovetail_core::labels;
 use dovetail_core::model::{
-    InclusionPolicy, KubeletConfig, NamespaceScope, NodeOs, NodePool, Pod, PodAffinityTerm, Taint, TaintEffect,
-    Toleration, WhenUnsatisfiable,
+    cost_micros, InclusionPolicy, KubeletConfig, NamespaceScope, NodeOs, NodePool, Pod, PodAffinityTerm, Taint,
+    TaintEffect, Toleration, WhenUnsatisfiable, LIMIT_COST,
 };
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::{self, Resources};
@@ -49,6 +49,7 @@ pub fn check(snap: &Snapshot, catalog: &Catalog, plan: &Plan) -> Vec<String> {
     }
     c.costs();
     c.limits();
+    c.cluster_cost_limit();
     c.errors
 }
 
@@ -1075,6 +1076,38 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The most any launch a claim allows could cost: each candidate type in each launchable
+    /// offering its requirements allow.
+    fn dearest_launch(&self, claim: &PlannedClaim, os: NodeOs) -> f64 {
+        let allowed = |key: &str, value: &str| claim.requirements.get(key).is_none_or(|r| r.has(value));
+        claim
+            .instance_types
+            .iter()
+            .filter_map(|n| self.catalog.get(n))
+            .flat_map(|t| t.offerings.iter().map(move |o| (t, o)))
+            .filter(|(t, o)| launchable(self.snap, t, o))
+            .filter(|(_, o)| allowed(labels::ZONE, &o.zone) && allowed(labels::CAPACITY_TYPE, o.capacity_type.as_str()))
+            .map(|(t, o)| offering_price(t, o, os))
+            .fold(0.0, f64::max)
+    }
+
+    /// The cluster-wide cost limit: what runs plus the dearest launch of every planned claim, in
+    /// any pool, stays within it.
+    fn cluster_cost_limit(&mut self) {
+        let Some(limit) = self.snap.cost_limit else { return };
+        if self.plan.nodeclaims.is_empty() {
+            return;
+        }
+        let mut worst = limit.usage;
+        for c in &self.plan.nodeclaims {
+            let os = self.pool(&c.nodepool).map(|p| self.os(p)).unwrap_or_default();
+            worst += cost_micros(self.dearest_launch(c, os));
+        }
+        if worst > limit.limit {
+            self.err(format!("the cluster-wide cost limit is {}, the plan could bring it to {worst}", limit.limit));
+        }
+    }
+
     /// Pool limits: usage plus the capacity of what the plan launches stays within each limit —
     /// counting each claim as its planned type, and (CreateFleet may launch any candidate) as the
     /// largest of its candidates, resource by resource.
@@ -1098,6 +1131,9 @@ impl<'a> Checker<'a> {
                     max = max.max(&t.capacity(kubelet));
                 }
                 worst.add(&max);
+                // The cost limit: the claim's own price, and the dearest launch it allows.
+                planned.set(LIMIT_COST, planned.get(LIMIT_COST) + cost_micros(c.price_per_hour));
+                worst.set(LIMIT_COST, worst.get(LIMIT_COST) + cost_micros(self.dearest_launch(c, kubelet.os)));
             }
             for (res, limit) in &pool.limits {
                 if planned.get(res) > *limit {

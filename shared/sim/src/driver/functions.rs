@@ -62,12 +62,15 @@ pub struct Functions {
 }
 
 impl Functions {
-    pub fn new(world: &World) -> Functions {
+    /// The functions with the cluster-wide `cost_limit` (micro-dollars per hour) they would read
+    /// from `DOVETAIL_COST_LIMIT`.
+    pub fn new(world: &World, cost_limit: Option<i64>) -> Functions {
         let p = world.ports();
         let cluster = world.lock().config.cluster.clone();
         let ports = Ports { kube: p.kube, cloud: p.cloud, store: p.store, queue: p.queue, clock: p.clock };
+        let settings = Settings { cost_limit, ..Settings::new(&cluster, "dovetail-simulator") };
         Functions {
-            reconciler: Reconciler::new(ports, Settings::new(&cluster, "dovetail-simulator")),
+            reconciler: Reconciler::new(ports, settings),
             world: world.clone(),
             tally: Tally::default(),
             log: None,

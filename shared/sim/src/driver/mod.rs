@@ -15,7 +15,7 @@ pub mod functions;
 mod record;
 pub mod window;
 
-pub use record::{Run, Sample};
+pub use record::{Run, Sample, CLUSTER_COST_LIMIT};
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
 use dovetail_core::decision::Decision;
+use dovetail_core::model::LIMIT_COST;
 use dovetail_core::reconcile::QueueMessage;
 use dovetail_core::time::Time;
 
@@ -124,7 +125,7 @@ pub fn run(scenario: &Scenario, mut opts: Options<'_>) -> Result<Run, RunError> 
     let mut autoscaler = match opts.policy {
         Policy::Dovetail => Autoscaler::Dovetail {
             functions: {
-                let mut f = Functions::new(&world);
+                let mut f = Functions::new(&world, scenario.cost_limit);
                 f.log = opts.decisions.is_some().then(Vec::new);
                 f
             },
@@ -253,7 +254,24 @@ pub fn run(scenario: &Scenario, mut opts: Options<'_>) -> Result<Run, RunError> 
         dead_letters: (s.queues.doorbells.dead.len() + s.queues.interruptions.dead.len()) as u64,
         duplicates: s.queues.doorbells.duplicates + s.queues.interruptions.duplicates,
         claim_conflicts: s.store.conflicts,
+        cost_limits: cost_limits(scenario),
     })
+}
+
+/// The scenario's cost limits in dollars per hour: each NodePool's, by name, and the cluster-wide
+/// one under [`CLUSTER_COST_LIMIT`].
+fn cost_limits(scenario: &Scenario) -> BTreeMap<String, f64> {
+    let dollars = |micros: i64| micros as f64 / 1e6;
+    let mut out: BTreeMap<String, f64> = scenario
+        .cluster
+        .nodepools
+        .iter()
+        .filter_map(|p| Some((p.name.clone(), dollars(*p.limits.get(LIMIT_COST)?))))
+        .collect();
+    if let Some(limit) = scenario.cost_limit {
+        out.insert(CLUSTER_COST_LIMIT.to_string(), dollars(limit));
+    }
+    out
 }
 
 /// The functions' turn at `now`: doorbells into the window, the provisioner when it closes, the
@@ -376,6 +394,7 @@ fn sample(s: &State, start: Time) -> Sample {
         }
         out.cost_per_hour += i.price;
         *out.groups.entry(i.group.clone()).or_default() += 1;
+        *out.group_cost.entry(i.group.clone()).or_default() += i.price;
     }
     out.pending = s.kube.unbound().filter(|p| !p.pod.is_daemon()).count() as u32;
     let (mut cpu, mut mem, mut cpu_alloc, mut mem_alloc) = (0i64, 0i64, 0i64, 0i64);

@@ -31,7 +31,12 @@ pub struct Sample {
     pub memory_allocated: f64,
     /// Instances running now, by NodePool or node group.
     pub groups: BTreeMap<String, u32>,
+    /// $/h of the instances running now, by NodePool or node group.
+    pub group_cost: BTreeMap<String, f64>,
 }
+
+/// The key of the cluster-wide limit in [`Run::cost_limits`] (no NodePool has a name with spaces).
+pub const CLUSTER_COST_LIMIT: &str = "whole cluster";
 
 /// Everything recorded about one run.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,4 +61,7 @@ pub struct Run {
     pub dead_letters: u64,
     pub duplicates: u64,
     pub claim_conflicts: u64,
+    /// The cost limits the run was under, in $/h: NodePools' by name, the cluster-wide one under
+    /// [`CLUSTER_COST_LIMIT`].
+    pub cost_limits: BTreeMap<String, f64>,
 }

@@ -21,7 +21,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::driver::{Run, Sample};
+use crate::driver::{Run, Sample, CLUSTER_COST_LIMIT};
 use crate::world::Stats;
 
 /// Pending time of pods, in seconds.
@@ -46,6 +46,19 @@ pub struct PoolSummary {
     pub cost: f64,
     /// The instance types launched, most node-hours first.
     pub instance_types: Vec<String>,
+}
+
+/// A cost limit the run was under, and whether it held: the most the capacity under it cost at
+/// any simulated minute.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CostLimitSummary {
+    /// A NodePool's name, or [`CLUSTER_COST_LIMIT`].
+    pub name: String,
+    /// $/h.
+    pub limit: f64,
+    /// $/h at the dearest minute.
+    pub peak: f64,
+    pub held: bool,
 }
 
 /// The headline figures of a run.
@@ -86,6 +99,8 @@ pub struct Summary {
     pub job_time_avg_s: f64,
     pub capacity_errors: u64,
     pub pools: Vec<PoolSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cost_limits: Vec<CostLimitSummary>,
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -190,7 +205,23 @@ pub fn summarize(run: &Run) -> Summary {
         },
         capacity_errors: run.stats.capacity_errors,
         pools: pools(run),
+        cost_limits: cost_limits(run),
     }
+}
+
+fn cost_limits(run: &Run) -> Vec<CostLimitSummary> {
+    run.cost_limits
+        .iter()
+        .map(|(name, &limit)| {
+            let cost = |s: &Sample| match name.as_str() {
+                CLUSTER_COST_LIMIT => s.cost_per_hour,
+                pool => s.group_cost.get(pool).copied().unwrap_or(0.0),
+            };
+            let peak = run.samples.iter().map(cost).fold(0.0, f64::max);
+            // Prices add up in floating point; a cent's millionth is not a breach.
+            CostLimitSummary { name: name.clone(), limit, peak, held: peak <= limit + 1e-9 }
+        })
+        .collect()
 }
 
 fn pools(run: &Run) -> Vec<PoolSummary> {

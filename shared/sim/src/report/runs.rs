@@ -114,3 +114,26 @@ fn compare_needs_node_groups() {
     let e = run(&scenario, Options::new(Policy::ClusterAutoscaler)).unwrap_err().to_string();
     assert!(e.contains("clusterAutoscaler"), "{e}");
 }
+
+#[test]
+fn the_cost_limits_hold_through_the_peak_and_the_report_says_so() {
+    // The scenario's day to 12:00, three hours into its peak: the whole day takes long in a debug
+    // build, and the peak is where the limits bind.
+    let scenario = Scenario::builtin("cost-cap").unwrap();
+    let opts = Options { duration: Some(Duration::from_secs(12 * 3600)), ..Options::new(Policy::Dovetail) };
+    let run = run(&scenario, opts).expect("a Dovetail run");
+    let s = report::summarize(&run);
+    let limits: Vec<(&str, f64, bool)> = s.cost_limits.iter().map(|l| (l.name.as_str(), l.limit, l.held)).collect();
+    assert_eq!(limits, [("burst", 1.0, true), ("web", 2.0, true), (CLUSTER_COST_LIMIT, 2.5, true)], "{s:#?}");
+    // They bound: the peak wants more than $2.50/h buys, so the capacity came within a node's price
+    // of the web pool's and the cluster's limits, the pools were told, and pods still wait.
+    let peak = |name: &str| s.cost_limits.iter().find(|l| l.name == name).unwrap().peak;
+    assert!(peak(CLUSTER_COST_LIMIT) > 2.3 && peak("web") > 1.8, "{:#?}", s.cost_limits);
+    assert!(run.events.get("CostLimitReached").is_some_and(|n| *n > 0), "{:?}", run.events);
+    assert!(s.pending.still_pending > 0, "{:?}", s.pending);
+    let f = run.functions.as_ref().unwrap();
+    assert_eq!(f.errors, 0, "{:?}", f.first_errors);
+    let table = report::table(std::slice::from_ref(&run));
+    assert!(table.contains("NodePool web: peak $") && table.contains("of $2.0000/h: held"), "{table}");
+    assert!(table.contains("whole cluster: peak $") && table.contains("of $2.5000/h: held"), "{table}");
+}

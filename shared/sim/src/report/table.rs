@@ -115,6 +115,18 @@ pub fn table(runs: &[Run]) -> String {
     if let Some(v) = verdict(&sums) {
         let _ = writeln!(out, "\n{v}");
     }
+    for s in sums.iter().filter(|s| !s.cost_limits.is_empty()) {
+        let _ = writeln!(out, "\n{} — cost limits (the dearest simulated minute)", s.policy);
+        for l in &s.cost_limits {
+            let scope = if l.name == crate::driver::CLUSTER_COST_LIMIT {
+                l.name.clone()
+            } else {
+                format!("NodePool {}", l.name)
+            };
+            let verdict = if l.held { "held" } else { "BROKEN" };
+            let _ = writeln!(out, "  {scope}: peak ${:.4}/h of ${:.4}/h: {verdict}", l.peak, l.limit);
+        }
+    }
     for s in &sums {
         let _ = writeln!(out, "\n{} — {}", s.policy, if s.policy == "dovetail" { "NodePools" } else { "node groups" });
         let header = ["name", "launched", "peak", "node-hours", "spot", "cost", "instance types"];

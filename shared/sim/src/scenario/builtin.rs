@@ -2,15 +2,17 @@
 //! a situation from the articles the project started from; see each file's `description`.
 
 /// Names, the default first.
-pub const NAMES: [&str; 6] = ["default", "batch-from-zero", "eight-pods", "black-friday", "gpu-jobs", "large-cluster"];
+pub const NAMES: [&str; 7] =
+    ["default", "batch-from-zero", "eight-pods", "black-friday", "gpu-jobs", "large-cluster", "cost-cap"];
 
-const TEXTS: [&str; 6] = [
+const TEXTS: [&str; 7] = [
     include_str!("builtin/default.yaml"),
     include_str!("builtin/batch-from-zero.yaml"),
     include_str!("builtin/eight-pods.yaml"),
     include_str!("builtin/black-friday.yaml"),
     include_str!("builtin/gpu-jobs.yaml"),
     include_str!("builtin/large-cluster.yaml"),
+    include_str!("builtin/cost-cap.yaml"),
 ];
 
 /// The YAML of a built-in scenario.

@@ -27,6 +27,8 @@ pub struct File {
     #[serde(default)]
     pub timeline: Vec<Entry>,
     pub cluster_autoscaler: Option<ClusterAutoscalerFile>,
+    /// The cluster-wide cost limit in dollars per hour, as the functions' `DOVETAIL_COST_LIMIT`.
+    pub cost_limit: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

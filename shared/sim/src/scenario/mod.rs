@@ -17,7 +17,7 @@ use dovetail_api::manifest::{self, LoadError};
 use dovetail_core::catalog::{self, CapacityType, Zone};
 use dovetail_core::ceilings::{PODS_PER_PLAN, SCENARIO_BYTES};
 use dovetail_core::interruption::parse_rfc3339;
-use dovetail_core::model::{Taint, TaintEffect};
+use dovetail_core::model::{parse_cost, Taint, TaintEffect};
 use dovetail_core::time::cron::CronSchedule;
 use dovetail_core::time::parse_duration;
 
@@ -36,6 +36,8 @@ pub struct Scenario {
     pub cluster: Cluster,
     pub timeline: Vec<Entry>,
     pub cluster_autoscaler: Option<CaConfig>,
+    /// The cluster-wide cost limit (`costLimit`), in micro-dollars per hour.
+    pub cost_limit: Option<i64>,
 }
 
 /// What is wrong with a scenario, and where.
@@ -174,6 +176,16 @@ impl Scenario {
         }
         let cluster =
             manifests::load(&texts).map_err(|source| ScenarioError::Manifests { file: file.to_string(), source })?;
+        let cost_limit = f
+            .cost_limit
+            .as_ref()
+            .map(|limit| {
+                parse_cost(limit).map_err(|_| {
+                    let message = format!("{limit:?} is not a non-negative number of dollars per hour (e.g. 12.5)");
+                    ctx.err("costLimit", message)
+                })
+            })
+            .transpose()?;
         if cluster.nodepools.is_empty() {
             return Err(ctx.err("manifests", "no NodePool: Dovetail would have nothing to launch from"));
         }
@@ -225,6 +237,7 @@ impl Scenario {
             cluster,
             timeline,
             cluster_autoscaler,
+            cost_limit,
         })
     }
 }

@@ -22,6 +22,11 @@ pub fn reconciler(w: &World, settings: Settings) -> Plain {
 /// of 1.5 CPU under a Deployment — a controller, so pods lost with a node come back pending —
 /// provisioned and running (eight provisioning passes, 30 s apart).
 pub fn provisioned(pool: NodePool, replicas: usize) -> World {
+    provisioned_with(pool, replicas, Settings::new("sim", "sweeper"))
+}
+
+/// [`provisioned`], by a reconciler with `settings`.
+pub fn provisioned_with(pool: NodePool, replicas: usize, settings: Settings) -> World {
     let w = World::new(WorldConfig { interruption_multiplier: 0.0, ..WorldConfig::default() });
     {
         let mut s = w.lock();
@@ -32,7 +37,7 @@ pub fn provisioned(pool: NodePool, replicas: usize) -> World {
         s.add_workload("shop/web", Workload::replicas(ReplicaKind::Deployment, web, replicas));
         s.settle();
     }
-    let r = reconciler(&w, Settings::new("sim", "sweeper"));
+    let r = reconciler(&w, settings);
     for _ in 0..8 {
         later(&w, 30);
         block_on(r.provision()).expect("a clean provisioning pass");

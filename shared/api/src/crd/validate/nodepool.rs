@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use dovetail_core::model::LIMIT_NODES;
+use dovetail_core::model::{parse_cost, LIMIT_COST, LIMIT_NODES};
 use dovetail_core::resources::parse_milli;
 
 use super::{Errors, FieldError};
@@ -223,6 +223,11 @@ impl NodePool {
                 errs.push(
                     format!("spec.limits[{resource}]"),
                     format!("{:?} is not a quantity (e.g. 1000, 500m, 64Gi)", quantity.0),
+                );
+            } else if resource == LIMIT_COST && parse_cost(&quantity.0).is_err() {
+                errs.push(
+                    format!("spec.limits[{resource}]"),
+                    format!("{:?} is not a non-negative number of dollars per hour (e.g. \"12.5\")", quantity.0),
                 );
             } else if resource == LIMIT_NODES && !is_node_count(&quantity.0) {
                 // A fraction of a node, or fewer than none, cannot be launched or counted: rounding

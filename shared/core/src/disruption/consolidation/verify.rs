@@ -196,6 +196,8 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
         min_values_policy: cluster.min_values_policy,
+        // What this checks is room for the pods, not what it costs.
+        cost_limit: None,
     };
     let mut moved = vec![];
     for n in &cluster.nodes {

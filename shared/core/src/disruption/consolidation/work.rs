@@ -83,6 +83,9 @@ impl<'a> Work<'a> {
             unavailable: cluster.unavailable.clone(),
             namespaces: cluster.namespaces.clone(),
             min_values_policy: cluster.min_values_policy,
+            // Like the pools' usage, what the removed nodes cost stays counted: a replacement must
+            // fit beside them, as it does under the pools' resource limits.
+            cost_limit: crate::provisioning::cost_limit(cluster, catalog),
         };
         let wide_anti = snap
             .nodes
@@ -251,6 +254,7 @@ impl<'a> Work<'a> {
             unavailable: self.snap.unavailable.clone(),
             namespaces: self.snap.namespaces.clone(),
             min_values_policy: self.snap.min_values_policy,
+            cost_limit: self.snap.cost_limit,
         }
     }
 }
