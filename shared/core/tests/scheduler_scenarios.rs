@@ -16,6 +16,7 @@ use dovetail_core::labels;
 use dovetail_core::model::{
     HostPort, InclusionPolicy, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind, NodePool, OwnerKind, Pod,
     PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted, WhenUnsatisfiable,
+    LIMIT_NODES,
 };
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::{Resources, NVIDIA_GPU};
@@ -245,6 +246,32 @@ fn pool_limits_leave_later_pods_unschedulable_with_a_reason() {
     let cores: i64 =
         plan.nodeclaims.iter().map(|c| catalog.get(&c.instance_type).unwrap().capacity(&Default::default()).cpu).sum();
     assert!(cores <= 4000);
+}
+
+/// A limit on nodes holds the plan to that many claims, and the checker counts claims against it:
+/// the same plan judged under a lower limit is reported.
+#[test]
+fn node_limit_caps_claims_and_the_checker_counts_them() {
+    let catalog = karpenter();
+    let mut p = pool("capped");
+    p.limits.insert(LIMIT_NODES.into(), 2);
+    // Host ports keep each pod on its own claim.
+    let ps: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("web-{i}"), 500, 512);
+            p.host_ports.push(HostPort { port: 8080, protocol: "TCP".into(), ip: String::new() });
+            p
+        })
+        .collect();
+    let mut snap = snapshot(ps, vec![p]);
+    let plan = schedule(&snap, &catalog);
+    checker::assert_valid(&snap, &catalog, &plan);
+    assert_eq!(plan.nodeclaims.len(), 2, "{}", checker::summary(&plan));
+    assert_eq!(plan.unschedulable.len(), 1, "{}", checker::summary(&plan));
+    assert!(plan.unschedulable[0].reason.contains("limit on nodes"), "{}", checker::summary(&plan));
+    snap.nodepools[0].limits.insert(LIMIT_NODES.into(), 1);
+    let errors = checker::check(&snap, &catalog, &plan);
+    assert!(errors.iter().any(|e| e.contains("limit on nodes is 1")), "{errors:#?}");
 }
 
 #[test]

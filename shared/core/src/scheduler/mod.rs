@@ -40,7 +40,7 @@ mod fit;
 mod mix;
 mod pass;
 mod plan;
-mod pools;
+pub(crate) mod pools;
 mod repack;
 mod rides;
 mod targets;

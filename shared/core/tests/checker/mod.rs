@@ -23,7 +23,7 @@ use dovetail_core::catalog::{Catalog, InstanceType, Offering, OfferingKey, WINDO
 use dovetail_core::labels;
 use dovetail_core::model::{
     InclusionPolicy, KubeletConfig, NamespaceScope, NodeOs, NodePool, Pod, PodAffinityTerm, Taint, TaintEffect,
-    Toleration, WhenUnsatisfiable,
+    Toleration, WhenUnsatisfiable, LIMIT_NODES,
 };
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::{self, Resources};
@@ -1075,7 +1075,7 @@ impl<'a> Checker<'a> {
 
     /// Pool limits: usage plus the capacity of what the plan launches stays within each limit —
     /// counting each claim as its planned type, and (CreateFleet may launch any candidate) as the
-    /// largest of its candidates, resource by resource.
+    /// largest of its candidates, resource by resource — and each claim as one node.
     fn limits(&mut self) {
         for pool in &self.snap.nodepools {
             if pool.limits.is_empty() {
@@ -1096,6 +1096,10 @@ impl<'a> Checker<'a> {
                     max = max.max(&t.capacity(kubelet));
                 }
                 worst.add(&max);
+                // Each claim is one more node against `limits.nodes`, whichever type it launches.
+                for counted in [&mut planned, &mut worst] {
+                    counted.set(LIMIT_NODES, counted.get(LIMIT_NODES) + 1);
+                }
             }
             for (res, limit) in &pool.limits {
                 if planned.get(res) > *limit {
