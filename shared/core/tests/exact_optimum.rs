@@ -235,7 +235,7 @@ fn check(case: &Case) -> Result<Measured, TestCaseError> {
     let plan = schedule(&snap, &catalog);
     let errors = checker::check(&snap, &catalog, &plan);
     prop_assert!(errors.is_empty(), "invalid plan: {errors:#?}\n{}", checker::summary(&plan));
-    let optimum = optimum::exact(&snap, &catalog, None).expect("the solver finishes");
+    let optimum = optimum::exact(&snap, &catalog, optimum::Bounds::default()).expect("the solver finishes");
     let placed: Vec<&String> = plan.nodeclaims.iter().flat_map(|c| &c.pods).collect();
     prop_assert!(
         placed.len() <= optimum.placed,
@@ -252,7 +252,7 @@ fn check(case: &Case) -> Result<Measured, TestCaseError> {
     } else {
         let mut just_placed = snap.clone();
         just_placed.pods.retain(|p| placed.contains(&&p.key()));
-        optimum::exact(&just_placed, &catalog, None).expect("the solver finishes")
+        optimum::exact(&just_placed, &catalog, optimum::Bounds::default()).expect("the solver finishes")
     };
     let optimum::Optimum { cost_per_hour: best, nodes, .. } = optimum;
     if short > 0 && std::env::var_os("DOVETAIL_OPTIMUM_SHOW").is_some() {

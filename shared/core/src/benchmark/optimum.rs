@@ -77,16 +77,31 @@ struct Candidate {
     name: String,
 }
 
-/// The exact optimum for `snap`'s pending pods, or why there is none. `time_limit` bounds the
-/// solver (`None`: until it proves the optimum).
-pub fn exact(snap: &Snapshot, catalog: &Catalog, time_limit: Option<Duration>) -> Result<Optimum, NoOptimum> {
+/// What bounds a solve.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Bounds {
+    /// The solver's time limit (`None`: until it proves the optimum).
+    pub time: Option<Duration>,
+    /// A cost per hour the optimum does not exceed, known from a plan that places every pod: no
+    /// node dearer than it, and no more copies of a type than it pays for, are considered — what
+    /// keeps a catalog of hundreds of types within the solver's reach.
+    pub cost: Option<f64>,
+}
+
+/// The exact optimum for `snap`'s pending pods, or why there is none.
+pub fn exact(snap: &Snapshot, catalog: &Catalog, bounds: Bounds) -> Result<Optimum, NoOptimum> {
     in_scope(snap)?;
     let shapes = shapes(&snap.pods);
     let prepared = pools::prepare(&snap.nodepools, |_, pool, requirements| {
         let kubelet = snap.nodeclasses.iter().find(|c| c.name == pool.node_class).map(|c| &c.kubelet);
         pools::pool_types(pool, requirements, kubelet, &snap.daemonsets, catalog, &snap.unavailable)
     });
-    let candidates = candidates(&prepared, catalog);
+    // A little over the bound, so the plan that gave it stays a solution despite rounding.
+    let cost_bound = bounds.cost.map(|c| c * (1.0 + 1e-9) + 1e-12);
+    let mut candidates = candidates(&prepared, catalog);
+    if let Some(bound) = cost_bound {
+        candidates.retain(|c| c.price <= bound);
+    }
     let tolerated = |s: &Shape, p: usize| tolerates_all(s.tolerations, &prepared[p].pool.taints).is_ok();
     let fits = |s: &Shape, c: &Candidate| tolerated(s, c.pool) && s.requests.fits(&c.free);
     // Per shape, the pools (in order) with a node that holds one of its pods.
@@ -116,10 +131,15 @@ pub fn exact(snap: &Snapshot, catalog: &Catalog, time_limit: Option<Duration>) -
                 return 0;
             }
             let pods: usize = shapes.iter().filter(|s| fits(s, c)).map(|s| s.count).sum();
-            limited[c.pool].iter().fold(pods, |n, (name, left)| match scaled(name, c.share.get(name)) {
-                share if share > 0.0 => n.min((left / share + 1e-9).floor() as usize),
-                _ => n,
-            })
+            let affordable =
+                cost_bound.map_or(usize::MAX, |b| if c.price > 0.0 { (b / c.price) as usize } else { usize::MAX });
+            limited[c.pool]
+                .iter()
+                .fold(pods, |n, (name, left)| match scaled(name, c.share.get(name)) {
+                    share if share > 0.0 => n.min((left / share + 1e-9).floor() as usize),
+                    _ => n,
+                })
+                .min(affordable)
         })
         .collect();
     let variables: usize =
@@ -241,6 +261,10 @@ pub fn exact(snap: &Snapshot, catalog: &Catalog, time_limit: Option<Duration>) -
     if opened.is_empty() {
         return Ok(Optimum { cost_per_hour: 0.0, placed: 0, nodes: vec![] });
     }
+    if let Some(bound) = cost_bound {
+        constraints.push(constraint!(cost.clone() <= bound));
+    }
+    let time_limit = bounds.time;
     let mut model = vars.minimise(objective).using(default_solver);
     if let Some(limit) = time_limit {
         model = model.with_time_limit(limit.as_secs_f64());
@@ -395,15 +419,15 @@ mod tests {
     fn pods_open_nodes_in_the_first_pool_until_its_limits_stop_it() {
         // Up to 4 vCPU: a node holds two of the pods at most.
         let catalog = karpenter_catalog(4);
-        let free = exact(&two_pools(&[], 4), &catalog, None).expect("solves");
+        let free = exact(&two_pools(&[], 4), &catalog, Bounds::default()).expect("solves");
         assert_eq!(free.placed, 4);
         assert!(pools_of(&free).iter().all(|p| *p == "a"), "{free:?}");
-        let one_node = exact(&two_pools(&[(LIMIT_NODES, 1)], 4), &catalog, None).expect("solves");
+        let one_node = exact(&two_pools(&[(LIMIT_NODES, 1)], 4), &catalog, Bounds::default()).expect("solves");
         assert_eq!(one_node.placed, 4);
         assert_eq!(pools_of(&one_node).iter().filter(|p| **p == "a").count(), 1, "{one_node:?}");
         assert!(pools_of(&one_node).contains(&"b"), "{one_node:?}");
         // Two vCPU left under the limit: a 2-vCPU node in `a` for one pod, the rest in `b`.
-        let two_cpu = exact(&two_pools(&[(CPU, 2000)], 4), &catalog, None).expect("solves");
+        let two_cpu = exact(&two_pools(&[(CPU, 2000)], 4), &catalog, Bounds::default()).expect("solves");
         assert_eq!(two_cpu.placed, 4);
         assert!(two_cpu.nodes.contains(&"a/fake-it-1".to_string()), "{two_cpu:?}");
         assert!(pools_of(&two_cpu).iter().filter(|p| **p == "a").count() == 1, "{two_cpu:?}");
@@ -414,7 +438,7 @@ mod tests {
         let catalog = karpenter_catalog(4);
         let mut snap = two_pools(&[(LIMIT_NODES, 1)], 4);
         snap.nodepools.truncate(1);
-        let o = exact(&snap, &catalog, None).expect("solves");
+        let o = exact(&snap, &catalog, Bounds::default()).expect("solves");
         assert_eq!(o.nodes.len(), 1, "{o:?}");
         assert_eq!(o.placed, 2, "one node of at most 4 vCPU: {o:?}");
     }
@@ -424,8 +448,8 @@ mod tests {
         let catalog = karpenter_catalog(8);
         let mut snap = two_pools(&[], 1);
         snap.pods = karpenter_pods(10, 1);
-        assert!(matches!(exact(&snap, &catalog, None), Err(NoOptimum::OutOfScope(_))));
+        assert!(matches!(exact(&snap, &catalog, Bounds::default()), Err(NoOptimum::OutOfScope(_))));
         let big = two_pools(&[], 2000);
-        assert!(matches!(exact(&big, &karpenter_catalog(400), None), Err(NoOptimum::TooLarge(_))));
+        assert!(matches!(exact(&big, &karpenter_catalog(400), Bounds::default()), Err(NoOptimum::TooLarge(_))));
     }
 }
