@@ -206,6 +206,21 @@ impl<'a> Scheduler<'a> {
                 }
                 Err(e) => last_reason = e,
             }
+            // Limits turned it away everywhere: a claim grown a size may still hold it.
+            if self.strategy == Strategy::LowestCost {
+                let reserved: Vec<_> = self.pools.iter().map(|p| p.reserved.clone()).collect();
+                if let Some((b, before)) = self.grow_claim(c, l) {
+                    if let Some(choice) = choices.iter().find(|ch| self.accepts(b, c, l, ch)) {
+                        self.commit(b, c, l, choice, pod);
+                        return Ok(None);
+                    }
+                    // Grown for nothing (a pin or a rung the claim cannot take): as it was.
+                    self.bins[b] = before;
+                    for (pool, r) in self.pools.iter_mut().zip(reserved) {
+                        pool.reserved = r;
+                    }
+                }
+            }
         }
         Err(last_reason)
     }
