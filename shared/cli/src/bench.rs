@@ -12,7 +12,7 @@
 //! workloads under criterion.
 //!
 //! Each row also gives the plan's distance to the exact optimum
-//! (`dovetail_core::benchmark::optimum`, the model the exact-optimum property test uses) where
+//! (`dovetail_core::scheduler::optimum`, the model the exact-optimum property test uses) where
 //! the workload is in the model's scope and the solver proves the optimum within
 //! `--optimum-seconds`; otherwise the row says why not (topology in the Karpenter mix, a model too
 //! large for the solver, the time limit).
@@ -23,8 +23,8 @@ use std::process::ExitCode;
 
 use anyhow::{ensure, Result};
 use dovetail_core::benchmark;
-use dovetail_core::benchmark::optimum;
 use dovetail_core::catalog::Catalog;
+use dovetail_core::scheduler::optimum;
 use dovetail_core::scheduler::{schedule, schedule_cached, schedule_with, Plan, SolveCache, Strategy};
 use dovetail_core::snapshot::Snapshot;
 use serde::Serialize;

@@ -2,11 +2,11 @@
 //! NodePools with weights, instance-family and capacity-type requirements and, in some, limits on
 //! cpu, memory or nodes; spot and on-demand offerings — a MILP solver finds the cheapest set of
 //! new nodes that holds as many pods as can be held under the rules the scheduler follows
-//! (`dovetail_core::benchmark::optimum`, the model `dovetail bench` uses too), and the plan must be
+//! (`dovetail_core::scheduler::optimum`, the model `dovetail bench` uses too), and the plan must be
 //! valid (the independent checker, limits included), place no pod the rules forbid, and cost at
 //! most [`CEILING`] times the optimum.
 //!
-//! The rules are in `benchmark/optimum.rs`: pools are tried by weight (then name), a pod opens a
+//! The rules are in `scheduler/optimum.rs`: pools are tried by weight (then name), a pod opens a
 //! node only in the first pool that can run it unless the pools before it are at their limits,
 //! though it may ride on a node of another pool that another pod opened; a node is one type of one
 //! pool and holds pods up to what it has free.
@@ -34,12 +34,12 @@ mod synthetic;
 
 use std::sync::Mutex;
 
-use dovetail_core::benchmark::optimum;
 use dovetail_core::catalog::Catalog;
 use dovetail_core::labels;
 use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod, LIMIT_NODES};
 use dovetail_core::requirements::Operator;
 use dovetail_core::resources::{self, Resources};
+use dovetail_core::scheduler::optimum;
 use dovetail_core::scheduler::schedule;
 use dovetail_core::snapshot::Snapshot;
 use proptest::prelude::*;
@@ -195,7 +195,10 @@ fn snapshot(case: &Case) -> Snapshot {
 /// DOVETAIL_OPTIMUM_SHORT_CEILING=1`) the worst was 1.8628 and the mean 1.0047, with 35 of 1,785
 /// cases needing new nodes above 1.02, and 47 cases leaving 65 pods pending that the optimum
 /// places (before limited pools were repacked and their claims grown: 1.8855, 1.0062, 47; 61
-/// and 97).
+/// and 97). Over 10,000 (324 s): worst 3.0096, mean 1.0050, 171 of 8,934 above 1.02, 212 cases
+/// leaving 327 pods pending — the worst a pool whose one allowed node the plan gives to the
+/// largest pod, where the optimum gives it to the small ones and sends the large one, now turned
+/// away by the limit, to a cheaper pool.
 const CEILING: f64 = 1.118;
 
 /// [`CEILING`], or `DOVETAIL_OPTIMUM_CEILING` (to measure the distribution past it).

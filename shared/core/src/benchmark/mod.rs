@@ -2,9 +2,6 @@
 //! (400 synthetic instance types, five kinds of pods), and generic pods for the real catalog.
 //! Shared by `cargo bench` and `dovetail bench` so both measure the same thing.
 
-#[cfg(feature = "optimum")]
-pub mod optimum;
-
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

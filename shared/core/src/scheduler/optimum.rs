@@ -26,10 +26,10 @@ use good_lp::{
 };
 use thiserror::Error;
 
+use super::pools::{self, PreparedPool};
 use crate::catalog::Catalog;
 use crate::model::{tolerates_all, Pod, TaintEffect, Toleration};
 use crate::resources::{Resources, CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
-use crate::scheduler::pools::{self, PreparedPool};
 use crate::snapshot::Snapshot;
 
 /// Above this many variables the model is not tried: microlp would not finish in any useful time.
