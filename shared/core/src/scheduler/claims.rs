@@ -192,7 +192,7 @@ impl<'a> Scheduler<'a> {
     /// or hostname counts (where they run stays what it was: the claim keeps its requirements).
     /// The claim as it was comes back too.
     pub(super) fn grow_claim(&mut self, c: usize, l: usize) -> Option<(usize, Bin)> {
-        if !self.generic[c] {
+        if !self.generic[c] || self.ungrowable.contains(&(c, l)) {
             return None;
         }
         let requests = self.classes[c].rep(self.snap).requests.clone();
@@ -206,30 +206,36 @@ impl<'a> Scheduler<'a> {
             let pool = &self.pools[bin.pool];
             let Some(remaining) = &pool.remaining else { continue };
             let Some(Ok(fit)) = self.fit_cached(c, l, bin.pool) else { continue };
-            if pool.has_min_values || !fit.reqs.overlaps(&bin.reqs) {
+            if pool.has_min_values {
                 continue;
             }
-            let priced = priced(self, bin.pool, &bin.reqs);
-            let Some((now, _)) = claim_price(self, bin.pool, &priced, &bin.used) else { continue };
             let used = bin.used.plus(&requests);
             let own = &pool.types[bin.target].capacity;
             let within = |t: usize| {
                 let capacity = &pool.types[t].capacity;
                 remaining.iter().all(|(n, left)| pool.reserved.get(n) - own.get(n) + capacity.get(n) <= *left)
             };
-            // The plan's order (spot first, then price): the first that holds them is what it costs.
+            // The plan's order (spot first, then price): the first that holds them is what it
+            // costs. The limits are checked first: at its limits, a pool has room for few types.
+            let priced = priced(self, bin.pool, &bin.reqs);
             let grown = priced
                 .0
                 .iter()
                 .chain(&priced.1)
-                .find(|x| fit.has_type(x.0) && used.fits(&pool.types[x.0].free) && within(x.0));
-            if let Some(&(t, _, price, _)) = grown {
-                if best.is_none_or(|(extra, _, _)| price - now < extra) {
-                    best = Some((price - now, b, t));
-                }
+                .find(|x| within(x.0) && used.fits(&pool.types[x.0].free) && fit.has_type(x.0));
+            let Some(&(t, _, price, _)) = grown else { continue };
+            if !fit.reqs.overlaps(&bin.reqs) {
+                continue;
+            }
+            let Some((now, _)) = claim_price(self, bin.pool, &priced, &bin.used) else { continue };
+            if best.is_none_or(|(extra, _, _)| price - now < extra) {
+                best = Some((price - now, b, t));
             }
         }
-        let (_, b, t) = best?;
+        let Some((_, b, t)) = best else {
+            self.ungrowable.insert((c, l));
+            return None;
+        };
         let p = self.bins[b].pool;
         let (old, new) =
             (self.pools[p].types[self.bins[b].target].capacity.clone(), self.pools[p].types[t].capacity.clone());

@@ -38,6 +38,9 @@ pub(crate) struct Scheduler<'a> {
     /// Per class: index of the next pod to place (pods of a class are interchangeable).
     pub(super) next: Vec<usize>,
     pub(super) generic: Vec<bool>,
+    /// (class, rung) for which no claim could be grown (`claims.rs`, `grow_claim`). Claims only
+    /// fill and reservations only grow during the pass, so none will be for its later pods.
+    pub(super) ungrowable: rustc_hash::FxHashSet<(usize, usize)>,
     /// Candidate target types per (class, level, pool): the unit-price frontier, and the best buys
     /// by size beyond it (see `best_buys`).
     pub(super) targets: FxHashMap<(u32, u16, u32), TargetCandidates>,
@@ -108,6 +111,7 @@ impl<'a> Scheduler<'a> {
             values: vec![],
             next: vec![],
             generic: vec![],
+            ungrowable: Default::default(),
             targets: FxHashMap::default(),
             joiners: FxHashMap::default(),
             shape_of: vec![],
