@@ -10,6 +10,12 @@
 //! `--seconds` of wall time); the median is reported with the spread, so one noisy run on a
 //! shared machine does not decide the figure. `cargo bench -p dovetail-core` runs the same
 //! workloads under criterion.
+//!
+//! Each row also gives the plan's distance to the exact optimum
+//! (`dovetail_core::scheduler::optimum`, the model the exact-optimum property test uses) where
+//! the workload is in the model's scope and the solver proves the optimum within
+//! `--optimum-seconds`; otherwise the row says why not (topology in the Karpenter mix, a model too
+//! large for the solver, the time limit).
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +24,7 @@ use std::process::ExitCode;
 use anyhow::{ensure, Result};
 use dovetail_core::benchmark;
 use dovetail_core::catalog::Catalog;
+use dovetail_core::scheduler::optimum;
 use dovetail_core::scheduler::{schedule, schedule_cached, schedule_with, Plan, SolveCache, Strategy};
 use dovetail_core::snapshot::Snapshot;
 use serde::Serialize;
@@ -42,6 +49,9 @@ pub struct Args {
     /// Target wall time per size, in seconds (more runs are made while time remains).
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
+    /// Time limit, in seconds, for the exact optimum of each row (0: not tried).
+    #[arg(long, default_value_t = 10.0)]
+    optimum_seconds: f64,
     /// Which workloads: the Karpenter mix, generic pods on the real catalog with a general-purpose
     /// pool (c/m/r, generation > 2), the same with every instance type allowed, or all three.
     #[arg(long, value_enum, default_value = "all")]
@@ -82,6 +92,12 @@ struct Row {
     /// The same pods packed first-fit-decreasing (Karpenter's way), for comparison.
     ffd_cost_per_hour: f64,
     ffd_nodes: usize,
+    /// The exact optimum, where the solver proved it in time.
+    optimum_per_hour: Option<f64>,
+    /// Plan cost over the optimum's, where both place the same pods.
+    cost_to_optimum: Option<f64>,
+    /// Why there is no distance to the optimum, when there is none.
+    optimum_missing: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -117,7 +133,29 @@ fn measure(suite: &'static str, snap: &Snapshot, catalog: &Catalog, args: &Args)
     ensure!(warm_plan == plan, "{suite}, {} pods: the warm plan differs from the cold one", snap.pods.len());
     ensure!(cache.starts() == 1, "{suite}, {} pods: the kept cache was started afresh", snap.pods.len());
     let ffd = schedule_with(snap, catalog, Strategy::FirstFitDecreasing);
-    Ok(row(suite, snap.pods.len(), &cold, &warm, &plan, &ffd))
+    let mut row = row(suite, snap.pods.len(), &cold, &warm, &plan, &ffd);
+    match distance_to_optimum(snap, catalog, &plan, args.optimum_seconds) {
+        Ok((best, ratio)) => (row.optimum_per_hour, row.cost_to_optimum) = (Some(best), Some(ratio)),
+        Err(why) => row.optimum_missing = Some(why),
+    }
+    Ok(row)
+}
+
+/// The optimum's cost and plan/optimum, or why there is none to compare with.
+fn distance_to_optimum(snap: &Snapshot, catalog: &Catalog, plan: &Plan, seconds: f64) -> Result<(f64, f64), String> {
+    if seconds == 0.0 {
+        return Err("not tried (--optimum-seconds 0)".to_string());
+    }
+    let limit = Duration::try_from_secs_f64(seconds).map_err(|e| format!("--optimum-seconds {seconds}: {e}"))?;
+    // A plan that places every pod bounds the optimum's cost.
+    let cost = plan.unschedulable.is_empty().then_some(plan.cost_per_hour);
+    let best = optimum::exact(snap, catalog, optimum::Bounds { time: Some(limit), cost }).map_err(|e| e.to_string())?;
+    let placed: usize = plan.nodeclaims.iter().map(|c| c.pods.len()).sum();
+    if placed != best.placed {
+        return Err(format!("the plan places {placed} pods, the optimum {}", best.placed));
+    }
+    let ratio = if best.cost_per_hour > 0.0 { plan.cost_per_hour / best.cost_per_hour } else { 1.0 };
+    Ok((best.cost_per_hour, ratio))
 }
 
 fn row(suite: &'static str, pods: usize, runs: &[Duration], warm: &[Duration], plan: &Plan, ffd: &Plan) -> Row {
@@ -146,6 +184,9 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], warm: &[Duration], p
         },
         ffd_cost_per_hour: ffd.cost_per_hour,
         ffd_nodes: ffd.nodeclaims.len(),
+        optimum_per_hour: None,
+        cost_to_optimum: None,
+        optimum_missing: None,
     }
 }
 
@@ -214,7 +255,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
 /// One measured row of the table.
 fn table_row(r: &Row) -> String {
     format!(
-        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>4} runs)  {:>9.2} ms (min {:>8.2})  {:>8.0} pods/s  {:>5} nodes ${:>9.3}/h  bound ${:>9.3}/h  {:.3}x  FFD {:>5} nodes ${:>9.3}/h ({:.3}x ours){}\n",
+        "{:<21} {:>6} pods  {:>9.2} ms (min {:>8.2}, max {:>8.2}, {:>4} runs)  {:>9.2} ms (min {:>8.2})  {:>8.0} pods/s  {:>5} nodes ${:>9.3}/h  bound ${:>9.3}/h  {:.3}x  FFD {:>5} nodes ${:>9.3}/h ({:.3}x ours)  {}{}\n",
         r.suite,
         r.pods,
         r.median_ms,
@@ -231,6 +272,11 @@ fn table_row(r: &Row) -> String {
         r.ffd_nodes,
         r.ffd_cost_per_hour,
         if r.cost_per_hour > 0.0 { r.ffd_cost_per_hour / r.cost_per_hour } else { 1.0 },
+        match (r.optimum_per_hour, r.cost_to_optimum, &r.optimum_missing) {
+            (Some(best), Some(ratio), _) => format!("optimum ${best:>9.3}/h {ratio:.3}x"),
+            (_, _, Some(why)) => format!("no optimum: {why}"),
+            _ => String::new(),
+        },
         if r.unschedulable > 0 { format!("  ({} unschedulable)", r.unschedulable) } else { String::new() }
     )
 }

@@ -1,6 +1,7 @@
 //! `cargo bench -p dovetail-core --bench scheduler`: Karpenter's benchmark mix (400 synthetic
 //! types) and generic pods over the embedded catalog (general-purpose pool, EKS DaemonSets), at the
-//! sizes Karpenter publishes.
+//! sizes Karpenter publishes; and 5,000 generic pods against a pool whose cpu limit turns most of
+//! them away (the pass then tries to grow a claim for each, and repacks the limited pool).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use dovetail_core::benchmark;
@@ -31,5 +32,20 @@ fn real_catalog_generic(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, karpenter_mix, real_catalog_generic);
+fn limited_pool(c: &mut Criterion) {
+    let catalog = benchmark::karpenter_catalog(400);
+    let mut group = c.benchmark_group("limited-pool");
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    // 5,000 pods ask for about 3,400 vCPU: the limits hold a few nodes, a third, and all of them.
+    for cores in [200i64, 2_000, 20_000] {
+        let mut snap = benchmark::snapshot(benchmark::generic_pods(5_000, benchmark::SEED));
+        snap.nodepools[0].limits.insert("cpu".into(), cores * 1000);
+        group.bench_with_input(BenchmarkId::from_parameter(format!("{cores}-cpu")), &snap, |b, snap| {
+            b.iter(|| schedule(snap, &catalog))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, karpenter_mix, real_catalog_generic, limited_pool);
 criterion_main!(benches);

@@ -1,42 +1,47 @@
 //! Plans against the exact optimum. For small random cases — a few pod shapes, one to three
-//! NodePools with weights and instance-family and capacity-type requirements, spot and on-demand
-//! offerings — a MILP solver (good_lp over microlp) finds the cheapest set of new nodes that holds
-//! every pod under the rules the scheduler follows, and the plan must be valid (the independent
-//! checker), place every pod the optimum places, and cost at most [`CEILING`] times as much.
+//! NodePools with weights, instance-family and capacity-type requirements and, in some, limits on
+//! cpu, memory or nodes; spot and on-demand offerings — a MILP solver finds the cheapest set of
+//! new nodes that holds as many pods as can be held under the rules the scheduler follows
+//! (`dovetail_core::scheduler::optimum`, the model `dovetail bench` uses too), and the plan must be
+//! valid (the independent checker, limits included), place no pod the rules forbid, and cost at
+//! most [`CEILING`] times the optimum.
 //!
-//! The rules the optimum is held to are the scheduler's: pools are tried by weight (then name)
-//! and a pod opens a node only in the first pool that can run it, though it may ride on a node of
-//! another pool that another pod opened; a node is one offering (type, capacity type, zone) and holds pods up to its allocatable
-//! CPU, memory and pod count. These cases have no limits, topology or existing nodes.
+//! The rules are in `scheduler/optimum.rs`: pools are tried by weight (then name), a pod opens a
+//! node only in the first pool that can run it unless the pools before it are at their limits,
+//! though it may ride on a node of another pool that another pod opened; a node is one type of one
+//! pool and holds pods up to what it has free.
 //!
 //! Issue 20 asks for at most 2% above the optimum on every case; the scheduler is not there yet.
 //! Its repacking (`scheduler/repack.rs`, `mix.rs`, `rides.rs`) packs one type, merges whole
 //! claims, re-packs a few claims at a time over a mix of types (first fit, largest first), and
 //! moves a claim onto another pool's; what it still misses are exact fits first fit does not find
 //! (two 3-vCPU and two 1-vCPU pods filling one 8-vCPU node, four 1.5-vCPU and two 1-vCPU the
-//! other) and pods of one claim shared out over several claims of another pool. Until it is, the
-//! ceiling below is the worst ratio measured, so a change that makes plans worse fails here, and
-//! the run prints how many cases miss 2% (`DOVETAIL_OPTIMUM_SHOW=1`, with `--nocapture`, prints
-//! each such case, the plan and the optimum's nodes). Lower [`CEILING`] as the packing improves.
+//! other), pods of one claim shared out over several claims of another pool, and, with limits, a
+//! cheaper packing that needs room the pass's claims already took. Until it is, the ceiling below
+//! is the worst ratio measured, so a change that makes plans worse fails here, and the run prints
+//! how many cases miss 2%
+//! (`DOVETAIL_OPTIMUM_SHOW=1`, with `--nocapture`, prints each such case, the plan and the
+//! optimum's nodes). Lower [`CEILING`] as the packing improves; [`SHORT_CEILING`] likewise for
+//! the pods limits leave pending that the optimum places.
 //!
 //! The cases are the same on every run (seed 1). `DOVETAIL_OPTIMUM_CASES` sets their number (256
-//! by default), `DOVETAIL_OPTIMUM_SEED` another seed, `DOVETAIL_OPTIMUM_CEILING` another ceiling;
-//! the run prints the worst and mean
-//! plan/optimum ratio.
+//! by default), `DOVETAIL_OPTIMUM_SEED` another seed, `DOVETAIL_OPTIMUM_CEILING` and
+//! `DOVETAIL_OPTIMUM_SHORT_CEILING` other ceilings; the run prints the worst and mean
+//! plan/optimum ratio and the cases left short.
 
 mod checker;
 mod synthetic;
 
 use std::sync::Mutex;
 
-use dovetail_core::catalog::{CapacityType, Catalog};
+use dovetail_core::catalog::Catalog;
 use dovetail_core::labels;
-use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod};
+use dovetail_core::model::{NodeClass, NodePool, OwnerKind, Pod, LIMIT_NODES};
 use dovetail_core::requirements::Operator;
-use dovetail_core::resources::Resources;
+use dovetail_core::resources::{self, Resources};
+use dovetail_core::scheduler::optimum;
 use dovetail_core::scheduler::schedule;
 use dovetail_core::snapshot::Snapshot;
-use good_lp::{constraint, default_solver, variable, Expression, ProblemVariables, Solution, SolverModel, Variable};
 use proptest::prelude::*;
 use proptest::test_runner::{RngAlgorithm, TestRng, TestRunner};
 use synthetic::{fixed_catalog, fixed_type, req, GIB};
@@ -63,6 +68,8 @@ struct PoolSpec {
     capacity: u8,
     /// Bit f set: family f allowed.
     families: u8,
+    /// Limits, if any: cores, GiB of memory, nodes (each maybe).
+    limits: Option<(Option<i64>, Option<i64>, Option<i64>)>,
 }
 
 #[derive(Debug, Clone)]
@@ -94,8 +101,16 @@ fn case() -> impl Strategy<Value = Case> {
             per_core,
             spot_pct,
         });
-    let pool =
-        (0..3i32, 0..3u8, 1..8u8).prop_map(|(weight, capacity, families)| PoolSpec { weight, capacity, families });
+    let limits = prop::option::weighted(
+        0.4,
+        (prop::option::of(2..17i64), prop::option::of(8..65i64), prop::option::of(1..5i64)),
+    );
+    let pool = (0..3i32, 0..3u8, 1..8u8, limits).prop_map(|(weight, capacity, families, limits)| PoolSpec {
+        weight,
+        capacity,
+        families,
+        limits,
+    });
     let shape = (
         prop::sample::select(vec![250i64, 500, 1000, 1500, 2000, 3000]),
         prop::sample::select(vec![256i64, 512, 1024, 2048, 4096, 6144]),
@@ -145,6 +160,14 @@ fn pools(case: &Case) -> Vec<NodePool> {
             let families: Vec<&str> =
                 FAMILIES.iter().enumerate().filter(|(f, _)| p.families & (1 << f) != 0).map(|(_, n)| *n).collect();
             pool.requirements.add(req(labels::INSTANCE_FAMILY, Operator::In, &families));
+            if let Some((cores, gib, nodes)) = p.limits {
+                let named = [
+                    (resources::CPU, cores.map(|c| c * 1000)),
+                    (resources::MEMORY, gib.map(|g| g * GIB)),
+                    (LIMIT_NODES, nodes),
+                ];
+                pool.limits = named.into_iter().filter_map(|(n, l)| Some((n.to_string(), l?))).collect();
+            }
             pool
         })
         .collect()
@@ -167,139 +190,27 @@ fn snapshot(case: &Case) -> Snapshot {
     }
 }
 
-/// A node the optimum may buy: one type, capacity type and zone of one pool.
-struct Candidate {
-    pool: usize,
-    name: String,
-    price: f64,
-    cpu: i64,
-    memory: i64,
-    pods: i64,
-}
-
-/// The pools in the order the scheduler tries them: weight, highest first, then name.
-fn pool_order(case: &Case) -> Vec<usize> {
-    let mut order: Vec<usize> = (0..case.pools.len()).collect();
-    order.sort_by(|&a, &b| case.pools[b].weight.cmp(&case.pools[a].weight).then(a.cmp(&b)));
-    order
-}
-
-/// The cheapest cost of new nodes holding every pod that some pool can run, how many pods that
-/// is, and the nodes bought (pool and type, for the report of a case above the target); `None`
-/// when the solver fails.
-fn optimum(case: &Case, catalog: &Catalog) -> Option<(f64, usize, Vec<String>)> {
-    let mut candidates = Vec::new();
-    for (p, pool) in case.pools.iter().enumerate() {
-        for (i, t) in case.types.iter().enumerate() {
-            if pool.families & (1 << t.family) == 0 {
-                continue;
-            }
-            let ty = catalog.get(&type_name(i, t)).expect("in the catalog");
-            let allowed = |ct: CapacityType| match pool.capacity {
-                0 => true,
-                1 => ct == CapacityType::OnDemand,
-                _ => ct == CapacityType::Spot,
-            };
-            let Some(price) =
-                ty.offerings.iter().filter(|o| allowed(o.capacity_type)).map(|o| o.price).min_by(f64::total_cmp)
-            else {
-                continue;
-            };
-            let r = ty.allocatable(&Default::default());
-            candidates.push(Candidate {
-                pool: p,
-                name: type_name(i, t),
-                price,
-                cpu: r.cpu,
-                memory: r.memory,
-                pods: r.pods,
-            });
-        }
-    }
-    // Each shape is bound to the first pool, by weight, with a candidate that holds one pod.
-    let fits = |s: &ShapeSpec, c: &Candidate| s.cpu_m <= c.cpu && s.mem_mib * MIB <= c.memory && c.pods >= 1;
-    let order = pool_order(case);
-    let home: Vec<Option<usize>> = case
-        .shapes
-        .iter()
-        .map(|s| order.iter().copied().find(|&p| candidates.iter().any(|c| c.pool == p && fits(s, c))))
-        .collect();
-    let placeable: usize = case.shapes.iter().zip(&home).filter(|(_, h)| h.is_some()).map(|(s, _)| s.count).sum();
-    if placeable == 0 {
-        return Some((0.0, 0, Vec::new()));
-    }
-
-    let mut vars = ProblemVariables::new();
-    let mut cost = Expression::from(0.0);
-    // Per shape, the terms of its placement; per node, its open variable.
-    let mut placed: Vec<Expression> = case.shapes.iter().map(|_| Expression::from(0.0)).collect();
-    let mut opened: Vec<(String, Variable)> = Vec::new();
-    let mut constraints = Vec::new();
-    for c in &candidates {
-        // Any pod may ride on a node it fits, but a node is opened by a pod whose first pool is
-        // the node's: at least one of its pods has that home.
-        let shapes: Vec<usize> =
-            (0..case.shapes.len()).filter(|&s| home[s].is_some() && fits(&case.shapes[s], c)).collect();
-        if !shapes.iter().any(|&s| home[s] == Some(c.pool)) {
-            continue;
-        }
-        // Never more nodes of one candidate than pods that could go on it.
-        let copies: usize = shapes.iter().map(|&s| case.shapes[s].count).sum();
-        let mut previous: Option<Variable> = None;
-        for _ in 0..copies {
-            let open = vars.add(variable().binary());
-            opened.push((format!("pool-{}/{}", c.pool, c.name), open));
-            cost += c.price * open;
-            let mut cpu = Expression::from(0.0);
-            let mut memory = Expression::from(0.0);
-            let mut count = Expression::from(0.0);
-            let mut openers = Expression::from(0.0);
-            for &s in &shapes {
-                let shape = &case.shapes[s];
-                let x = vars.add(variable().integer().min(0).max(shape.count as f64));
-                placed[s] += x;
-                cpu += (shape.cpu_m as f64) * x;
-                memory += ((shape.mem_mib * MIB) as f64 / GIB as f64) * x;
-                count += x;
-                if home[s] == Some(c.pool) {
-                    openers += x;
-                }
-            }
-            constraints.push(constraint!(openers >= open));
-            constraints.push(constraint!(cpu <= (c.cpu as f64) * open));
-            constraints.push(constraint!(memory <= (c.memory as f64 / GIB as f64) * open));
-            constraints.push(constraint!(count <= (c.pods as f64) * open));
-            // Copies of a candidate are interchangeable: open them in order.
-            if let Some(p) = previous {
-                constraints.push(constraint!(p >= open));
-            }
-            previous = Some(open);
-        }
-    }
-    for (s, shape) in case.shapes.iter().enumerate() {
-        if home[s].is_some() {
-            constraints.push(constraint!(placed[s].clone() == shape.count as f64));
-        }
-    }
-    let mut model = vars.minimise(cost.clone()).using(default_solver);
-    for c in constraints {
-        model = model.with(c);
-    }
-    let solution = model.solve().ok()?;
-    let nodes = opened.iter().filter(|(_, v)| solution.value(*v) > 0.5).map(|(n, _)| n.clone()).collect();
-    Some((solution.eval(&cost), placeable, nodes))
-}
-
 /// The worst plan/optimum ratio of the default cases (256, seed 1) as measured: issue 20's
-/// target is 1.02. Over 10,000 cases (`DOVETAIL_OPTIMUM_CASES=10000 DOVETAIL_OPTIMUM_CEILING=100`)
-/// the worst was 1.8876 and the mean 1.0008, with 38 of 9,101 cases needing new nodes above 1.02
-/// (before the mixed repacking and rides: 1.89, 1.0036 and 174).
-const CEILING: f64 = 1.064;
+/// target is 1.02. Over 2,000 cases (`DOVETAIL_OPTIMUM_CASES=2000 DOVETAIL_OPTIMUM_CEILING=100
+/// DOVETAIL_OPTIMUM_SHORT_CEILING=1`) the worst was 1.8628 and the mean 1.0047, with 35 of 1,785
+/// cases needing new nodes above 1.02, and 47 cases leaving 65 pods pending that the optimum
+/// places (before limited pools were repacked and their claims grown: 1.8855, 1.0062, 47; 61
+/// and 97). Over 10,000 (324 s): worst 3.0096, mean 1.0050, 171 of 8,934 above 1.02, 212 cases
+/// leaving 327 pods pending — the worst a pool whose one allowed node the plan gives to the
+/// largest pod, where the optimum gives it to the small ones and sends the large one, now turned
+/// away by the limit, to a cheaper pool.
+const CEILING: f64 = 1.118;
 
 /// [`CEILING`], or `DOVETAIL_OPTIMUM_CEILING` (to measure the distribution past it).
 fn ceiling() -> f64 {
     env("DOVETAIL_OPTIMUM_CEILING", CEILING)
 }
+
+/// The share of cases whose plan leaves pods pending that the optimum places, as measured over
+/// the default cases (6 of the 256): all have limits. The pass places the largest pods first and
+/// grows one claim at most for a pod the limits turn away, where the optimum may place more,
+/// smaller pods instead, or re-cut several claims. Lower it as that improves; 0 is the aim.
+const SHORT_CEILING: f64 = 0.024;
 
 /// What issue 20 asks of every case.
 const TARGET: f64 = 1.02;
@@ -308,19 +219,55 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// One case: the plan is valid, places every placeable pod, and costs at most [`ceiling`] times
-/// the optimum; returns plan/optimum (`None` when nothing needs a new node).
-fn check(case: &Case) -> Result<Option<f64>, TestCaseError> {
+/// What one case measured.
+struct Measured {
+    /// Plan/optimum over the pods the plan placed; `None` when nothing needs a new node.
+    ratio: Option<f64>,
+    /// Pods the optimum places that the plan leaves pending (a pool's limits reached).
+    short: usize,
+}
+
+/// One case: the plan is valid, places no more pods than the optimum, and costs at most
+/// [`ceiling`] times the optimum for the pods it placed.
+///
+/// Where limits leave pods pending, the plan and the optimum may place different pods (the
+/// scheduler places the largest first; the optimum places as many as it can, and with as many
+/// placed, the cheapest ones), so the cost is compared with the optimum for the pods the plan
+/// placed, and the pods it leaves pending that the optimum places are counted apart.
+fn check(case: &Case) -> Result<Measured, TestCaseError> {
     let catalog = catalog(case);
     let snap = snapshot(case);
     let plan = schedule(&snap, &catalog);
     let errors = checker::check(&snap, &catalog, &plan);
     prop_assert!(errors.is_empty(), "invalid plan: {errors:#?}\n{}", checker::summary(&plan));
-    let (best, placeable, nodes) = optimum(case, &catalog).expect("the solver finishes");
-    let placed: usize = plan.nodeclaims.iter().map(|c| c.pods.len()).sum();
-    prop_assert_eq!(placed, placeable, "pods placed against pods placeable:\n{}", checker::summary(&plan));
+    let optimum = optimum::exact(&snap, &catalog, optimum::Bounds::default()).expect("the solver finishes");
+    let placed: Vec<&String> = plan.nodeclaims.iter().flat_map(|c| &c.pods).collect();
+    prop_assert!(
+        placed.len() <= optimum.placed,
+        "the plan places {} pods, the optimum only {}: the model of the rules is wrong\n{}",
+        placed.len(),
+        optimum.placed,
+        checker::summary(&plan)
+    );
+    let short = optimum.placed - placed.len();
+    // With pods left pending, the optimum may hold others in their place: judge the cost against
+    // the optimum for the pods the plan placed.
+    let optimum = if placed.len() == snap.pods.len() {
+        optimum
+    } else {
+        let mut just_placed = snap.clone();
+        just_placed.pods.retain(|p| placed.contains(&&p.key()));
+        optimum::exact(&just_placed, &catalog, optimum::Bounds::default()).expect("the solver finishes")
+    };
+    let optimum::Optimum { cost_per_hour: best, nodes, .. } = optimum;
+    if short > 0 && std::env::var_os("DOVETAIL_OPTIMUM_SHOW").is_some() {
+        eprintln!(
+            "{short} pod(s) short {case:?}\n{}  optimum for them ${best:.4}/h: {nodes:?}",
+            checker::summary(&plan)
+        );
+    }
     if best <= 0.0 {
-        return Ok(None);
+        return Ok(Measured { ratio: None, short });
     }
     let ratio = plan.cost_per_hour / best;
     // No valid plan is cheaper than the optimum: one that is says the model misses a rule.
@@ -340,7 +287,7 @@ fn check(case: &Case) -> Result<Option<f64>, TestCaseError> {
         (ratio - 1.0) * 100.0,
         checker::summary(&plan)
     );
-    Ok(Some(ratio))
+    Ok(Measured { ratio: Some(ratio), short })
 }
 
 #[test]
@@ -349,14 +296,15 @@ fn plans_against_the_exact_optimum() {
     let mut seed = [0u8; 32];
     seed[..8].copy_from_slice(&env("DOVETAIL_OPTIMUM_SEED", 1u64).to_le_bytes());
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
-    let ratios = Mutex::new(Vec::new());
+    let measured = Mutex::new(Vec::new());
     let result = runner.run(&case(), |case| {
-        if let Some(r) = check(&case)? {
-            ratios.lock().unwrap().push(r);
-        }
+        let m = check(&case)?;
+        measured.lock().unwrap().push(m);
         Ok(())
     });
-    let ratios = ratios.into_inner().unwrap();
+    let measured = measured.into_inner().unwrap();
+    let ratios: Vec<f64> = measured.iter().filter_map(|m| m.ratio).collect();
+    let short: Vec<usize> = measured.iter().map(|m| m.short).filter(|&n| n > 0).collect();
     if let Some(worst) = ratios.iter().copied().max_by(f64::total_cmp) {
         let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
         let over = ratios.iter().filter(|&&r| r > TARGET + 1e-9).count();
@@ -365,7 +313,19 @@ fn plans_against_the_exact_optimum() {
             ratios.len()
         );
     }
+    eprintln!(
+        "exact optimum: {} of {} cases leave pending {} pod(s) the optimum places",
+        short.len(),
+        measured.len(),
+        short.iter().sum::<usize>()
+    );
     if let Err(e) = result {
         panic!("{e}");
     }
+    let allowed = env("DOVETAIL_OPTIMUM_SHORT_CEILING", SHORT_CEILING) * measured.len() as f64;
+    assert!(
+        short.len() as f64 <= allowed + 1e-9,
+        "{} cases leave pods pending that the optimum places, more than {allowed:.1} ({SHORT_CEILING} of the cases)",
+        short.len()
+    );
 }

@@ -16,9 +16,10 @@ use dovetail_core::labels;
 use dovetail_core::model::{
     HostPort, InclusionPolicy, LabelSelector, NamespaceScope, Node, NodeClass, NodeKind, NodePool, OwnerKind, Pod,
     PodAffinityTerm, Taint, TaintEffect, Toleration, TolerationOp, TopologySpread, Weighted, WhenUnsatisfiable,
+    LIMIT_NODES,
 };
 use dovetail_core::requirements::{MinValuesPolicy, Operator, Requirement, Requirements};
-use dovetail_core::resources::{Resources, NVIDIA_GPU};
+use dovetail_core::resources::{self, Resources, NVIDIA_GPU};
 use dovetail_core::scheduler::{schedule, Plan, PlannedClaim};
 use dovetail_core::snapshot::Snapshot;
 
@@ -245,6 +246,72 @@ fn pool_limits_leave_later_pods_unschedulable_with_a_reason() {
     let cores: i64 =
         plan.nodeclaims.iter().map(|c| catalog.get(&c.instance_type).unwrap().capacity(&Default::default()).cpu).sum();
     assert!(cores <= 4000);
+}
+
+/// A limit on nodes holds the plan to that many claims, and the checker counts claims against it:
+/// the same plan judged under a lower limit is reported.
+#[test]
+fn node_limit_caps_claims_and_the_checker_counts_them() {
+    let catalog = karpenter();
+    let mut p = pool("capped");
+    p.limits.insert(LIMIT_NODES.into(), 2);
+    // Host ports keep each pod on its own claim.
+    let ps: Vec<Pod> = (0..3)
+        .map(|i| {
+            let mut p = pod(&format!("web-{i}"), 500, 512);
+            p.host_ports.push(HostPort { port: 8080, protocol: "TCP".into(), ip: String::new() });
+            p
+        })
+        .collect();
+    let mut snap = snapshot(ps, vec![p]);
+    let plan = schedule(&snap, &catalog);
+    checker::assert_valid(&snap, &catalog, &plan);
+    assert_eq!(plan.nodeclaims.len(), 2, "{}", checker::summary(&plan));
+    assert_eq!(plan.unschedulable.len(), 1, "{}", checker::summary(&plan));
+    assert!(plan.unschedulable[0].reason.contains("limit on nodes"), "{}", checker::summary(&plan));
+    snap.nodepools[0].limits.insert(LIMIT_NODES.into(), 1);
+    let errors = checker::check(&snap, &catalog, &plan);
+    assert!(errors.iter().any(|e| e.contains("limit on nodes is 1")), "{errors:#?}");
+}
+
+/// A pool at its limit on nodes grows a claim to a larger type for a pod it would turn away: the
+/// pass sized the third claim for one pod on the 1-vCPU type, and the last pod fits beside it on
+/// the 2-vCPU one, still three nodes. Found by `tests/exact_optimum.rs` (with limits).
+#[test]
+fn a_pool_at_its_limit_grows_a_claim_for_the_pod_it_would_turn_away() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("f2.small", 1, 4, 0.043, Some(0.01763), &["zone-a"]),
+        fixed_type("f2.medium", 2, 8, 0.116, Some(0.04292), &["zone-a"]),
+    ]);
+    let mut p = NodePool::new("capped", "default");
+    p.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["spot"]));
+    p.limits.insert(LIMIT_NODES.into(), 3);
+    p.limits.insert(resources::MEMORY.into(), 53 << 30);
+    let mut all = pods("small", 4, 1000, 2048);
+    all.extend(pods("large", 2, 1000, 6144));
+    let plan = run(&snapshot(all, vec![p]), &catalog);
+    assert!(plan.unschedulable.is_empty(), "{}", checker::summary(&plan));
+    assert_eq!(plan.nodeclaims.len(), 3, "{}", checker::summary(&plan));
+}
+
+/// Repacking covers pools with limits: three small pods on two 1-vCPU nodes cost more than one
+/// 2-vCPU node, which the limits have room for. Found by `tests/exact_optimum.rs` (with limits).
+#[test]
+fn repacking_covers_pools_with_limits() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("f1.large", 2, 16, 0.06, Some(0.0426), &["zone-a"]),
+        fixed_type("f1.small", 1, 8, 0.036, Some(0.0108), &["zone-a"]),
+        fixed_type("f2.small", 1, 4, 0.044, Some(0.0198), &["zone-a"]),
+    ]);
+    let mut p = NodePool::new("capped", "default");
+    p.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]));
+    p.limits.insert(resources::CPU.into(), 13_000);
+    p.limits.insert(resources::MEMORY.into(), 61 << 30);
+    let mut all = pods("quarter", 1, 250, 256);
+    all.extend(pods("half", 2, 500, 256));
+    let plan = run(&snapshot(all, vec![p]), &catalog);
+    assert!(plan.unschedulable.is_empty(), "{}", checker::summary(&plan));
+    assert!(plan.cost_per_hour <= 0.06 + 1e-9, "one 2-vCPU node holds them:\n{}", checker::summary(&plan));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 /// Capacity pods can be placed on: an existing node, an in-flight claim, or a claim this pass opens.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Bin {
     /// Index into `snap.nodes` for existing capacity.
     pub node: Option<usize>,

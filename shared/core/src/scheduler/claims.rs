@@ -1,7 +1,9 @@
 //! New claims: opening one in the first NodePool that can run the pod, and filling it with the
-//! pods still waiting, the way its target type was chosen to be filled.
+//! pods still waiting, the way its target type was chosen to be filled; and, when the pools'
+//! limits turn a pod away, growing a claim of a limited pool to a larger type that holds it too.
 
 use super::bins::Bin;
+use super::finalize::{claim_price, priced};
 use super::pools::{OfferingFilter, PoolFit};
 use super::targets::best_shape;
 use super::{Scheduler, Strategy};
@@ -184,5 +186,76 @@ impl<'a> Scheduler<'a> {
             self.next[c] += 1;
             self.commit(b, c, l, &choice, pod);
         }
+    }
+
+    /// When no pool can open a claim for the pod (class `c`, rung `l`) within its limits: grows a
+    /// new claim of a limited pool to a larger type that holds its pods and this one, within the
+    /// limits once the claim gives back its own type's share — the claim whose price grows least
+    /// — and returns it. Karpenter's claims keep every type that fits their pods; the pass points
+    /// each at one type, so without this a pool at its limits leaves pending a pod that one of its
+    /// claims, a size up, would hold. Only for unconstrained pods, and claims without host ports
+    /// or hostname counts (where they run stays what it was: the claim keeps its requirements).
+    /// The claim as it was comes back too.
+    pub(super) fn grow_claim(&mut self, c: usize, l: usize) -> Option<(usize, Bin)> {
+        if !self.generic[c] || self.ungrowable.contains(&(c, l)) {
+            return None;
+        }
+        let requests = self.classes[c].rep(self.snap).requests.clone();
+        let mut best: Option<(f64, usize, usize)> = None;
+        for b in 0..self.bins.len() {
+            let bin = &self.bins[b];
+            // Existing nodes and in-flight claims have no pool index.
+            if bin.node.is_some() || bin.pods.is_empty() || !bin.ports.is_empty() || !bin.counts.is_empty() {
+                continue;
+            }
+            let pool = &self.pools[bin.pool];
+            let Some(remaining) = &pool.remaining else { continue };
+            let Some(Ok(fit)) = self.fit_cached(c, l, bin.pool) else { continue };
+            if pool.has_min_values {
+                continue;
+            }
+            let used = bin.used.plus(&requests);
+            let own = &pool.types[bin.target].capacity;
+            let within = |t: usize| {
+                let capacity = &pool.types[t].capacity;
+                remaining.iter().all(|(n, left)| pool.reserved.get(n) - own.get(n) + capacity.get(n) <= *left)
+            };
+            // The plan's order (spot first, then price): the first that holds them is what it
+            // costs. The limits are checked first: at its limits, a pool has room for few types.
+            let priced = priced(self, bin.pool, &bin.reqs);
+            let grown = priced
+                .0
+                .iter()
+                .chain(&priced.1)
+                .find(|x| within(x.0) && used.fits(&pool.types[x.0].free) && fit.has_type(x.0));
+            let Some(&(t, _, price, _)) = grown else { continue };
+            if !fit.reqs.overlaps(&bin.reqs) {
+                continue;
+            }
+            let Some((now, _)) = claim_price(self, bin.pool, &priced, &bin.used) else { continue };
+            if best.is_none_or(|(extra, _, _)| price - now < extra) {
+                best = Some((price - now, b, t));
+            }
+        }
+        let Some((_, b, t)) = best else {
+            self.ungrowable.insert((c, l));
+            return None;
+        };
+        let p = self.bins[b].pool;
+        let (old, new) =
+            (self.pools[p].types[self.bins[b].target].capacity.clone(), self.pools[p].types[t].capacity.clone());
+        self.pools[p].reserved.sub(&old);
+        self.pools[p].reserved.add(&new);
+        let target = &self.pools[p].types[t];
+        let allowed = OfferingFilter::new(&self.bins[b].reqs);
+        let offers =
+            (0..target.offerings.len()).filter(|&i| allowed.allows(&target.offerings[i])).map(|i| i as u8).collect();
+        let free = target.free.minus(&self.bins[b].used);
+        let before = self.bins[b].clone();
+        let bin = &mut self.bins[b];
+        bin.target = t;
+        bin.free = free;
+        bin.offers = offers;
+        Some((b, before))
     }
 }

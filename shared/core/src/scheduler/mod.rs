@@ -27,7 +27,9 @@
 //!   at a time packed afresh over a mix of types; `rides.rs` — a claim's pods moved onto another
 //!   pool's claim;
 //! - `finalize.rs` — the filled bins turned into the plan; `bound.rs` — the lower bound it is
-//!   judged against; `plan.rs` — the plan's types.
+//!   judged against; `plan.rs` — the plan's types;
+//! - `optimum.rs` (feature `optimum`) — the exact optimum of small problems, by MILP, that the
+//!   exact-optimum test and `dovetail bench` judge plans against.
 
 mod bins;
 mod bound;
@@ -38,6 +40,8 @@ mod domains;
 mod finalize;
 mod fit;
 mod mix;
+#[cfg(feature = "optimum")]
+pub mod optimum;
 mod pass;
 mod plan;
 mod pools;

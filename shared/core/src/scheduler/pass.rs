@@ -38,6 +38,9 @@ pub(crate) struct Scheduler<'a> {
     /// Per class: index of the next pod to place (pods of a class are interchangeable).
     pub(super) next: Vec<usize>,
     pub(super) generic: Vec<bool>,
+    /// (class, rung) for which no claim could be grown (`claims.rs`, `grow_claim`). Claims only
+    /// fill and reservations only grow during the pass, so none will be for its later pods.
+    pub(super) ungrowable: rustc_hash::FxHashSet<(usize, usize)>,
     /// Candidate target types per (class, level, pool): the unit-price frontier, and the best buys
     /// by size beyond it (see `best_buys`).
     pub(super) targets: FxHashMap<(u32, u16, u32), TargetCandidates>,
@@ -118,6 +121,7 @@ impl<'a> Scheduler<'a> {
             values: vec![],
             next: vec![],
             generic: vec![],
+            ungrowable: Default::default(),
             targets: FxHashMap::default(),
             joiners: FxHashMap::default(),
             shape_of: vec![],
@@ -217,6 +221,21 @@ impl<'a> Scheduler<'a> {
                     return Ok(Some((b, l)));
                 }
                 Err(e) => last_reason = e,
+            }
+            // Limits turned it away everywhere: a claim grown a size may still hold it.
+            if self.strategy == Strategy::LowestCost {
+                let reserved: Vec<_> = self.pools.iter().map(|p| p.reserved.clone()).collect();
+                if let Some((b, before)) = self.grow_claim(c, l) {
+                    if let Some(choice) = choices.iter().find(|ch| self.accepts(b, c, l, ch)) {
+                        self.commit(b, c, l, choice, pod);
+                        return Ok(None);
+                    }
+                    // Grown for nothing (a pin or a rung the claim cannot take): as it was.
+                    self.bins[b] = before;
+                    for (pool, r) in self.pools.iter_mut().zip(reserved) {
+                        pool.reserved = r;
+                    }
+                }
             }
         }
         Err(last_reason)

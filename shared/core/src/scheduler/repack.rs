@@ -13,9 +13,13 @@
 //! (`mix.rs`), a group of one claim too; and a claim whose pods can all ride on another pool's
 //! claim for less moves there (`rides.rs`).
 //!
-//! Pools with limits or `minValues` are left alone (a merged claim holds other candidates against
-//! the limits, and keeps other values), and so are groups of more than [`MAX_GROUP`] claims:
-//! large plans are packed well by the pass, and the search is quadratic in the group.
+//! Pools with `minValues` are left alone (a merged claim keeps other values), and so are groups of
+//! more than [`MAX_GROUP`] claims: large plans are packed well by the pass, and the search is
+//! quadratic in the group. Pools with limits are repacked too, and the result kept only when every
+//! limited pool's claims, each at the type it is priced as, still fit under its limits (a cheaper
+//! packing may use a larger type) and every claim is still one the pass could have opened (room
+//! freed in a pool must not be room a later pool's claim was opened for want of); otherwise the
+//! plan is repacked again with those pools left as the pass filled them.
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -35,12 +39,81 @@ const MAX_PODS: usize = 256;
 
 impl Scheduler<'_> {
     pub(super) fn repack(&mut self) {
+        if self.pools.iter().all(|p| p.remaining.is_none()) {
+            return self.repack_pools(true);
+        }
+        let before = self.bins.clone();
+        let reserved: Vec<Resources> = self.pools.iter().map(|p| p.reserved.clone()).collect();
+        self.repack_pools(true);
+        if self.reserve_repacked() {
+            return;
+        }
+        self.bins = before;
+        for (pool, r) in self.pools.iter_mut().zip(reserved) {
+            pool.reserved = r;
+        }
+        self.repack_pools(false);
+    }
+
+    /// Re-counts what each limited pool's new claims hold against its limits (each at its target,
+    /// the type it is priced as; emptied claims hold nothing), as the plan will count them;
+    /// whether all stay within the limits and every claim is still one the pass could open. A
+    /// claim whose pods all have an earlier home was opened because the pools before were at
+    /// their limits; once repacking frees room there, a pod of it would open its claim there
+    /// instead, so such a claim needs one pod every earlier pool that runs it is still full for.
+    /// Left as it was when not.
+    fn reserve_repacked(&mut self) -> bool {
+        let mut reserved: Vec<Resources> = vec![Resources::default(); self.pools.len()];
+        for bin in self.bins.iter().filter(|b| b.node.is_none() && !b.pods.is_empty()) {
+            reserved[bin.pool].add(&self.pools[bin.pool].types[bin.target].capacity);
+        }
+        let within =
+            self.pools.iter().zip(&reserved).all(|(pool, r)| {
+                pool.remaining.as_ref().is_none_or(|rem| rem.iter().all(|(n, left)| r.get(n) <= *left))
+            });
+        if !within {
+            return false;
+        }
+        let class_of = self.class_of();
+        // Whether pool `p` could still open a claim for class `c` within its limits.
+        let has_room = |c: usize, p: usize| match self.fit_cached(c, 0, p) {
+            Some(Ok(fit)) => self.pools[p].remaining.as_ref().is_none_or(|rem| {
+                fit.types.iter().any(|&t| {
+                    let capacity = &self.pools[p].types[t as usize].capacity;
+                    rem.iter().all(|(n, left)| reserved[p].get(n) + capacity.get(n) <= *left)
+                })
+            }),
+            _ => false,
+        };
+        let openable = self.bins.iter().filter(|b| b.node.is_none() && !b.pods.is_empty()).all(|bin| {
+            bin.pods
+                .iter()
+                .any(|&pod| class_of[pod] != usize::MAX && (0..bin.pool).all(|p| !has_room(class_of[pod], p)))
+        });
+        if openable {
+            for (pool, r) in self.pools.iter_mut().zip(reserved) {
+                if pool.remaining.is_some() {
+                    pool.reserved = r;
+                }
+            }
+        }
+        openable
+    }
+
+    /// Each pending pod's class (`usize::MAX` for a pod in none).
+    fn class_of(&self) -> Vec<usize> {
         let mut class_of = vec![usize::MAX; self.snap.pods.len()];
         for (c, class) in self.classes.iter().enumerate() {
             for &p in &class.pods {
                 class_of[p] = c;
             }
         }
+        class_of
+    }
+
+    /// Repacks the plan's repackable claims, those of limited pools only when `limited`.
+    fn repack_pools(&mut self, limited: bool) {
+        let class_of = self.class_of();
         // Each pod's home: the first pool, by weight, that runs it as it is, where it would open a
         // claim. A node of a pool holds at least one pod at home there, or the plan would have
         // opened it against the weights (a pod may only ride on another pool's node).
@@ -53,7 +126,7 @@ impl Scheduler<'_> {
             class_of.iter().map(|&c| if c == usize::MAX { usize::MAX } else { home_of[c] }).collect();
         let mut groups: HashMap<(usize, Requirements), Vec<usize>> = HashMap::default();
         for b in 0..self.bins.len() {
-            if self.movable(b, &class_of) {
+            if self.movable(b, &class_of, limited) {
                 let bin = &self.bins[b];
                 groups.entry((bin.pool, bin.reqs.clone())).or_default().push(b);
             }
@@ -66,15 +139,15 @@ impl Scheduler<'_> {
                 self.repack_group(pool, &reqs, bins, &home);
             }
         }
-        let movable: Vec<usize> = (0..self.bins.len()).filter(|&b| self.movable(b, &class_of)).collect();
+        let movable: Vec<usize> = (0..self.bins.len()).filter(|&b| self.movable(b, &class_of, limited)).collect();
         if movable.len() <= MAX_GROUP {
             self.ride(&movable, &class_of);
         }
     }
 
     /// Whether new claim `b` may be repacked: it holds pods, all of them without topology,
-    /// affinity or host ports, in a pool without limits or `minValues`.
-    fn movable(&self, b: usize, class_of: &[usize]) -> bool {
+    /// affinity or host ports, in a pool without `minValues`, and without limits unless `limited`.
+    fn movable(&self, b: usize, class_of: &[usize], limited: bool) -> bool {
         let bin = &self.bins[b];
         if bin.node.is_some() {
             return false;
@@ -83,7 +156,7 @@ impl Scheduler<'_> {
         !bin.pods.is_empty()
             && bin.ports.is_empty()
             && bin.counts.is_empty()
-            && pool.remaining.is_none()
+            && (limited || pool.remaining.is_none())
             && !pool.has_min_values
             && bin.pods.iter().all(|&p| class_of[p] != usize::MAX && self.generic[class_of[p]])
     }

@@ -23,7 +23,7 @@ use dovetail_core::catalog::{Catalog, InstanceType, Offering, OfferingKey, WINDO
 use dovetail_core::labels;
 use dovetail_core::model::{
     cost_micros, InclusionPolicy, KubeletConfig, NamespaceScope, NodeOs, NodePool, Pod, PodAffinityTerm, Taint,
-    TaintEffect, Toleration, WhenUnsatisfiable, LIMIT_COST,
+    TaintEffect, Toleration, WhenUnsatisfiable, LIMIT_COST, LIMIT_NODES,
 };
 use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::{self, Resources};
@@ -1110,7 +1110,7 @@ impl<'a> Checker<'a> {
 
     /// Pool limits: usage plus the capacity of what the plan launches stays within each limit —
     /// counting each claim as its planned type, and (CreateFleet may launch any candidate) as the
-    /// largest of its candidates, resource by resource.
+    /// largest of its candidates, resource by resource — and each claim as one node.
     fn limits(&mut self) {
         for pool in &self.snap.nodepools {
             if pool.limits.is_empty() {
@@ -1134,6 +1134,10 @@ impl<'a> Checker<'a> {
                 // The cost limit: the claim's own price, and the dearest launch it allows.
                 planned.set(LIMIT_COST, planned.get(LIMIT_COST) + cost_micros(c.price_per_hour));
                 worst.set(LIMIT_COST, worst.get(LIMIT_COST) + cost_micros(self.dearest_launch(c, kubelet.os)));
+                // Each claim is one more node against `limits.nodes`, whichever type it launches.
+                for counted in [&mut planned, &mut worst] {
+                    counted.set(LIMIT_NODES, counted.get(LIMIT_NODES) + 1);
+                }
             }
             for (res, limit) in &pool.limits {
                 if planned.get(res) > *limit {
