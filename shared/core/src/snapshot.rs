@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::catalog::OfferingKey;
+use crate::catalog::{OfferingKey, Reservation};
 use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pod};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -19,4 +19,9 @@ pub struct Snapshot {
     pub unavailable: BTreeSet<OfferingKey>,
     /// Namespace labels, for affinity terms with a `namespaceSelector`.
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Per EC2NodeClass, the capacity reservations it selects that still take instances, each
+    /// `available` being what is left once in-flight claims are counted
+    /// ([`crate::catalog::remaining`]): the scheduler plans no more claims into one than that.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reservations: BTreeMap<String, Vec<Reservation>>,
 }

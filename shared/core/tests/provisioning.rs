@@ -332,7 +332,7 @@ fn an_intent_carries_what_launch_and_drift_need() {
 fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = vec!["m7i.large".into(), "m6i.large".into(), "c7i.xlarge".into()];
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux, &[]);
     assert_eq!(groups.len(), 2);
     assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::Spot));
     assert!(groups[1].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
@@ -347,7 +347,7 @@ fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
         zone: "us-east-1b".into(),
         capacity_type: CapacityType::OnDemand,
     };
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]), &[], NodeOs::Linux);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]), &[], NodeOs::Linux, &[]);
     assert_eq!(groups.len(), 1);
     assert!(groups[0].iter().all(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::OnDemand));
     assert!(!groups[0].iter().any(|o| o.key() == gone));
@@ -359,14 +359,14 @@ fn offers_stay_in_the_zones_the_class_has_subnets_in() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = vec!["m7i.large".into(), "m6i.large".into()];
     let class_zones = ["us-east-1a".to_string(), "us-east-1c".to_string()];
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &class_zones, NodeOs::Linux);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &class_zones, NodeOs::Linux, &[]);
     assert_eq!(groups.len(), 2);
     for g in &groups {
         assert!(!g.is_empty() && g.iter().all(|o| class_zones.contains(&o.zone)), "{g:?}");
     }
     // Every spot offering in those zones ruled out: on-demand is next, not spot elsewhere.
     let spot_gone: BTreeSet<OfferingKey> = groups[0].iter().map(|o| o.key()).collect();
-    let groups = offers(&claim, catalog::embedded(), &spot_gone, &class_zones, NodeOs::Linux);
+    let groups = offers(&claim, catalog::embedded(), &spot_gone, &class_zones, NodeOs::Linux, &[]);
     assert_eq!(groups.len(), 1);
     assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
 }
@@ -397,8 +397,8 @@ fn windows_offers_and_launch_labels_are_the_classes_os() {
     let mut claim = NodeClaim::launching("x", "win", "win", T0);
     claim.instance_types = vec!["m5.large".into(), "c5.xlarge".into()];
     claim.requirements.add(Requirement::single(labels::CAPACITY_TYPE, "on-demand"));
-    let linux = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Linux);
-    let windows = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Windows2022);
+    let linux = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Linux, &[]);
+    let windows = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Windows2022, &[]);
     let price = |groups: &[Vec<dovetail_core::catalog::Offer>], t: &str| {
         groups[0].iter().find(|o| o.instance_type == t).map(|o| o.price).unwrap()
     };
@@ -446,7 +446,7 @@ fn windows_offers_and_launch_labels_are_the_classes_os() {
 fn offers_are_capped_at_sixty() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = catalog::embedded().types.iter().map(|t| t.name.clone()).take(200).collect();
-    for g in offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux) {
+    for g in offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux, &[]) {
         assert_eq!(g.len(), provisioning::MAX_OFFERS);
     }
 }

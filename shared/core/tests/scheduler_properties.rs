@@ -796,6 +796,7 @@ fn build(spec: &ClusterSpec, catalog: &Catalog) -> Snapshot {
         nodeclasses: vec![NodeClass { name: "default".into(), ..NodeClass::default() }],
         unavailable,
         namespaces,
+        reservations: Default::default(),
     }
 }
 

@@ -327,6 +327,7 @@ mod tests {
             zones: vec!["us-east-1a".into(), "us-east-1b".into()],
             instance_profile: Some("demo_0123456789abcdef".into()),
             instance_profile_problem: None,
+            reservations: vec![],
         }
     }
 

@@ -15,7 +15,7 @@ use dovetail_core::time::Time;
 use super::{example, World, CLUSTER, DISCOVERY, K8S_VERSION, NODE_ROLE, SSM_PREFIX};
 
 fn offer(t: &str, zone: &str, capacity_type: CapacityType, price: f64) -> Offer {
-    Offer { instance_type: t.into(), zone: zone.into(), capacity_type, price }
+    Offer { instance_type: t.into(), zone: zone.into(), capacity_type, price, reservation: None }
 }
 
 async fn template_names(world: &World) -> Vec<String> {

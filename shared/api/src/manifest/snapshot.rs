@@ -52,6 +52,9 @@ impl Inputs {
             nodeclasses,
             unavailable: Default::default(),
             namespaces: self.namespaces.clone(),
+            // A class's status lists its reservations but not how many instances each has
+            // left, so a plan from manifests uses none.
+            reservations: Default::default(),
         })
     }
 }

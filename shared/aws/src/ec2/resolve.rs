@@ -173,6 +173,11 @@ impl Resolver {
             Err(AwsError::Class { message, .. }) => (BTreeMap::new(), Some(message)),
             Err(e) => return Err(e),
         };
+        let (reservations, unusable) =
+            super::reservations::list(&self.ec2, &spec.capacity_reservation_selector_terms, super::now()).await?;
+        for why in unusable {
+            tracing::warn!(class = %class.name, "capacityReservationSelectorTerms: {why}; left out");
+        }
         Ok(Resolution {
             resolved: ResolvedClass {
                 name: class.name.clone(),
@@ -185,6 +190,7 @@ impl Resolver {
                 // Made by the caller (`crate::iam`), after the parts EC2 resolves.
                 instance_profile: None,
                 instance_profile_problem: None,
+                reservations,
             },
             subnets,
         })

@@ -5,12 +5,16 @@
 
 mod embedded;
 mod os;
+mod reservation;
 
 pub use embedded::{
     embedded, embedded_with_zones, spot_band_monthly_rate, spot_interruption_band, types_from_tsv, CatalogDataError,
     Zone, COLUMNS, DEFAULT_ZONES,
 };
 pub use os::WINDOWS_LICENSE_PER_VCPU_HOUR;
+pub use reservation::{
+    claim_reservation, remaining, Reservation, ReservationKind, BLOCK_EXPIRY_LEAD, RESERVED_PRICE_DIVISOR,
+};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -26,6 +30,9 @@ pub enum CapacityType {
     Spot,
     #[serde(rename = "on-demand")]
     OnDemand,
+    /// Launched into a capacity reservation the class selects ([`Reservation`]).
+    #[serde(rename = "reserved")]
+    Reserved,
 }
 
 impl CapacityType {
@@ -33,6 +40,7 @@ impl CapacityType {
         match self {
             CapacityType::Spot => crate::labels::CAPACITY_SPOT,
             CapacityType::OnDemand => crate::labels::CAPACITY_ON_DEMAND,
+            CapacityType::Reserved => crate::labels::CAPACITY_RESERVED,
         }
     }
 
@@ -40,6 +48,7 @@ impl CapacityType {
         match s {
             "spot" => Some(CapacityType::Spot),
             "on-demand" => Some(CapacityType::OnDemand),
+            "reserved" => Some(CapacityType::Reserved),
             _ => None,
         }
     }
@@ -144,6 +153,9 @@ pub struct Offer {
     pub zone: String,
     pub capacity_type: CapacityType,
     pub price: f64,
+    /// The reservation a `reserved` offer launches into (none for spot and on-demand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Reservation>,
 }
 
 impl Offer {

@@ -14,20 +14,21 @@
 //! - each NodePool's name, weight, requirements, taints and EC2NodeClass, and that class's kubelet
 //!   settings: compared field by field. The pools' usage and limits are left out: every solve reads
 //!   them afresh, nothing cached depends on them.
-//! - the DaemonSets and the unavailable offerings, compared whole.
+//! - the DaemonSets, the unavailable offerings and the open reservations with their counts,
+//!   compared whole.
 //!
 //! The comparisons are exact (no fingerprint two different states could share) and cost a walk
 //! over the pools and DaemonSets: microseconds, against the milliseconds the preparation takes.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
 use super::finalize::PricedTypes;
 use super::pools::{CachedPool, FitKey, FitResult, PoolFit};
-use crate::catalog::{Catalog, OfferingKey};
+use crate::catalog::{Catalog, OfferingKey, Reservation};
 use crate::model::{DaemonSet, KubeletConfig, NodePool};
 use crate::requirements::Requirements;
 use crate::snapshot::Snapshot;
@@ -116,6 +117,7 @@ struct Inputs<'c> {
     pools: Vec<(NodePool, Option<KubeletConfig>)>,
     daemonsets: Vec<DaemonSet>,
     unavailable: BTreeSet<OfferingKey>,
+    reservations: BTreeMap<String, Vec<Reservation>>,
 }
 
 impl<'c> Inputs<'c> {
@@ -125,6 +127,7 @@ impl<'c> Inputs<'c> {
             pools: snap.nodepools.iter().map(|p| (p.clone(), class_kubelet(snap, p).cloned())).collect(),
             daemonsets: snap.daemonsets.clone(),
             unavailable: snap.unavailable.clone(),
+            reservations: snap.reservations.clone(),
         }
     }
 
@@ -136,6 +139,7 @@ impl<'c> Inputs<'c> {
             })
             && self.daemonsets == snap.daemonsets
             && self.unavailable == snap.unavailable
+            && self.reservations == snap.reservations
     }
 }
 

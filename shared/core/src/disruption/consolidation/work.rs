@@ -82,6 +82,7 @@ impl<'a> Work<'a> {
             nodeclasses: cluster.nodeclasses.clone(),
             unavailable: cluster.unavailable.clone(),
             namespaces: cluster.namespaces.clone(),
+            reservations: crate::provisioning::open_reservations(cluster),
         };
         let wide_anti = snap
             .nodes
@@ -249,6 +250,7 @@ impl<'a> Work<'a> {
             nodeclasses: self.snap.nodeclasses.clone(),
             unavailable: self.snap.unavailable.clone(),
             namespaces: self.snap.namespaces.clone(),
+            reservations: self.snap.reservations.clone(),
         }
     }
 }
