@@ -298,3 +298,49 @@ fn a_node_that_did_not_launch_into_its_reservation_loses_the_reservation_labels(
     assert_eq!(on_demand[labels::CAPACITY_TYPE], "on-demand");
     assert!(labels::RESERVATION_LABELS.iter().all(|k| !on_demand.contains_key(*k)), "{on_demand:?}");
 }
+
+#[test]
+fn nodes_of_an_expiring_capacity_block_are_taken_away_before_ec2_reclaims_them() {
+    use dovetail_core::disruption::block_expiry::expiring_blocks;
+    use dovetail_core::nodeclaim::Reason;
+    let running_in = |name: &str, id: &str| {
+        let mut c = running(name);
+        c.requirements.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, id));
+        c
+    };
+    // The block ends in 30 minutes (expiring); another in two hours; an ODCR never.
+    let end = T0.plus(Duration::from_secs(30 * 60));
+    let mut c = cluster(
+        vec![block("cr-0b", 0, end), block("cr-0c", 0, T0.plus(Duration::from_secs(7200))), odcr("cr-0a", 0)],
+        0,
+    );
+    c.claims = vec![running_in("a", "cr-0b"), running_in("b", "cr-0c"), running_in("c", "cr-0a"), running("d")];
+    let ds = expiring_blocks(&c);
+    let written: Vec<NodeClaim> = ds
+        .iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::WriteClaim(c)) => Some((**c).clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(written.len(), 1, "{ds:#?}");
+    let d = written[0].disruption.as_ref().unwrap();
+    assert_eq!(written[0].name, "a");
+    assert_eq!(d.reason, Reason::CapacityReservationInterrupted);
+    // EC2 starts reclaiming 30 minutes before the end: here, now.
+    assert_eq!(d.reclaim_at, Some(end.minus(Duration::from_secs(30 * 60))));
+    assert!(d.message.contains("cr-0b"), "{}", d.message);
+    assert!(ds.iter().any(|d| matches!(&d.action, Some(Action::Event { object, .. }) if object == "Node/node-a")));
+    // Ten minutes earlier the block is not expiring yet: nothing.
+    c.now = T0.minus(Duration::from_secs(11 * 60));
+    assert!(expiring_blocks(&c).is_empty());
+    // The sweep runs it (the instances and nodes up, so nothing else takes the claims).
+    c.now = T0;
+    c.instances = ["a", "b", "c", "d"].iter().map(|n| instance(n, "running")).collect();
+    c.nodes = ["a", "b", "c", "d"].iter().map(|n| node(n)).collect();
+    let swept = dovetail_core::disruption::sweep::sweep(&c, catalog::embedded());
+    assert!(
+        swept.iter().any(|d| matches!(&d.action, Some(Action::WriteClaim(w))
+        if w.name == "a" && w.disruption.as_ref().is_some_and(|d| d.reason == Reason::CapacityReservationInterrupted)))
+    );
+}

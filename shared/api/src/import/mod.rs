@@ -14,11 +14,11 @@
 //! - `nodepool`: `nodeClassRef.group` `karpenter.k8s.aws` becomes `dovetail.dev`, and the template
 //!   annotation `karpenter.sh/do-not-disrupt` takes Dovetail's spelling (both are honoured);
 //!   values and settings Dovetail reads but does not act on the same way are kept and warned
-//!   about (capacity type `reserved`, a `nodes` limit, Karpenter's own taints and
-//!   annotations). A static pool (`replicas`) is refused.
+//!   about (a `nodes` limit, Karpenter's own taints and annotations). A static pool (`replicas`)
+//!   is refused.
 //! - `nodeclass`: settings Dovetail's launches treat differently from Karpenter's (AMI families
-//!   other than AL2023 and Windows, a `role` the stack was not deployed with, capacity reservations,
-//!   instance-store RAID0, the root volume's size in planning) are kept and warned about.
+//!   other than AL2023 and Windows, a `role` the stack was not deployed with, instance-store
+//!   RAID0, the root volume's size in planning) are kept and warned about.
 //!
 //! Requirement keys and node labels need no mapping: Dovetail's nodes carry Karpenter's
 //! well-known labels (`karpenter.sh/capacity-type`, `karpenter.k8s.aws/instance-family`, ...), so

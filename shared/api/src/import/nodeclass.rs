@@ -110,12 +110,6 @@ fn check_custom_alias(class: &EC2NodeClass, notes: &mut Notes<'_>) {
 
 /// Launch settings Dovetail keeps but applies differently.
 fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
-    if !spec.capacity_reservation_selector_terms.is_empty() {
-        notes.warn(
-            "spec.capacityReservationSelectorTerms",
-            "kept, but Dovetail launches spot and on-demand capacity only, never into capacity reservations",
-        );
-    }
     if let Some(policy) = &spec.instance_store_policy {
         notes.warn(
             "spec.instanceStorePolicy",

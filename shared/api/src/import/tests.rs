@@ -373,7 +373,8 @@ fn values_dovetail_never_offers_are_kept_with_a_warning() {
     let pool = pool_of(&report, "default");
     assert_eq!(pool.spec.template.spec.requirements[0].values, ["reserved", "on-demand"]);
     assert_eq!(pool.spec.template.spec.requirements[3].operator, Operator::In);
-    assert!(warning(&report, "NodePool default", "spec.template.spec.requirements[0]").message.contains("reserved"));
+    // Capacity type reserved is offered (a class's capacity reservations), so it carries over silently.
+    no_warning(&report, "NodePool default", "spec.template.spec.requirements[0]");
     // Windows is an OS Dovetail launches (with a Windows EC2NodeClass), so os windows matches.
     no_warning(&report, "NodePool default", "spec.template.spec.requirements[1]");
     no_warning(&report, "NodePool default", "spec.template.spec.requirements[2]");
@@ -483,7 +484,8 @@ fn launch_settings_dovetail_applies_differently_are_flagged() {
     // The role carries over with nothing lost: no warning, and the stack's note names it.
     assert!(report.warnings.iter().all(|w| w.field != "spec.role"), "{:?}", report.warnings);
     assert_eq!(report.node_roles(), ["KarpenterNodeRole-demo"]);
-    warning(&report, "EC2NodeClass default", "spec.capacityReservationSelectorTerms");
+    // Capacity reservations are selected and launched into as Karpenter does: no word.
+    no_warning(&report, "EC2NodeClass default", "spec.capacityReservationSelectorTerms");
     assert!(warning(&report, "EC2NodeClass default", "spec.instanceStorePolicy").message.starts_with("kept RAID0"));
     let root = warning(&report, "EC2NodeClass default", "spec.blockDeviceMappings[0].ebs.volumeSize");
     assert!(root.message.starts_with("nodes get this 100Gi root volume"), "{root}");
