@@ -75,7 +75,7 @@ pub(crate) fn plan_replacement(
         nodeclasses: cluster.nodeclasses.clone(),
         unavailable,
         namespaces: cluster.namespaces.clone(),
-        reservations: crate::provisioning::open_reservations(cluster),
+        reservations: crate::reservations::open(cluster),
     };
     // Both solves below are over the same pools: the second reuses what the first prepared.
     let cache = SolveCache::new();

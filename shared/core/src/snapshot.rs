@@ -21,7 +21,7 @@ pub struct Snapshot {
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     /// Per EC2NodeClass, the capacity reservations it selects that still take instances, each
     /// `available` being what is left once in-flight claims are counted
-    /// ([`crate::catalog::remaining`]): the scheduler plans no more claims into one than that.
+    /// ([`crate::reservations::remaining`]): the scheduler plans no more claims into one than that.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub reservations: BTreeMap<String, Vec<Reservation>>,
 }

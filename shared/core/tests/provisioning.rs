@@ -16,7 +16,7 @@ use dovetail_core::nodeclaim::{launched_labels, NodeClaim, Phase, Reason};
 use dovetail_core::provisioning::{self, claim_name, intent, offers, plan, plan_cached, pool_usage};
 use dovetail_core::requirements::{Operator, Requirement};
 use dovetail_core::resources::Resources;
-use dovetail_core::scheduler::{PlannedClaim, SolveCache};
+use dovetail_core::scheduler::SolveCache;
 use lifecycle_support::*;
 
 fn pending(name: &str, cpu: i64, mem_mib: i64) -> Pod {
@@ -47,15 +47,6 @@ fn ready(class: &str) -> ResolvedClass {
         instance_profile: Some("profile".into()),
         ..Default::default()
     }
-}
-
-fn planned(ds: &[Decision]) -> Vec<PlannedClaim> {
-    ds.iter()
-        .filter_map(|d| match &d.action {
-            Some(Action::Launch(p)) => Some((**p).clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn events(ds: &[Decision], reason: &str) -> Vec<String> {

@@ -9,14 +9,15 @@ mod lifecycle_support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use dovetail_core::catalog::{self, remaining, CapacityType, Reservation, ReservationKind};
+use dovetail_core::catalog::{self, CapacityType, Reservation, ReservationKind};
 use dovetail_core::cluster::{Cluster, ResolvedClass};
-use dovetail_core::decision::{Action, Decision};
+use dovetail_core::decision::Action;
 use dovetail_core::labels;
 use dovetail_core::model::{NodeClass, NodeOs, NodePool, Pod};
 use dovetail_core::nodeclaim::{launched_labels, NodeClaim, Phase};
 use dovetail_core::provisioning::{self, offers, plan};
 use dovetail_core::requirements::{Operator, Requirement};
+use dovetail_core::reservations::{self, remaining};
 use dovetail_core::resources::Resources;
 use dovetail_core::scheduler::PlannedClaim;
 use lifecycle_support::*;
@@ -68,15 +69,6 @@ fn cluster(reservations: Vec<Reservation>, pods: usize) -> Cluster {
         pending: (0..pods).map(|i| big(&format!("web-{i}"))).collect(),
         ..Cluster::default()
     }
-}
-
-fn planned(ds: &[Decision]) -> Vec<PlannedClaim> {
-    ds.iter()
-        .filter_map(|d| match &d.action {
-            Some(Action::Launch(p)) => Some((**p).clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn reserved_in(claims: &[PlannedClaim], id: &str) -> usize {
@@ -279,10 +271,10 @@ fn a_launch_counts_the_other_claims_headed_for_the_reservation_not_itself() {
     let mut c = cluster(vec![odcr("cr-0a", 2)], 0);
     let me = headed_for("me", "cr-0a");
     c.claims = vec![me.clone(), headed_for("other", "cr-0a")];
-    let rs = provisioning::reservations_for_launch(&me, &c.resolved[0].reservations, &c);
+    let rs = reservations::for_launch(&me, &c.resolved[0].reservations, &c);
     assert_eq!(rs[0].available, 1);
     c.claims.push(headed_for("third", "cr-0a"));
-    let rs = provisioning::reservations_for_launch(&me, &c.resolved[0].reservations, &c);
+    let rs = reservations::for_launch(&me, &c.resolved[0].reservations, &c);
     assert_eq!(rs[0].available, 0, "two others took both instances: this launch must not go");
     assert!(offers(&me, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux, &rs).is_empty());
 }

@@ -15,6 +15,7 @@
 //!   unknown instance being already gone.
 
 pub mod catalog;
+pub mod filters;
 pub mod fleet;
 pub mod launch_template;
 pub mod pricing;
@@ -685,7 +686,7 @@ impl Cloud for Ec2Cloud {
         let price = Cached::fresh(&*self.catalog.lock().await)
             .and_then(|c| {
                 let (t, zone) = (&instance.instance_type, &instance.zone);
-                dovetail_core::provisioning::offering_price(&c, t, zone, capacity_type, NodeOs::Linux)
+                c.offering_price(t, zone, capacity_type, NodeOs::Linux)
             })
             .unwrap_or(0.0);
         Ok(Some(Launch {

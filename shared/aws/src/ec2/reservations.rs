@@ -18,7 +18,7 @@ use dovetail_api::crd::CapacityReservationSelectorTerm;
 use dovetail_core::catalog::{Reservation, ReservationKind};
 use dovetail_core::time::Time;
 
-use super::resolve::tag_filters;
+use super::filters::{filter, tag_filters};
 use crate::error::{api_error, AwsError, AwsResult};
 
 /// DescribeCapacityReservations' page limit (it refuses more; and any with reservation ids).
@@ -43,10 +43,6 @@ impl ReservationQuery {
             .build()
             .expect("the input has no required fields")
     }
-}
-
-fn filter(name: &str, value: &str) -> Filter {
-    Filter::builder().name(name).values(value).build()
 }
 
 /// The queries of the terms: per term, one by id, or one by its tags, match criteria and owner.

@@ -15,6 +15,7 @@ use dovetail_core::cluster::ResolvedClass;
 use dovetail_core::hash::nodeclass_hash;
 use dovetail_core::model::NodeClass;
 
+use super::filters::{filter, tag_filters};
 use crate::error::{api_error, AwsError, AwsResult};
 
 /// Architectures Dovetail launches, as Kubernetes and as EC2/SSM spell them.
@@ -54,23 +55,6 @@ pub fn pick_subnets(candidates: &[SubnetInfo]) -> Vec<SubnetInfo> {
         }
     }
     best.into_values().cloned().collect()
-}
-
-/// EC2 filters for a tag map: `tag:<key>` = value, or `tag-key` = key for `*`.
-pub fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
-    tags.iter()
-        .map(|(k, v)| {
-            if v == "*" {
-                Filter::builder().name("tag-key").values(k).build()
-            } else {
-                Filter::builder().name(format!("tag:{k}")).values(v).build()
-            }
-        })
-        .collect()
-}
-
-fn filter(name: &str, value: &str) -> Filter {
-    Filter::builder().name(name).values(value).build()
 }
 
 fn subnet_filters(term: &SubnetSelectorTerm) -> Vec<Filter> {

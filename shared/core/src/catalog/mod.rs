@@ -12,9 +12,7 @@ pub use embedded::{
     Zone, COLUMNS, DEFAULT_ZONES,
 };
 pub use os::WINDOWS_LICENSE_PER_VCPU_HOUR;
-pub use reservation::{
-    claim_reservation, remaining, Reservation, ReservationKind, BLOCK_EXPIRY_LEAD, RESERVED_PRICE_DIVISOR,
-};
+pub use reservation::{Reservation, ReservationKind, BLOCK_EXPIRY_LEAD, RESERVED_PRICE_DIVISOR};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -143,6 +141,24 @@ impl Catalog {
 
     pub fn zone_id(&self, zone: &str) -> Option<&str> {
         self.zones.iter().find(|z| z.name == zone).map(|z| z.id.as_str())
+    }
+
+    /// What an instance of `instance_type` in `zone` bought as `capacity_type` costs per hour on
+    /// a node of `os`: its offering's price; for a reservation (not in the catalog: a class's),
+    /// the reserved price of the type's on-demand offering there ([`Reservation::price`]).
+    pub fn offering_price(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+        os: crate::model::NodeOs,
+    ) -> Option<f64> {
+        let t = self.get(instance_type)?;
+        let reserved = capacity_type == CapacityType::Reserved;
+        let priced_as = if reserved { CapacityType::OnDemand } else { capacity_type };
+        let offering = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == priced_as)?;
+        let price = t.price(offering, os);
+        Some(if reserved { Reservation::price(price) } else { price })
     }
 }
 

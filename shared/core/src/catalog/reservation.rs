@@ -1,6 +1,6 @@
 //! Capacity reservations an EC2NodeClass selects (On-Demand Capacity Reservations and Capacity
-//! Blocks for ML): what a reserved offering is, when it may be launched into, and how many
-//! instances each still takes once the claims already headed for it are counted.
+//! Blocks for ML): what a reserved offering is and when it may be launched into (how many
+//! instances each still takes is [`crate::reservations`]' business).
 //!
 //! Karpenter's semantics (AWS provider 1.14): a reservation is offered as capacity type
 //! `reserved` for its one instance type and zone, priced at the on-demand price divided by ten
@@ -10,12 +10,10 @@
 //! disrupted then, ten minutes before EC2 starts reclaiming the instances.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use crate::labels;
-use crate::nodeclaim::NodeClaim;
 use crate::time::Time;
 
 /// How long before a Capacity Block's end it counts as expiring (Karpenter's
@@ -133,35 +131,4 @@ impl Reservation {
             (ReservationKind::Default, true) => 2,
         }
     }
-}
-
-/// The reservation a claim is headed for or launched into: its single
-/// `karpenter.k8s.aws/capacity-reservation-id` requirement (what the plan gives a reserved claim).
-pub fn claim_reservation(claim: &NodeClaim) -> Option<&str> {
-    claim.requirements.get(labels::CAPACITY_RESERVATION_ID).and_then(|r| r.single_value())
-}
-
-/// How many more instances each reservation takes at `now`: EC2's count less the live claims
-/// headed for it that EC2 had not counted when it answered (not launched yet, or launched after
-/// `observed_at`). A reservation that is closed ([`Reservation::open_at`]) takes none. Karpenter
-/// keeps the same count in memory between describes; here it is worked out from the claims,
-/// which persist across invocations.
-pub fn remaining<'c>(
-    reservations: &[Reservation],
-    claims: impl IntoIterator<Item = &'c NodeClaim>,
-    now: Time,
-) -> BTreeMap<String, u32> {
-    let mut left: BTreeMap<String, u32> =
-        reservations.iter().map(|r| (r.id.clone(), if r.open_at(now) { r.available } else { 0 })).collect();
-    for c in claims.into_iter().filter(|c| c.is_live()) {
-        let Some(id) = claim_reservation(c) else { continue };
-        let Some(r) = reservations.iter().find(|r| r.id == id) else { continue };
-        let uncounted = c.launch.as_ref().is_none_or(|l| l.launched_at >= r.observed_at);
-        if uncounted {
-            if let Some(n) = left.get_mut(id) {
-                *n = n.saturating_sub(1);
-            }
-        }
-    }
-    left
 }

@@ -5,10 +5,11 @@
 //! with ten minutes to drain before EC2 begins. Its pods go pending and are planned elsewhere (the
 //! expiring block itself takes no new claim).
 
-use crate::catalog::{claim_reservation, Reservation, BLOCK_EXPIRY_LEAD};
+use crate::catalog::{Reservation, BLOCK_EXPIRY_LEAD};
 use crate::cluster::Cluster;
 use crate::decision::{Action, Decision};
 use crate::nodeclaim::{Disruption, Phase, Reason};
+use crate::reservations::claim_reservation;
 
 /// How long before a block's end EC2 begins terminating its instances.
 pub const BLOCK_RECLAIM_LEAD: std::time::Duration = std::time::Duration::from_secs(30 * 60);

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::catalog::{claim_reservation, remaining, CapacityType, Catalog, Offer, OfferingKey, Reservation};
+use crate::catalog::{CapacityType, Catalog, Offer, OfferingKey, Reservation};
 use crate::cluster::{is_leaving, leaving, node_of, Cluster};
 use crate::decision::{Action, Decision};
 use crate::events;
@@ -18,6 +18,7 @@ use crate::labels;
 use crate::model::{limit_share, DaemonSet, Node, NodeKind, NodeOs, NodePool, Taint};
 use crate::nodeclaim::{Hashes, NodeClaim, Phase};
 use crate::requirements::{Operator, Requirement};
+use crate::reservations::{self, claim_reservation};
 use crate::resources::Resources;
 use crate::scheduler::{schedule_cached, CatalogRef, PlannedClaim, SolveCache};
 use crate::snapshot::Snapshot;
@@ -172,33 +173,8 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
         nodeclasses: cluster.nodeclasses.clone(),
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
-        reservations: open_reservations(cluster),
+        reservations: reservations::open(cluster),
     }
-}
-
-/// Per class, the reservations it selects that take another instance now, with what each has
-/// left once the live claims headed for it are counted. A reservation several classes select is
-/// one count: the scheduler draws them down by id.
-pub fn open_reservations(cluster: &Cluster) -> BTreeMap<String, Vec<Reservation>> {
-    let mut all: Vec<Reservation> = cluster.resolved.iter().flat_map(|r| r.reservations.iter().cloned()).collect();
-    all.sort_by(|a, b| a.id.cmp(&b.id));
-    all.dedup_by(|a, b| a.id == b.id);
-    let left = remaining(&all, &cluster.claims, cluster.now);
-    cluster
-        .resolved
-        .iter()
-        .filter_map(|r| {
-            let open: Vec<Reservation> = r
-                .reservations
-                .iter()
-                .filter_map(|res| {
-                    let available = left.get(&res.id).copied().filter(|n| *n > 0)?;
-                    Some(Reservation { available, ..res.clone() })
-                })
-                .collect();
-            (!open.is_empty()).then(|| (r.name.clone(), open))
-        })
-        .collect()
 }
 
 /// The zones the resolved class `name` has subnets in, when known.
@@ -335,24 +311,7 @@ pub fn intent(planned: &PlannedClaim, cluster: &Cluster, now: Time) -> NodeClaim
 /// priced by the cloud adapter, which knows the instance but not its class, so the Windows licence
 /// is added here.
 pub fn launch_price(catalog: &Catalog, launch: &crate::nodeclaim::Launch, os: NodeOs) -> Option<f64> {
-    offering_price(catalog, &launch.instance_type, &launch.zone, launch.capacity_type, os)
-}
-
-/// What an instance of `instance_type` in `zone` bought as `capacity_type` costs per hour on a
-/// node of `os`: the catalog's offering; for a reservation (not in the catalog: a class's), the
-/// reserved price of the type's on-demand offering there ([`Reservation::price`]).
-pub fn offering_price(
-    catalog: &Catalog,
-    instance_type: &str,
-    zone: &str,
-    capacity_type: CapacityType,
-    os: NodeOs,
-) -> Option<f64> {
-    let t = catalog.get(instance_type)?;
-    let priced_as = if capacity_type == CapacityType::Reserved { CapacityType::OnDemand } else { capacity_type };
-    let offering = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == priced_as)?;
-    let price = t.price(offering, os);
-    Some(if capacity_type == CapacityType::Reserved { Reservation::price(price) } else { price })
+    catalog.offering_price(&launch.instance_type, &launch.zone, launch.capacity_type, os)
 }
 
 /// What CreateFleet may choose from for a claim, in the order to try: one group per capacity type
@@ -364,7 +323,7 @@ pub fn offering_price(
 ///
 /// The reserved group is the one reservation the plan gave the claim, if it is among
 /// `reservations` (the class's, each `available` counting what is left for this claim: see
-/// [`reservations_for_launch`]) with an instance left: a full, ended or expiring reservation is
+/// [`reservations::for_launch`]) with an instance left: a full, ended or expiring reservation is
 /// never launched into.
 pub fn offers(
     claim: &NodeClaim,
@@ -389,7 +348,7 @@ pub fn offers(
                 instance_type: r.instance_type.clone(),
                 zone: r.zone.clone(),
                 capacity_type: CapacityType::Reserved,
-                price: offering_price(catalog, &r.instance_type, &r.zone, CapacityType::Reserved, os).unwrap_or(0.0),
+                price: catalog.offering_price(&r.instance_type, &r.zone, CapacityType::Reserved, os).unwrap_or(0.0),
                 reservation: Some(r.clone()),
             };
             (!unavailable.contains(&offer.key())).then_some(offer)
@@ -427,14 +386,6 @@ pub fn offers(
         }
     }
     groups
-}
-
-/// The class's reservations as a launch of `claim` may use them: each `available` is EC2's count
-/// less the other live claims headed for it that EC2 had not counted yet (the claim itself was
-/// counted when it was planned), and none of a reservation that is full, ended or expiring.
-pub fn reservations_for_launch(claim: &NodeClaim, reservations: &[Reservation], cluster: &Cluster) -> Vec<Reservation> {
-    let left = remaining(reservations, cluster.claims.iter().filter(|c| c.name != claim.name), cluster.now);
-    reservations.iter().map(|r| Reservation { available: left.get(&r.id).copied().unwrap_or(0), ..r.clone() }).collect()
 }
 
 /// The taints a claim's node registers with: the pool's, its startup taints, and

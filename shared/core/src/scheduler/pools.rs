@@ -281,8 +281,7 @@ pub(crate) fn pool_types(
             if down.iter().any(|k| k.zone == r.zone && k.capacity_type == CapacityType::Reserved) {
                 continue;
             }
-            let price =
-                crate::provisioning::offering_price(catalog, &t.name, &r.zone, CapacityType::Reserved, kubelet.os);
+            let price = catalog.offering_price(&t.name, &r.zone, CapacityType::Reserved, kubelet.os);
             let (zone, zone_id) = zone(&r.zone);
             let o = PoolOffering {
                 zone,

@@ -195,7 +195,7 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         nodeclasses: cluster.nodeclasses.clone(),
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
-        reservations: crate::provisioning::open_reservations(cluster),
+        reservations: crate::reservations::open(cluster),
     };
     let mut moved = vec![];
     for n in &cluster.nodes {

@@ -82,7 +82,7 @@ impl<'a> Work<'a> {
             nodeclasses: cluster.nodeclasses.clone(),
             unavailable: cluster.unavailable.clone(),
             namespaces: cluster.namespaces.clone(),
-            reservations: crate::provisioning::open_reservations(cluster),
+            reservations: crate::reservations::open(cluster),
         };
         let wide_anti = snap
             .nodes
