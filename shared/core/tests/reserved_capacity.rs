@@ -184,6 +184,30 @@ fn a_pod_may_select_a_reservation_by_id() {
 }
 
 #[test]
+fn a_pod_may_ask_for_a_capacity_block_or_stay_off_reservations() {
+    let reservations = || vec![odcr("cr-0a", 5), block("cr-0b", 5, T0.plus(Duration::from_secs(86_400)))];
+    let mut c = cluster(reservations(), 1);
+    c.pending[0].node_affinity =
+        vec![[Requirement::single(labels::CAPACITY_RESERVATION_TYPE, "capacity-block")].into_iter().collect()];
+    let p = planned(&plan(&c, catalog::embedded()));
+    assert_eq!(reserved_in(&p, "cr-0b"), 1, "{p:#?}");
+    // Only interruptible reservations: there are none, and spot or on-demand has no such label.
+    let mut c = cluster(reservations(), 1);
+    c.pending[0].node_affinity =
+        vec![[Requirement::single(labels::CAPACITY_RESERVATION_INTERRUPTIBLE, "true")].into_iter().collect()];
+    assert!(planned(&plan(&c, catalog::embedded())).is_empty());
+    // Kept off reservations: spot.
+    let mut c = cluster(reservations(), 1);
+    c.pending[0].node_affinity =
+        vec![[Requirement::new(labels::CAPACITY_RESERVATION_ID, Operator::DoesNotExist, &[] as &[&str]).unwrap()]
+            .into_iter()
+            .collect()];
+    let p = planned(&plan(&c, catalog::embedded()));
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].capacity_type, CapacityType::Spot, "{p:#?}");
+}
+
+#[test]
 fn odcrs_come_before_capacity_blocks() {
     let c = cluster(vec![block("cr-0b", 5, T0.plus(Duration::from_secs(86_400))), odcr("cr-0a", 5)], 1);
     let p = planned(&plan(&c, catalog::embedded()));

@@ -113,7 +113,8 @@ impl Reservation {
         on_demand / RESERVED_PRICE_DIVISOR
     }
 
-    /// The labels a node launched into it carries besides `karpenter.sh/capacity-type=reserved`.
+    /// The labels a node launched into it carries besides `karpenter.sh/capacity-type=reserved`,
+    /// in [`labels::RESERVATION_LABELS`]' order.
     pub fn labels(&self) -> [(&'static str, String); 3] {
         [
             (labels::CAPACITY_RESERVATION_ID, self.id.clone()),

@@ -31,7 +31,8 @@ pub(crate) struct OfferingFilter<'r> {
     zone: Option<&'r Requirement>,
     capacity_type: Option<&'r Requirement>,
     zone_id: Option<&'r Requirement>,
-    reservation_id: Option<&'r Requirement>,
+    /// The reservation labels' requirements (id, type, interruptible), in [`labels::RESERVATION_LABELS`]' order.
+    reservation: [Option<&'r Requirement>; 3],
 }
 
 impl<'r> OfferingFilter<'r> {
@@ -40,21 +41,29 @@ impl<'r> OfferingFilter<'r> {
             zone: reqs.get(labels::ZONE),
             capacity_type: reqs.get(labels::CAPACITY_TYPE),
             zone_id: reqs.get(labels::ZONE_ID),
-            reservation_id: reqs.get(labels::CAPACITY_RESERVATION_ID),
+            reservation: labels::RESERVATION_LABELS.map(|k| reqs.get(k)),
         }
     }
 
     /// Whether the requirements allow this offering's zone, capacity type, zone id and
-    /// reservation. An offering outside any reservation has no reservation id, which a
-    /// requirement listing ids (`In`) rules out, as Karpenter's `DoesNotExist` on such offerings.
+    /// reservation (its id, type and interruptibility). An offering outside any reservation has
+    /// none of the reservation labels, which a requirement listing values (`In`) rules out, as
+    /// Karpenter's `DoesNotExist` on such offerings.
     pub fn allows(&self, o: &PoolOffering) -> bool {
         self.zone.is_none_or(|r| r.has(&o.zone))
             && self.capacity_type.is_none_or(|r| r.has(o.capacity_type.as_str()))
             && self.zone_id.is_none_or(|r| r.has(&o.zone_id))
-            && self.reservation_id.is_none_or(|r| match &o.reservation {
-                Some(res) => r.has(&res.id),
-                None => r.complement || r.values.is_empty(),
+            && (self.reservation.iter().all(Option::is_none) || self.allows_reservation(o.reservation.as_deref()))
+    }
+
+    fn allows_reservation(&self, reservation: Option<&Reservation>) -> bool {
+        let values = reservation.map(|r| r.labels());
+        self.reservation.iter().enumerate().all(|(i, req)| {
+            req.is_none_or(|req| match &values {
+                Some(v) => req.has(&v[i].1),
+                None => req.complement || req.values.is_empty(),
             })
+        })
     }
 }
 
