@@ -541,6 +541,7 @@ export class DovetailStack extends Stack {
             ec2('image', false),
             ec2('snapshot', false),
             ...LAUNCH_INGREDIENTS.map((type) => ec2(type)),
+            CAPACITY_RESERVATIONS,
           ],
         }),
         new iam.PolicyStatement({
@@ -673,6 +674,12 @@ export class DovetailStack extends Stack {
     }
     ack(
       role,
+      'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:*:capacity-reservation/*]',
+      'The capacity reservation a reserved launch targets, chosen at run time by the EC2NodeClass ' +
+        'capacityReservationSelectorTerms, in any account (reservations may be shared); it launches nothing alone.',
+    );
+    ack(
+      role,
       `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::<AWS::AccountId>:instance-profile/dovetail/<AWS::Region>/${cluster}/*]`,
       'One instance profile per EC2NodeClass with a role, named at run time: creation needs the cluster, region and ' +
         `class tags in the request, changing or deleting one needs aws:ResourceTag/${CLUSTER_TAG}.`,
@@ -705,6 +712,7 @@ export class DovetailStack extends Stack {
 /** Describe calls shared/aws makes (catalog, offerings, prices, resolution, lookups). */
 const EC2_DESCRIBE = [
   'ec2:DescribeAvailabilityZones',
+  'ec2:DescribeCapacityReservations',
   'ec2:DescribeImages',
   'ec2:DescribeInstanceTypeOfferings',
   'ec2:DescribeInstanceTypes',
@@ -717,6 +725,9 @@ const EC2_DESCRIBE = [
 
 /** What a launch uses or creates without tags of its own (account-scoped ARNs). */
 const LAUNCH_INGREDIENTS = ['subnet', 'security-group', 'network-interface', 'fleet', 'spot-instances-request'] as const;
+
+/** The capacity reservations a reserved launch may target: any account's, as they may be shared. */
+const CAPACITY_RESERVATIONS = `arn:${Aws.PARTITION}:ec2:${Aws.REGION}:*:capacity-reservation/*`;
 
 const INGREDIENT_REASONS: Record<(typeof LAUNCH_INGREDIENTS)[number], string> = {
   subnet: 'Subnets are chosen at run time by the EC2NodeClass subnetSelectorTerms.',

@@ -62,6 +62,10 @@ pub struct ResolvedClass {
     /// refused), for the class's `InstanceProfileReady` condition and Event.
     #[serde(default)]
     pub instance_profile_problem: Option<String>,
+    /// The active capacity reservations `capacityReservationSelectorTerms` select (none without
+    /// terms): offered as capacity type `reserved` ([`crate::catalog::Reservation`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<crate::catalog::Reservation>,
 }
 
 /// The parts of an EC2NodeClass that must resolve to something before it can launch, as the

@@ -28,6 +28,8 @@ pub mod nodeclaim;
 // What decisions are made from: the live cluster, and the scheduler's snapshot.
 pub mod cluster;
 pub mod snapshot;
+// How many instances each capacity reservation still takes, claims headed for it counted.
+pub mod reservations;
 // The instance profile a class's nodes launch with, made and cleaned up for its `role`.
 pub mod instance_profile;
 // Packing pods onto nodes (and the workloads that benchmark it).

@@ -80,6 +80,7 @@ pub(crate) fn plan_replacement(
         namespaces: cluster.namespaces.clone(),
         min_values_policy: cluster.min_values_policy,
         cost_limit,
+        reservations: crate::reservations::open(cluster),
     };
     // Both solves below are over the same pools: the second reuses what the first prepared.
     let cache = SolveCache::new();

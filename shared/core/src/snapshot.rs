@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::catalog::OfferingKey;
+use crate::catalog::{OfferingKey, Reservation};
 use crate::model::{DaemonSet, Node, NodeClass, NodePool, Pod};
 use crate::requirements::MinValuesPolicy;
 
@@ -26,6 +26,11 @@ pub struct Snapshot {
     /// The cluster-wide limit on what every pool's capacity costs, when one is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost_limit: Option<CostLimit>,
+    /// Per EC2NodeClass, the capacity reservations it selects that still take instances, each
+    /// `available` being what is left once in-flight claims are counted
+    /// ([`crate::reservations::remaining`]): the scheduler plans no more claims into one than that.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub reservations: BTreeMap<String, Vec<Reservation>>,
 }
 
 /// A limit on what capacity costs across every NodePool, and what it costs now, both in

@@ -105,6 +105,7 @@ fn cluster(n: usize) -> Cluster {
         zones: vec![],
         instance_profile: Some("profile".into()),
         instance_profile_problem: None,
+        reservations: vec![],
     });
     for i in 0..n {
         let name = format!("default-{i}");

@@ -18,7 +18,7 @@ use dovetail_core::nodeclaim::{launched_labels, NodeClaim, Phase, Reason};
 use dovetail_core::provisioning::{self, claim_name, intent, offers, plan, plan_cached, pool_usage};
 use dovetail_core::requirements::{Operator, Requirement};
 use dovetail_core::resources::Resources;
-use dovetail_core::scheduler::{PlannedClaim, SolveCache};
+use dovetail_core::scheduler::SolveCache;
 use lifecycle_support::*;
 
 fn pending(name: &str, cpu: i64, mem_mib: i64) -> Pod {
@@ -49,15 +49,6 @@ fn ready(class: &str) -> ResolvedClass {
         instance_profile: Some("profile".into()),
         ..Default::default()
     }
-}
-
-fn planned(ds: &[Decision]) -> Vec<PlannedClaim> {
-    ds.iter()
-        .filter_map(|d| match &d.action {
-            Some(Action::Launch(p)) => Some((**p).clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 fn events(ds: &[Decision], reason: &str) -> Vec<String> {
@@ -464,7 +455,7 @@ fn an_intent_carries_what_launch_and_drift_need() {
 fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = vec!["m7i.large".into(), "m6i.large".into(), "c7i.xlarge".into()];
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux, &[]);
     assert_eq!(groups.len(), 2);
     assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::Spot));
     assert!(groups[1].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
@@ -479,7 +470,7 @@ fn offers_come_spot_first_cheapest_first_without_unavailable_ones() {
         zone: "us-east-1b".into(),
         capacity_type: CapacityType::OnDemand,
     };
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]), &[], NodeOs::Linux);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::from([gone.clone()]), &[], NodeOs::Linux, &[]);
     assert_eq!(groups.len(), 1);
     assert!(groups[0].iter().all(|o| o.zone == "us-east-1b" && o.capacity_type == CapacityType::OnDemand));
     assert!(!groups[0].iter().any(|o| o.key() == gone));
@@ -491,14 +482,14 @@ fn offers_stay_in_the_zones_the_class_has_subnets_in() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = vec!["m7i.large".into(), "m6i.large".into()];
     let class_zones = ["us-east-1a".to_string(), "us-east-1c".to_string()];
-    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &class_zones, NodeOs::Linux);
+    let groups = offers(&claim, catalog::embedded(), &BTreeSet::new(), &class_zones, NodeOs::Linux, &[]);
     assert_eq!(groups.len(), 2);
     for g in &groups {
         assert!(!g.is_empty() && g.iter().all(|o| class_zones.contains(&o.zone)), "{g:?}");
     }
     // Every spot offering in those zones ruled out: on-demand is next, not spot elsewhere.
     let spot_gone: BTreeSet<OfferingKey> = groups[0].iter().map(|o| o.key()).collect();
-    let groups = offers(&claim, catalog::embedded(), &spot_gone, &class_zones, NodeOs::Linux);
+    let groups = offers(&claim, catalog::embedded(), &spot_gone, &class_zones, NodeOs::Linux, &[]);
     assert_eq!(groups.len(), 1);
     assert!(groups[0].iter().all(|o| o.capacity_type == CapacityType::OnDemand));
 }
@@ -529,8 +520,8 @@ fn windows_offers_and_launch_labels_are_the_classes_os() {
     let mut claim = NodeClaim::launching("x", "win", "win", T0);
     claim.instance_types = vec!["m5.large".into(), "c5.xlarge".into()];
     claim.requirements.add(Requirement::single(labels::CAPACITY_TYPE, "on-demand"));
-    let linux = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Linux);
-    let windows = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Windows2022);
+    let linux = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Linux, &[]);
+    let windows = offers(&claim, catalog, &BTreeSet::new(), &[], NodeOs::Windows2022, &[]);
     let price = |groups: &[Vec<dovetail_core::catalog::Offer>], t: &str| {
         groups[0].iter().find(|o| o.instance_type == t).map(|o| o.price).unwrap()
     };
@@ -578,7 +569,7 @@ fn windows_offers_and_launch_labels_are_the_classes_os() {
 fn offers_are_capped_at_sixty() {
     let mut claim = NodeClaim::launching("x", "default", "default", T0);
     claim.instance_types = catalog::embedded().types.iter().map(|t| t.name.clone()).take(200).collect();
-    for g in offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux) {
+    for g in offers(&claim, catalog::embedded(), &BTreeSet::new(), &[], NodeOs::Linux, &[]) {
         assert_eq!(g.len(), provisioning::MAX_OFFERS);
     }
 }

@@ -820,6 +820,7 @@ fn build(spec: &ClusterSpec, catalog: &Catalog) -> Snapshot {
         namespaces,
         min_values_policy: Default::default(),
         cost_limit,
+        reservations: Default::default(),
     }
 }
 

@@ -15,8 +15,10 @@
 
 use std::collections::BTreeMap;
 
-use dovetail_api::crd::{Ami, EC2NodeClassStatus, NodePoolStatus, SecurityGroup, Subnet};
-use dovetail_core::catalog::ImageVariant;
+use dovetail_api::crd::{
+    Ami, CapacityReservation, EC2NodeClassStatus, InstanceMatchCriteria, NodePoolStatus, SecurityGroup, Subnet,
+};
+use dovetail_core::catalog::{ImageVariant, Reservation};
 use dovetail_core::cluster::{AMIS_READY, INSTANCE_PROFILE_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
 use dovetail_core::labels;
 use dovetail_core::model::{cost_quantity, LIMIT_COST};
@@ -147,7 +149,10 @@ pub(crate) fn desired_class(s: &ClassStatus, observed: &ObservedClass, now: &Tim
     EC2NodeClassStatus {
         subnets,
         security_groups,
-        capacity_reservations: observed.status.capacity_reservations.clone(),
+        capacity_reservations: match &s.resolved {
+            Ok(r) => r.reservations.iter().map(|res| reservation(res, now)).collect(),
+            Err(_) => vec![],
+        },
         amis,
         instance_profile: s.resolved.as_ref().ok().and_then(|r| r.instance_profile.clone()),
         conditions: merge(ours, &observed.status.conditions, observed.generation, now),
@@ -187,6 +192,21 @@ fn image(key: &str, id: &str, per_variant: bool) -> Ami {
 /// Karpenter's label for a type's accelerator count (Inferentia, Trainium), which its status
 /// names for the Neuron images.
 const ACCELERATOR_COUNT: &str = "karpenter.k8s.aws/instance-accelerator-count";
+
+/// A reservation as Karpenter's status lists it, its state (`active`, `expiring`) as of `now`.
+fn reservation(r: &Reservation, now: &Time) -> CapacityReservation {
+    let end = r.end.and_then(|t| k8s_openapi::jiff::Timestamp::from_millisecond(t.0).ok()).map(Time);
+    CapacityReservation {
+        availability_zone: r.zone.clone(),
+        end_time: end,
+        id: r.id.clone(),
+        instance_match_criteria: InstanceMatchCriteria::from(r.instance_match_criteria.as_str()),
+        instance_type: r.instance_type.clone(),
+        owner_id: r.owner_id.clone(),
+        reservation_type: r.kind.as_str().to_string(),
+        state: r.state(dovetail_api::convert::time(now)).to_string(),
+    }
+}
 
 /// `SubnetsReady` → `SubnetsNotFound`, as Karpenter's reasons read.
 fn not_found(type_: &str) -> String {
@@ -408,6 +428,7 @@ mod tests {
             zones: vec!["us-east-1a".into(), "us-east-1b".into()],
             instance_profile: Some("demo_0123456789abcdef".into()),
             instance_profile_problem: None,
+            reservations: vec![],
         }
     }
 
@@ -481,6 +502,53 @@ mod tests {
             [req("kubernetes.io/arch", "In", &["amd64"]), req(ACCELERATOR_COUNT, "Exists", &[])]
         );
         assert_eq!(of("ami-pinned"), [req(labels::INSTANCE_TYPE, "In", &["p5.48xlarge"])]);
+    }
+
+    #[test]
+    fn a_class_lists_its_reservations_as_karpenter_does() {
+        use dovetail_core::catalog::{Reservation, ReservationKind};
+        let now = t("2025-06-01T12:00:00Z");
+        let at = |s: &str| dovetail_api::convert::time(&t(s));
+        let odcr = Reservation {
+            id: "cr-0a".into(),
+            instance_type: "p5.48xlarge".into(),
+            zone: "us-east-1a".into(),
+            owner_id: "123456789012".into(),
+            instance_match_criteria: "targeted".into(),
+            kind: ReservationKind::Default,
+            interruptible: false,
+            available: 2,
+            observed_at: at("2025-06-01T11:59:00Z"),
+            end: None,
+        };
+        // A block ending in 30 minutes is within its last 40: expiring.
+        let block = Reservation {
+            id: "cr-0b".into(),
+            kind: ReservationKind::CapacityBlock,
+            end: Some(at("2025-06-01T12:30:00Z")),
+            ..odcr.clone()
+        };
+        let r = ResolvedClass { reservations: vec![odcr, block], ..resolved() };
+        let s = desired_class(
+            &ClassStatus { name: "default".into(), resolved: Ok(r), deletion_blocked: None },
+            &ObservedClass::default(),
+            &now,
+        );
+        let listed: Vec<(&str, &str, &str, Option<&Time>)> = s
+            .capacity_reservations
+            .iter()
+            .map(|c| (c.id.as_str(), c.reservation_type.as_str(), c.state.as_str(), c.end_time.as_ref()))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                ("cr-0a", "default", "active", None),
+                ("cr-0b", "capacity-block", "expiring", Some(&t("2025-06-01T12:30:00Z")))
+            ]
+        );
+        let cr = &s.capacity_reservations[0];
+        assert_eq!((cr.instance_type.as_str(), cr.availability_zone.as_str()), ("p5.48xlarge", "us-east-1a"));
+        assert_eq!((cr.owner_id.as_str(), cr.instance_match_criteria.as_str()), ("123456789012", "targeted"));
     }
 
     #[test]

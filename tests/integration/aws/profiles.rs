@@ -141,6 +141,7 @@ fn request(class: &NodeClass, resolved: &dovetail_core::cluster::ResolvedClass, 
             zone: "us-east-1a".into(),
             capacity_type: CapacityType::OnDemand,
             price: 0.077,
+            reservation: None,
         }],
     }
 }

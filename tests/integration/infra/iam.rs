@@ -35,7 +35,7 @@ const LAUNCH_ACTIONS: [&str; 2] = ["RunInstances", "CreateFleet"];
 /// unconditioned grant. A launch is authorized on every resource it touches; a request-tag
 /// condition on these would refuse it (nothing tags them in the request), a resource-tag one
 /// would refuse what someone else made.
-pub const UNTAGGED_LAUNCH_RESOURCES: [(&str, &str); 7] = [
+pub const UNTAGGED_LAUNCH_RESOURCES: [(&str, &str); 8] = [
     ("image", "the AMI the EC2NodeClass chooses (an alias resolved through SSM, an id or tags): AWS's or the user's, never Dovetail's"),
     ("snapshot", "the AMI's snapshots, read by the launch; they follow the image"),
     ("subnet", "chosen by the EC2NodeClass subnetSelectorTerms; the user's or the cluster's, never Dovetail's"),
@@ -43,6 +43,7 @@ pub const UNTAGGED_LAUNCH_RESOURCES: [(&str, &str); 7] = [
     ("network-interface", "the instance's primary interface, made by the launch itself; Dovetail's CreateFleet tags instances and volumes only"),
     ("fleet", "the instant fleet request itself, which Dovetail does not tag"),
     ("spot-instances-request", "a spot launch's request, made by the fleet without tags"),
+    ("capacity-reservation", "the reservation a reserved launch targets, chosen by the EC2NodeClass capacityReservationSelectorTerms: the user's (or shared with them), never Dovetail's"),
 ];
 
 /// The AWS managed policies allowed in the stack, only on the node role: what every EKS node has.

@@ -392,6 +392,7 @@ async fn nodepool_status_shows_nodes_resources_and_validation() -> Result<()> {
         zones: vec!["us-east-1a".into()],
         instance_profile: Some("test_0123456789abcdef".into()),
         instance_profile_problem: None,
+        reservations: vec![],
     };
     adapter.class_status(&ClassStatus { name: class.clone(), resolved: Ok(resolved), deletion_blocked: None }).await?;
     let classes =

@@ -37,6 +37,7 @@ pub const KARPENTER_AWS_INSTANCE_LABELS: &[&str] = &[
     "karpenter.k8s.aws/ec2nodeclass",
     "karpenter.k8s.aws/capacity-reservation-id",
     "karpenter.k8s.aws/capacity-reservation-type",
+    "karpenter.k8s.aws/capacity-reservation-interruptible",
     "karpenter.k8s.aws/instance-encryption-in-transit-supported",
     "karpenter.k8s.aws/instance-category",
     "karpenter.k8s.aws/instance-hypervisor",
@@ -265,6 +266,10 @@ mod tests {
             CAPACITY_TYPE,
             "karpenter.k8s.aws/instance-family",
             "karpenter.k8s.aws/instance-generation",
+            // A pool or pod may pick reserved capacity by reservation, its type or interruptibility.
+            "karpenter.k8s.aws/capacity-reservation-id",
+            "karpenter.k8s.aws/capacity-reservation-type",
+            "karpenter.k8s.aws/capacity-reservation-interruptible",
             TOPOLOGY_ZONE,
             INSTANCE_TYPE,
             ARCH,

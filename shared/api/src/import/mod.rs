@@ -15,11 +15,9 @@
 //! - `nodepool`: `nodeClassRef.group` `karpenter.k8s.aws` becomes `dovetail.dev`, and the template
 //!   annotation `karpenter.sh/do-not-disrupt` takes Dovetail's spelling (both are honoured);
 //!   values and settings Dovetail reads but does not act on the same way are kept and warned
-//!   about (capacity type `reserved`, Karpenter's own taints and annotations). A static pool
-//!   (`replicas`) is refused.
+//!   about (Karpenter's own taints and annotations). A static pool (`replicas`) is refused.
 //! - `nodeclass`: settings Dovetail's launches treat differently from Karpenter's (AL2, which AWS
-//!   deprecated, Karpenter's taint in Custom user data, capacity reservations) are kept and warned
-//!   about.
+//!   deprecated, Karpenter's taint in Custom user data) are kept and warned about.
 //!
 //! Requirement keys and node labels need no mapping: Dovetail's nodes carry Karpenter's
 //! well-known labels (`karpenter.sh/capacity-type`, `karpenter.k8s.aws/instance-family`, ...), so

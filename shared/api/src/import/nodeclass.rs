@@ -22,7 +22,6 @@ pub(super) fn convert(input: &Value, notes: &mut Notes<'_>) -> Result<EC2NodeCla
         })?;
     class.to_core()?;
     check_image(&class, notes);
-    check_launch(&class.spec, notes);
     Ok(class)
 }
 
@@ -59,15 +58,5 @@ fn check_image(class: &EC2NodeClass, notes: &mut Notes<'_>) {
         // AL2023, Bottlerocket and Windows launch as Karpenter's do; an unknown family fails
         // validation before this.
         _ => {}
-    }
-}
-
-/// Launch settings Dovetail keeps but applies differently.
-fn check_launch(spec: &EC2NodeClassSpec, notes: &mut Notes<'_>) {
-    if !spec.capacity_reservation_selector_terms.is_empty() {
-        notes.warn(
-            "spec.capacityReservationSelectorTerms",
-            "kept, but Dovetail launches spot and on-demand capacity only, never into capacity reservations",
-        );
     }
 }

@@ -9,11 +9,11 @@
 
 use serde_json::Value;
 
-use dovetail_core::labels::{CAPACITY_TYPE, DO_NOT_DISRUPT, TAINT_DISRUPTED, TAINT_UNREGISTERED};
+use dovetail_core::labels::{DO_NOT_DISRUPT, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 
 use super::object::{self, is_karpenter_key};
 use super::Notes;
-use crate::crd::{FieldError, NodePool, NodePoolSpec, Operator, EC2_NODE_CLASS_KIND, GROUP, KARPENTER_AWS_GROUP};
+use crate::crd::{FieldError, NodePool, NodePoolSpec, EC2_NODE_CLASS_KIND, GROUP, KARPENTER_AWS_GROUP};
 
 const KIND: &str = "NodePool";
 
@@ -93,27 +93,9 @@ fn rewrite(spec: &mut Value, notes: &mut Notes<'_>) {
     }
 }
 
-/// Requirement values Dovetail reads but never offers.
-const NEVER_OFFERED: &[(&str, &str, &str)] = &[(
-    CAPACITY_TYPE,
-    "reserved",
-    "Dovetail launches spot and on-demand capacity only, never into capacity reservations: this value \
-     matches nothing",
-)];
-
 /// Warnings about what the typed pool keeps but Dovetail treats differently from Karpenter.
 fn check(pool: &NodePool, notes: &mut Notes<'_>) {
     let template = &pool.spec.template.spec;
-    for (i, req) in template.requirements.iter().enumerate() {
-        if req.operator != Operator::In {
-            continue;
-        }
-        for &(key, value, why) in NEVER_OFFERED {
-            if req.key == key && req.values.iter().any(|v| v == value) {
-                notes.warn(format!("spec.template.spec.requirements[{i}]"), format!("kept {key} {value}: {why}"));
-            }
-        }
-    }
     for (list, taints) in [("taints", &template.taints), ("startupTaints", &template.startup_taints)] {
         for (i, taint) in taints.iter().enumerate() {
             if let Some((_, ours)) = KARPENTER_TAINTS.iter().find(|(theirs, _)| *theirs == taint.key) {

@@ -61,6 +61,9 @@ impl Inputs {
             namespaces: self.namespaces.clone(),
             min_values_policy: Default::default(),
             cost_limit: None,
+            // A class's status lists its reservations but not how many instances each has
+            // left, so a plan from manifests uses none.
+            reservations: Default::default(),
         })
     }
 }

@@ -4,16 +4,39 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use aws_sdk_ec2::types::DefaultTargetCapacityType;
 use dovetail_core::catalog::Offer;
-use dovetail_core::catalog::{CapacityType, OfferingKey};
+use dovetail_core::catalog::{CapacityType, OfferingKey, Reservation, ReservationKind};
 use dovetail_core::hash::json_hash;
 
 use crate::error::{classify, ErrorKind};
 
 /// CreateFleet error codes that mean "no capacity here now": the offerings they name are
-/// unavailable for a while and the claim tries what remains.
-pub const CAPACITY_ERRORS: [&str; 4] =
-    ["InsufficientInstanceCapacity", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded", "UnfulfillableCapacity"];
+/// unavailable for a while and the claim tries what remains. `ReservationCapacityExceeded`: the
+/// reservation is full (launches by others than Dovetail, or a count not yet current).
+pub const CAPACITY_ERRORS: [&str; 5] = [
+    "InsufficientInstanceCapacity",
+    "MaxSpotInstanceCountExceeded",
+    "VcpuLimitExceeded",
+    "UnfulfillableCapacity",
+    "ReservationCapacityExceeded",
+];
+
+/// How CreateFleet is asked to buy `capacity` (Karpenter's choice for reserved capacity): the
+/// default target capacity type, and for a reservation its kind decides — a Capacity Block is
+/// `capacity-block`, an interruptible ODCR `reserved-capacity`, an ODCR `on-demand` (the launch
+/// template's reservation target puts it in the reservation).
+pub fn target_capacity(capacity: CapacityType, reservation: Option<&Reservation>) -> DefaultTargetCapacityType {
+    match (capacity, reservation) {
+        (CapacityType::Spot, _) => DefaultTargetCapacityType::Spot,
+        (CapacityType::OnDemand, _) | (CapacityType::Reserved, None) => DefaultTargetCapacityType::OnDemand,
+        (CapacityType::Reserved, Some(r)) => match (r.kind, r.interruptible) {
+            (ReservationKind::CapacityBlock, _) => DefaultTargetCapacityType::CapacityBlock,
+            (ReservationKind::Default, true) => DefaultTargetCapacityType::ReservedCapacity,
+            (ReservationKind::Default, false) => DefaultTargetCapacityType::OnDemand,
+        },
+    }
+}
 
 /// EC2's limit on overrides per request.
 pub const MAX_OVERRIDES: usize = 60;
@@ -157,7 +180,13 @@ mod tests {
     use super::*;
 
     fn offer(t: &str, zone: &str, price: f64) -> Offer {
-        Offer { instance_type: t.into(), zone: zone.into(), capacity_type: CapacityType::Spot, price }
+        Offer {
+            instance_type: t.into(),
+            zone: zone.into(),
+            capacity_type: CapacityType::Spot,
+            price,
+            reservation: None,
+        }
     }
 
     fn subnets() -> BTreeMap<String, String> {
@@ -293,5 +322,43 @@ mod tests {
         let v = judge(&[error("RequestLimitExceeded", None, None, None)], CapacityType::OnDemand, &o);
         assert!(matches!(v, Verdict::Failed { kind: ErrorKind::Retryable, .. }), "{v:?}");
         assert!(matches!(judge(&[], CapacityType::OnDemand, &o), Verdict::Failed { kind: ErrorKind::Retryable, .. }));
+    }
+
+    #[test]
+    fn reserved_capacity_is_bought_as_its_reservation_kind_requires() {
+        let r = |kind, interruptible| Reservation {
+            id: "cr-0a".into(),
+            instance_type: "p5.48xlarge".into(),
+            zone: "us-east-1a".into(),
+            owner_id: String::new(),
+            instance_match_criteria: "targeted".into(),
+            kind,
+            interruptible,
+            available: 1,
+            observed_at: dovetail_core::time::Time(0),
+            end: None,
+        };
+        let block = r(ReservationKind::CapacityBlock, false);
+        let odcr = r(ReservationKind::Default, false);
+        let interruptible = r(ReservationKind::Default, true);
+        assert_eq!(target_capacity(CapacityType::Reserved, Some(&block)), DefaultTargetCapacityType::CapacityBlock);
+        assert_eq!(target_capacity(CapacityType::Reserved, Some(&odcr)), DefaultTargetCapacityType::OnDemand);
+        assert_eq!(
+            target_capacity(CapacityType::Reserved, Some(&interruptible)),
+            DefaultTargetCapacityType::ReservedCapacity
+        );
+        assert_eq!(target_capacity(CapacityType::Spot, None), DefaultTargetCapacityType::Spot);
+        assert_eq!(target_capacity(CapacityType::OnDemand, None), DefaultTargetCapacityType::OnDemand);
+        // A full reservation is a capacity error for the reserved offering, which the claim
+        // does not try again.
+        let o = overrides(&[offer("p5.48xlarge", "us-east-1a", 0.0)], &subnets(), |_| Some("lt".into()));
+        let e = error("ReservationCapacityExceeded", Some("p5.48xlarge"), Some("us-east-1a"), None);
+        match judge(&[e], CapacityType::Reserved, &o) {
+            Verdict::NoCapacity { offerings, .. } => {
+                assert_eq!(offerings.len(), 1);
+                assert_eq!(offerings[0].capacity_type, CapacityType::Reserved);
+            }
+            v => panic!("{v:?}"),
+        }
     }
 }

@@ -4,13 +4,16 @@
 //! overrides, not template content.
 
 use aws_sdk_ec2::types::{
-    LaunchTemplateBlockDeviceMappingRequest, LaunchTemplateEbsBlockDeviceRequest, LaunchTemplateHttpTokensState,
-    LaunchTemplateIamInstanceProfileSpecificationRequest, LaunchTemplateInstanceMetadataEndpointState,
+    CapacityReservationPreference, CapacityReservationTarget, LaunchTemplateBlockDeviceMappingRequest,
+    LaunchTemplateCapacityReservationSpecificationRequest, LaunchTemplateEbsBlockDeviceRequest,
+    LaunchTemplateHttpTokensState, LaunchTemplateIamInstanceProfileSpecificationRequest,
+    LaunchTemplateInstanceMarketOptionsRequest, LaunchTemplateInstanceMetadataEndpointState,
     LaunchTemplateInstanceMetadataOptionsRequest, LaunchTemplateInstanceMetadataProtocolIpv6,
-    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest,
+    LaunchTemplateInstanceNetworkInterfaceSpecificationRequest, LaunchTemplatesMonitoringRequest, MarketType,
     RequestLaunchTemplateData, ResourceType, Tag, TagSpecification, VolumeType,
 };
 use dovetail_api::crd::{AmiFamily, EC2NodeClassSpec};
+use dovetail_core::catalog::{Reservation, ReservationKind};
 use dovetail_core::hash::json_hash;
 use dovetail_core::resources::parse_units;
 use serde::Serialize;
@@ -53,6 +56,36 @@ pub struct TemplateContent {
     pub detailed_monitoring: bool,
     /// Set: the groups go on an explicit primary interface with this public-IP setting.
     pub associate_public_ip: Option<bool>,
+    /// Set for a launch into a capacity reservation: a template per reservation (left out of the
+    /// hash when unset, so the names of other templates do not change).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<TemplateReservation>,
+}
+
+/// The reservation a template launches into (Karpenter's launch template for reserved capacity):
+/// that reservation only, and for a Capacity Block or an interruptible reservation the market
+/// type EC2 requires for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TemplateReservation {
+    pub id: String,
+    pub kind: ReservationKind,
+    pub interruptible: bool,
+}
+
+impl TemplateReservation {
+    pub fn of(r: &Reservation) -> Self {
+        TemplateReservation { id: r.id.clone(), kind: r.kind, interruptible: r.interruptible }
+    }
+
+    /// `InstanceMarketOptions.MarketType`: `capacity-block` for a block, `interruptible-capacity-
+    /// reservation` for an interruptible ODCR, none (on-demand) otherwise.
+    pub fn market_type(&self) -> Option<MarketType> {
+        match (self.kind, self.interruptible) {
+            (ReservationKind::CapacityBlock, _) => Some(MarketType::CapacityBlock),
+            (ReservationKind::Default, true) => Some(MarketType::InterruptibleCapacityReservation),
+            (ReservationKind::Default, false) => None,
+        }
+    }
 }
 
 impl TemplateContent {
@@ -164,10 +197,11 @@ pub fn content(
         },
         detailed_monitoring: spec.detailed_monitoring.unwrap_or(false),
         associate_public_ip: spec.associate_public_ip_address,
+        reservation: None,
     }
 }
 
-fn request_data(c: &TemplateContent) -> RequestLaunchTemplateData {
+pub fn request_data(c: &TemplateContent) -> RequestLaunchTemplateData {
     let mut data = RequestLaunchTemplateData::builder()
         .image_id(&c.image_id)
         .user_data(&c.user_data)
@@ -201,6 +235,21 @@ fn request_data(c: &TemplateContent) -> RequestLaunchTemplateData {
         data = data.block_device_mappings(
             LaunchTemplateBlockDeviceMappingRequest::builder().device_name(&v.device_name).ebs(ebs).build(),
         );
+    }
+    if let Some(r) = &c.reservation {
+        data = data.capacity_reservation_specification(
+            LaunchTemplateCapacityReservationSpecificationRequest::builder()
+                .capacity_reservation_preference(CapacityReservationPreference::CapacityReservationsOnly)
+                .capacity_reservation_target(
+                    CapacityReservationTarget::builder().capacity_reservation_id(&r.id).build(),
+                )
+                .build(),
+        );
+        if let Some(market) = r.market_type() {
+            data = data.instance_market_options(
+                LaunchTemplateInstanceMarketOptionsRequest::builder().market_type(market).build(),
+            );
+        }
     }
     match c.associate_public_ip {
         Some(public) => {
@@ -369,6 +418,34 @@ mod tests {
             disks,
             [("/dev/xvda", Some(4), Some("gp3"), Some(true)), ("/dev/xvdb", Some(20), Some("gp3"), Some(true))]
         );
+    }
+
+    #[test]
+    fn a_reserved_template_targets_its_reservation_only() {
+        let s = spec(serde_json::json!({}));
+        let plain = content(&s, "ami-1", "x", &["sg-1".into()], Some("p"));
+        let data = request_data(&plain);
+        assert!(data.capacity_reservation_specification().is_none() && data.instance_market_options().is_none());
+        let reservation = |kind, interruptible| TemplateReservation { id: "cr-0a".into(), kind, interruptible };
+        for (r, market) in [
+            (reservation(ReservationKind::Default, false), None),
+            (reservation(ReservationKind::CapacityBlock, false), Some(MarketType::CapacityBlock)),
+            (reservation(ReservationKind::Default, true), Some(MarketType::InterruptibleCapacityReservation)),
+        ] {
+            let reserved = TemplateContent { reservation: Some(r), ..plain.clone() };
+            assert_ne!(reserved.name("prod"), plain.name("prod"), "a reservation is a template of its own");
+            let data = request_data(&reserved);
+            let spec = data.capacity_reservation_specification().expect("a capacity reservation specification");
+            assert_eq!(
+                spec.capacity_reservation_preference(),
+                Some(&CapacityReservationPreference::CapacityReservationsOnly)
+            );
+            assert_eq!(spec.capacity_reservation_target().and_then(|t| t.capacity_reservation_id()), Some("cr-0a"));
+            assert_eq!(data.instance_market_options().and_then(|m| m.market_type()), market.as_ref());
+        }
+        // Without a reservation the content hashes as before the field existed.
+        let v = serde_json::to_value(&plain).unwrap();
+        assert!(v.get("reservation").is_none());
     }
 
     #[test]

@@ -15,9 +15,11 @@
 //!   unknown instance being already gone.
 
 pub mod catalog;
+pub mod filters;
 pub mod fleet;
 pub mod launch_template;
 pub mod pricing;
+pub mod reservations;
 pub mod resolve;
 pub mod userdata;
 
@@ -26,17 +28,20 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use aws_sdk_ec2::types::{
-    DefaultTargetCapacityType, Filter, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
-    FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetType, InstanceLifecycle,
-    InstanceLifecycleType, InstanceType as SdkInstanceType, OnDemandOptionsRequest, ResourceType,
-    SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification, TargetCapacitySpecificationRequest,
+    Filter, FleetLaunchTemplateConfigRequest, FleetLaunchTemplateOverridesRequest,
+    FleetLaunchTemplateSpecificationRequest, FleetOnDemandAllocationStrategy, FleetReservationType, FleetType,
+    InstanceLifecycle, InstanceLifecycleType, InstanceType as SdkInstanceType, OnDemandOptionsRequest,
+    ReservedCapacityOptionsRequest, ResourceType, SpotAllocationStrategy, SpotOptionsRequest, Tag, TagSpecification,
+    TargetCapacitySpecificationRequest,
 };
 use dovetail_api::crd::{AmiFamily, InstanceStorePolicy};
-use dovetail_core::catalog::{embedded, CapacityType, Catalog, ImageVariant, InstanceResources};
+use dovetail_core::catalog::{
+    embedded, CapacityType, Catalog, ImageVariant, InstanceResources, Reservation, ReservationKind,
+};
 use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::disruption::drift::resolved_image;
 use dovetail_core::labels;
-use dovetail_core::model::NodeClass;
+use dovetail_core::model::{NodeClass, NodeOs};
 use dovetail_core::nodeclaim::Launch;
 use dovetail_core::overhead;
 use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortError, PortResult};
@@ -253,6 +258,7 @@ impl Ec2Cloud {
         &self,
         request: &LaunchRequest,
         catalog: &Catalog,
+        reservation: Option<&Reservation>,
     ) -> PortResult<HashMap<String, (String, String)>> {
         let spec = resolve::spec(&request.class)?;
         let claim = &request.claim;
@@ -311,13 +317,14 @@ impl Ec2Cloud {
                     message: format!("spec.userData: {e}"),
                 })?,
             };
-            let content = launch_template::content(
+            let mut content = launch_template::content(
                 &spec,
                 &image,
                 &user_data,
                 &request.resolved.security_groups,
                 request.resolved.instance_profile.as_deref(),
             );
+            content.reservation = reservation.map(launch_template::TemplateReservation::of);
             let name = content.name(&self.cluster.name);
             if !self.templates.lock().await.contains(&name) {
                 launch_template::ensure(&self.ec2, &name, &content, &self.cluster.name).await?;
@@ -509,9 +516,14 @@ impl Cloud for Ec2Cloud {
         if request.offers.iter().any(|o| o.capacity_type != capacity) {
             return Err(PortError::Rejected(format!("NodeClaim {claim}: offers mix capacity types")));
         }
+        // A reserved launch goes into the one reservation its offer names.
+        let reservation = request.offers.iter().find_map(|o| o.reservation.as_ref());
+        if capacity == CapacityType::Reserved && reservation.is_none() {
+            return Err(PortError::Rejected(format!("NodeClaim {claim}: reserved offers name no reservation")));
+        }
         let catalog = self.catalog().await?;
         let subnets = self.subnet_by_zone(&request.resolved).await?;
-        let templates = self.templates_for(request, &catalog).await?;
+        let templates = self.templates_for(request, &catalog, reservation).await?;
         let overrides = fleet::overrides(&request.offers, &subnets, |t| templates.get(t).map(|(name, _)| name.clone()));
         if overrides.is_empty() {
             return Err(PortError::Rejected(format!(
@@ -538,23 +550,31 @@ impl Cloud for Ec2Cloud {
             .target_capacity_specification(
                 TargetCapacitySpecificationRequest::builder()
                     .total_target_capacity(1)
-                    .default_target_capacity_type(match capacity {
-                        CapacityType::Spot => DefaultTargetCapacityType::Spot,
-                        CapacityType::OnDemand => DefaultTargetCapacityType::OnDemand,
-                    })
+                    .default_target_capacity_type(fleet::target_capacity(capacity, reservation))
                     .build(),
             );
-        call = match capacity {
-            CapacityType::Spot => call.spot_options(
+        let on_demand = |call: aws_sdk_ec2::operation::create_fleet::builders::CreateFleetFluentBuilder| {
+            call.on_demand_options(
+                OnDemandOptionsRequest::builder()
+                    .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+                    .build(),
+            )
+        };
+        call = match (capacity, reservation) {
+            (CapacityType::Spot, _) => call.spot_options(
                 SpotOptionsRequest::builder()
                     .allocation_strategy(SpotAllocationStrategy::PriceCapacityOptimized)
                     .build(),
             ),
-            CapacityType::OnDemand => call.on_demand_options(
-                OnDemandOptionsRequest::builder()
-                    .allocation_strategy(FleetOnDemandAllocationStrategy::LowestPrice)
+            (CapacityType::OnDemand, _) => on_demand(call),
+            // Karpenter's options per reservation kind: none for a Capacity Block.
+            (CapacityType::Reserved, Some(r)) if r.kind == ReservationKind::CapacityBlock => call,
+            (CapacityType::Reserved, Some(r)) if r.interruptible => call.reserved_capacity_options(
+                ReservedCapacityOptionsRequest::builder()
+                    .reservation_types(FleetReservationType::InterruptibleCapacityReservation)
                     .build(),
             ),
+            (CapacityType::Reserved, _) => on_demand(call),
         };
         for (template, list) in &configs {
             let mut config = FleetLaunchTemplateConfigRequest::builder().launch_template_specification(
@@ -595,6 +615,8 @@ impl Cloud for Ec2Cloud {
                 .find(|o| o.instance_type == instance_type && subnet.is_none_or(|s| s == o.subnet_id))
                 .unwrap_or(&overrides[0]);
             let capacity_type = match instance.lifecycle() {
+                // The fleet reports a reserved launch's lifecycle as on-demand.
+                _ if capacity == CapacityType::Reserved => CapacityType::Reserved,
                 Some(InstanceLifecycle::Spot) => CapacityType::Spot,
                 Some(InstanceLifecycle::OnDemand) => CapacityType::OnDemand,
                 _ => capacity,
@@ -663,15 +685,13 @@ impl Cloud for Ec2Cloud {
         let instance = instance_of(i);
         let capacity_type = match i.instance_lifecycle() {
             Some(InstanceLifecycleType::Spot) => CapacityType::Spot,
+            _ if i.capacity_reservation_id().is_some() => CapacityType::Reserved,
             _ => CapacityType::OnDemand,
         };
         let price = Cached::fresh(&*self.catalog.lock().await)
             .and_then(|c| {
-                c.get(&instance.instance_type)?
-                    .offerings
-                    .iter()
-                    .find(|o| o.zone == instance.zone && o.capacity_type == capacity_type)
-                    .map(|o| o.price)
+                let (t, zone) = (&instance.instance_type, &instance.zone);
+                c.offering_price(t, zone, capacity_type, NodeOs::Linux)
             })
             .unwrap_or(0.0);
         Ok(Some(Launch {

@@ -17,6 +17,7 @@ use dovetail_core::cluster::ResolvedClass;
 use dovetail_core::hash::nodeclass_hash;
 use dovetail_core::model::NodeClass;
 
+use super::filters::{filter, tag_filters};
 use crate::error::{api_error, AwsError, AwsResult};
 
 /// Architectures Dovetail launches, as Kubernetes and as EC2/SSM spell them.
@@ -56,23 +57,6 @@ pub fn pick_subnets(candidates: &[SubnetInfo]) -> Vec<SubnetInfo> {
         }
     }
     best.into_values().cloned().collect()
-}
-
-/// EC2 filters for a tag map: `tag:<key>` = value, or `tag-key` = key for `*`.
-pub fn tag_filters(tags: &BTreeMap<String, String>) -> Vec<Filter> {
-    tags.iter()
-        .map(|(k, v)| {
-            if v == "*" {
-                Filter::builder().name("tag-key").values(k).build()
-            } else {
-                Filter::builder().name(format!("tag:{k}")).values(v).build()
-            }
-        })
-        .collect()
-}
-
-fn filter(name: &str, value: &str) -> Filter {
-    Filter::builder().name(name).values(value).build()
 }
 
 fn subnet_filters(term: &SubnetSelectorTerm) -> Vec<Filter> {
@@ -217,6 +201,11 @@ impl Resolver {
             Err(AwsError::Class { message, .. }) => (BTreeMap::new(), Some(message)),
             Err(e) => return Err(e),
         };
+        let (reservations, unusable) =
+            super::reservations::list(&self.ec2, &spec.capacity_reservation_selector_terms, super::now()).await?;
+        for why in unusable {
+            tracing::warn!(class = %class.name, "capacityReservationSelectorTerms: {why}; left out");
+        }
         Ok(Resolution {
             resolved: ResolvedClass {
                 name: class.name.clone(),
@@ -230,6 +219,7 @@ impl Resolver {
                 // Made by the caller (`crate::iam`), after the parts EC2 resolves.
                 instance_profile: None,
                 instance_profile_problem: None,
+                reservations,
             },
             subnets,
         })

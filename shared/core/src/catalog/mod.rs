@@ -6,6 +6,7 @@
 mod embedded;
 mod image;
 mod os;
+mod reservation;
 
 pub use embedded::{
     embedded, embedded_with_zones, spot_band_monthly_rate, spot_interruption_band, types_from_tsv, CatalogDataError,
@@ -13,6 +14,7 @@ pub use embedded::{
 };
 pub use image::ImageVariant;
 pub use os::WINDOWS_LICENSE_PER_VCPU_HOUR;
+pub use reservation::{Reservation, ReservationKind, BLOCK_EXPIRY_LEAD, RESERVED_PRICE_DIVISOR};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -28,6 +30,9 @@ pub enum CapacityType {
     Spot,
     #[serde(rename = "on-demand")]
     OnDemand,
+    /// Launched into a capacity reservation the class selects ([`Reservation`]).
+    #[serde(rename = "reserved")]
+    Reserved,
 }
 
 impl CapacityType {
@@ -35,6 +40,7 @@ impl CapacityType {
         match self {
             CapacityType::Spot => crate::labels::CAPACITY_SPOT,
             CapacityType::OnDemand => crate::labels::CAPACITY_ON_DEMAND,
+            CapacityType::Reserved => crate::labels::CAPACITY_RESERVED,
         }
     }
 
@@ -42,6 +48,7 @@ impl CapacityType {
         match s {
             "spot" => Some(CapacityType::Spot),
             "on-demand" => Some(CapacityType::OnDemand),
+            "reserved" => Some(CapacityType::Reserved),
             _ => None,
         }
     }
@@ -137,6 +144,24 @@ impl Catalog {
     pub fn zone_id(&self, zone: &str) -> Option<&str> {
         self.zones.iter().find(|z| z.name == zone).map(|z| z.id.as_str())
     }
+
+    /// What an instance of `instance_type` in `zone` bought as `capacity_type` costs per hour on
+    /// a node of `os`: its offering's price; for a reservation (not in the catalog: a class's),
+    /// the reserved price of the type's on-demand offering there ([`Reservation::price`]).
+    pub fn offering_price(
+        &self,
+        instance_type: &str,
+        zone: &str,
+        capacity_type: CapacityType,
+        os: crate::model::NodeOs,
+    ) -> Option<f64> {
+        let t = self.get(instance_type)?;
+        let reserved = capacity_type == CapacityType::Reserved;
+        let priced_as = if reserved { CapacityType::OnDemand } else { capacity_type };
+        let offering = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type == priced_as)?;
+        let price = t.price(offering, os);
+        Some(if reserved { Reservation::price(price) } else { price })
+    }
 }
 
 /// One offering CreateFleet may pick, with the price the plan assumed.
@@ -146,6 +171,9 @@ pub struct Offer {
     pub zone: String,
     pub capacity_type: CapacityType,
     pub price: f64,
+    /// The reservation a `reserved` offer launches into (none for spot and on-demand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<Reservation>,
 }
 
 impl Offer {

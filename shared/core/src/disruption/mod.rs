@@ -4,6 +4,7 @@
 //! interruption function read (or the simulator holds) — and returns [`Decision`](crate::decision::Decision)s: actions with
 //! the sentence a person would want to read about them. Adapters carry the actions out.
 
+pub mod block_expiry;
 pub mod budgets;
 pub mod consolidation;
 pub mod drift;

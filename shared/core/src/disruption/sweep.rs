@@ -19,7 +19,7 @@ use crate::nodeclaim::Reason;
 use crate::replacement::{launch_replacements, node_of, plan_replacement};
 
 use super::consolidation::quiet::Quiet;
-use super::{budgets, consolidation, drift, expiration, orphans, repair};
+use super::{block_expiry, budgets, consolidation, drift, expiration, orphans, repair};
 use crate::cluster::Cluster;
 use crate::decision::{Action, Decision};
 
@@ -47,7 +47,7 @@ pub fn sweep_with(cluster: &Cluster, catalog: &Catalog, quiet: &Quiet) -> Vec<De
     out.extend(orphans::orphans(&state));
 
     // Each of the forceful stages sees the claims the one before it took.
-    for stage in [repair::repairs, expiration::expirations] {
+    for stage in [repair::repairs, expiration::expirations, block_expiry::expiring_blocks] {
         for d in stage(&state) {
             if let Some(Action::WriteClaim(c)) = &d.action {
                 state.to_mut().record(c);

@@ -34,6 +34,11 @@ pub const INSTANCE_GPU_MANUFACTURER: &str = "karpenter.k8s.aws/instance-gpu-manu
 pub const INSTANCE_GPU_COUNT: &str = "karpenter.k8s.aws/instance-gpu-count";
 pub const INSTANCE_GPU_MEMORY: &str = "karpenter.k8s.aws/instance-gpu-memory";
 pub const INSTANCE_CAPABILITY_FLEX: &str = "karpenter.k8s.aws/instance-capability-flex";
+/// The reservation a `reserved` node runs in, its type (`default`, `capacity-block`) and whether
+/// EC2 may interrupt it (Karpenter's reserved-capacity labels).
+pub const CAPACITY_RESERVATION_ID: &str = "karpenter.k8s.aws/capacity-reservation-id";
+pub const CAPACITY_RESERVATION_TYPE: &str = "karpenter.k8s.aws/capacity-reservation-type";
+pub const CAPACITY_RESERVATION_INTERRUPTIBLE: &str = "karpenter.k8s.aws/capacity-reservation-interruptible";
 
 pub const NODEPOOL: &str = "dovetail.dev/nodepool";
 pub const NODECLAIM: &str = "dovetail.dev/nodeclaim";
@@ -42,6 +47,7 @@ pub const NODECLASS: &str = "dovetail.dev/ec2nodeclass";
 /// Capacity types as Karpenter names them.
 pub const CAPACITY_SPOT: &str = "spot";
 pub const CAPACITY_ON_DEMAND: &str = "on-demand";
+pub const CAPACITY_RESERVED: &str = "reserved";
 
 /// Taint placed on nodes until Dovetail has matched them to their NodeClaim.
 pub const TAINT_UNREGISTERED: &str = "dovetail.dev/unregistered";
@@ -81,7 +87,14 @@ pub const WELL_KNOWN: &[&str] = &[
     INSTANCE_GPU_COUNT,
     INSTANCE_GPU_MEMORY,
     INSTANCE_CAPABILITY_FLEX,
+    CAPACITY_RESERVATION_ID,
+    CAPACITY_RESERVATION_TYPE,
+    CAPACITY_RESERVATION_INTERRUPTIBLE,
 ];
+
+/// The labels only a node in a capacity reservation carries.
+pub const RESERVATION_LABELS: [&str; 3] =
+    [CAPACITY_RESERVATION_ID, CAPACITY_RESERVATION_TYPE, CAPACITY_RESERVATION_INTERRUPTIBLE];
 
 pub fn is_well_known(key: &str) -> bool {
     WELL_KNOWN.contains(&key)

@@ -229,6 +229,13 @@ pub fn launched_labels(
         None => out.remove(labels::ZONE_ID),
     };
     out.insert(labels::CAPACITY_TYPE.into(), capacity_type.as_str().into());
+    // The plan's reservation labels hold only if the instance runs in the reservation (as
+    // Karpenter drops them from a node whose reservation turned it on-demand).
+    if capacity_type != CapacityType::Reserved {
+        for k in labels::RESERVATION_LABELS {
+            out.remove(k);
+        }
+    }
     out
 }
 

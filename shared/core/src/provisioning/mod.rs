@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::catalog::{CapacityType, Catalog, Offer, OfferingKey};
+use crate::catalog::{CapacityType, Catalog, Offer, OfferingKey, Reservation};
 use crate::cluster::{is_leaving, leaving, node_of, Cluster};
 use crate::decision::{Action, Decision};
 use crate::events;
@@ -18,6 +18,7 @@ use crate::labels;
 use crate::model::{limit_share, DaemonSet, Node, NodeKind, NodeOs, NodePool, Taint, LIMIT_COST};
 use crate::nodeclaim::{Hashes, NodeClaim, Phase};
 use crate::requirements::{Operator, Requirement};
+use crate::reservations::{self, claim_reservation};
 use crate::resources::Resources;
 use crate::scheduler::{schedule_cached, CatalogRef, PlannedClaim, SolveCache};
 use crate::snapshot::{CostLimit, Snapshot};
@@ -155,7 +156,8 @@ fn node_price(n: &Node, catalog: &Catalog) -> f64 {
     else {
         return 0.0;
     };
-    offering_price(catalog, instance_type, zone, capacity, NodeOs::Linux).unwrap_or(0.0)
+    let Some(capacity) = CapacityType::parse(capacity) else { return 0.0 };
+    catalog.offering_price(instance_type, zone, capacity, NodeOs::Linux).unwrap_or(0.0)
 }
 
 /// What a claim's node offers pods once up: its type's allocatable under its class's kubelet.
@@ -226,6 +228,7 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
         namespaces: cluster.namespaces.clone(),
         min_values_policy: cluster.min_values_policy,
         cost_limit: cost_limit_of(cluster, &usage),
+        reservations: reservations::open(cluster),
     }
 }
 
@@ -367,34 +370,49 @@ pub fn intent(planned: &PlannedClaim, cluster: &Cluster, now: Time) -> NodeClaim
 /// priced by the cloud adapter, which knows the instance but not its class, so the Windows licence
 /// is added here.
 pub fn launch_price(catalog: &Catalog, launch: &crate::nodeclaim::Launch, os: NodeOs) -> Option<f64> {
-    offering_price(catalog, &launch.instance_type, &launch.zone, launch.capacity_type.as_str(), os)
-}
-
-/// What the catalog's offering of `instance_type` in `zone` at `capacity_type` costs per hour on a
-/// node of `os` ([`crate::catalog::InstanceType::price`]); `None` when the catalog has no such offering.
-fn offering_price(catalog: &Catalog, instance_type: &str, zone: &str, capacity_type: &str, os: NodeOs) -> Option<f64> {
-    let t = catalog.get(instance_type)?;
-    let offering = t.offerings.iter().find(|o| o.zone == zone && o.capacity_type.as_str() == capacity_type)?;
-    Some(t.price(offering, os))
+    catalog.offering_price(&launch.instance_type, &launch.zone, launch.capacity_type, os)
 }
 
 /// What CreateFleet may choose from for a claim, in the order to try: one group per capacity type
-/// the claim allows (spot first), each cheapest first and at most [`MAX_OFFERS`] long. Offerings
-/// marked unavailable, and those in zones where the class has no subnet (`class_zones`, when
-/// known), are left out — so once capacity errors rule out a capacity type in the class's zones,
-/// the next group is tried rather than offers no launch could use. Prices are those of the
-/// class's OS (`os`).
+/// the claim allows (reserved, then spot, then on-demand), each cheapest first and at most
+/// [`MAX_OFFERS`] long. Offerings marked unavailable, and those in zones where the class has no
+/// subnet (`class_zones`, when known), are left out — so once capacity errors rule out a capacity
+/// type in the class's zones, the next group is tried rather than offers no launch could use.
+/// Prices are those of the class's OS (`os`).
+///
+/// The reserved group is the one reservation the plan gave the claim, if it is among
+/// `reservations` (the class's, each `available` counting what is left for this claim: see
+/// [`reservations::for_launch`]) with an instance left: a full, ended or expiring reservation is
+/// never launched into.
 pub fn offers(
     claim: &NodeClaim,
     catalog: &Catalog,
     unavailable: &BTreeSet<OfferingKey>,
     class_zones: &[String],
     os: NodeOs,
+    reservations: &[Reservation],
 ) -> Vec<Vec<Offer>> {
     let zones = claim.requirements.get(labels::ZONE);
     let in_class = |zone: &str| class_zones.is_empty() || class_zones.iter().any(|z| z == zone);
     let capacity = claim.requirements.get(labels::CAPACITY_TYPE);
     let mut groups = Vec::new();
+    let reserved = claim_reservation(claim)
+        .filter(|_| capacity.is_none_or(|r| r.has(CapacityType::Reserved.as_str())))
+        .and_then(|id| reservations.iter().find(|r| r.id == id && r.available > 0))
+        .filter(|r| zones.is_none_or(|z| z.has(&r.zone)) && in_class(&r.zone))
+        .filter(|r| claim.instance_types.contains(&r.instance_type))
+        .and_then(|r| {
+            catalog.get(&r.instance_type)?;
+            let offer = Offer {
+                instance_type: r.instance_type.clone(),
+                zone: r.zone.clone(),
+                capacity_type: CapacityType::Reserved,
+                price: catalog.offering_price(&r.instance_type, &r.zone, CapacityType::Reserved, os).unwrap_or(0.0),
+                reservation: Some(r.clone()),
+            };
+            (!unavailable.contains(&offer.key())).then_some(offer)
+        });
+    groups.extend(reserved.map(|o| vec![o]));
     for ct in [CapacityType::Spot, CapacityType::OnDemand] {
         if capacity.is_some_and(|r| !r.has(ct.as_str())) {
             continue;
@@ -411,6 +429,7 @@ pub fn offers(
                 zone: o.zone.clone(),
                 capacity_type: ct,
                 price: t.price(o, os),
+                reservation: None,
             })
             .filter(|o| !unavailable.contains(&o.key()))
             .collect();

@@ -100,6 +100,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
                 &view.cluster.unavailable,
                 &resolved.zones,
                 class.kubelet.os,
+                &crate::reservations::for_launch(&attempt, &resolved.reservations, &view.cluster),
             );
             let Some(offers) = groups.into_iter().next() else {
                 let why = format!(

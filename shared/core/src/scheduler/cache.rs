@@ -14,20 +14,21 @@
 //! - each NodePool's name, weight, requirements, taints and EC2NodeClass, and that class's kubelet
 //!   settings: compared field by field. The pools' usage and limits are left out: every solve reads
 //!   them afresh, nothing cached depends on them.
-//! - the DaemonSets and the unavailable offerings, compared whole.
+//! - the DaemonSets, the unavailable offerings and the open reservations with their counts,
+//!   compared whole.
 //!
 //! The comparisons are exact (no fingerprint two different states could share) and cost a walk
 //! over the pools and DaemonSets: microseconds, against the milliseconds the preparation takes.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
 use super::finalize::PricedTypes;
 use super::pools::{CachedPool, FitKey, FitResult, PoolFit};
-use crate::catalog::{Catalog, OfferingKey};
+use crate::catalog::{Catalog, OfferingKey, Reservation};
 use crate::model::{DaemonSet, KubeletConfig, NodePool};
 use crate::requirements::{MinValuesPolicy, Requirements};
 use crate::snapshot::Snapshot;
@@ -118,6 +119,7 @@ struct Inputs<'c> {
     unavailable: BTreeSet<OfferingKey>,
     /// Pool fits refuse too few distinct values only under `Strict`.
     min_values_policy: MinValuesPolicy,
+    reservations: BTreeMap<String, Vec<Reservation>>,
 }
 
 impl<'c> Inputs<'c> {
@@ -128,6 +130,7 @@ impl<'c> Inputs<'c> {
             daemonsets: snap.daemonsets.clone(),
             unavailable: snap.unavailable.clone(),
             min_values_policy: snap.min_values_policy,
+            reservations: snap.reservations.clone(),
         }
     }
 
@@ -140,6 +143,7 @@ impl<'c> Inputs<'c> {
             && self.daemonsets == snap.daemonsets
             && self.unavailable == snap.unavailable
             && self.min_values_policy == snap.min_values_policy
+            && self.reservations == snap.reservations
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::plan::{ExistingPlacement, Plan, PlannedClaim, Unschedulable};
 use super::pools::{OfferingFilter, PoolType};
 use super::Scheduler;
-use crate::catalog::CapacityType;
+use crate::catalog::{CapacityType, Reservation};
 use crate::labels;
 use crate::model::LIMIT_COST;
 use crate::requirements::{Requirement, Requirements};
@@ -25,6 +25,10 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
     let mut reserved: Vec<Resources> = s.pools.iter().map(|p| p.reserved.clone()).collect();
     let mut spend = s.spend.clone();
     let mut cache: HashMap<(usize, &Requirements), Arc<PricedTypes>> = HashMap::default();
+    // What each reservation still takes, drawn down as claims are given one (by id: classes may
+    // share a reservation).
+    let mut reservations_left: HashMap<&str, u32> =
+        s.snap.reservations.values().flatten().map(|r| (r.id.as_str(), r.available)).collect();
     for bin in &s.bins {
         if bin.pods.is_empty() {
             continue;
@@ -60,12 +64,20 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
                 .map(|c| (&pool.types[c.0], c.1, c.2, c.3.clone()))
                 .collect()
         };
-        let mut candidates = fitting(&priced.0);
-        // Spot first, unless its types alone cannot keep the pool's minValues.
-        let spot = !candidates.is_empty() && min_values_met(s, bin.pool, &candidates);
-        if !spot {
-            candidates = fitting(&priced.1);
-        }
+        // A reservation first, when the claim may use one that has an instance left.
+        let reservation = reserved_offering(s, bin.pool, &bin.reqs, &bin.used, &bin.ports, &within, &reservations_left);
+        let (candidates, spot) = match &reservation {
+            Some((c, _)) => (vec![c.clone()], false),
+            None => {
+                // Spot first, unless its types alone cannot keep the pool's minValues.
+                let candidates = fitting(&priced.0);
+                if !candidates.is_empty() && min_values_met(s, bin.pool, &candidates) {
+                    (candidates, true)
+                } else {
+                    (fitting(&priced.1), false)
+                }
+            }
+        };
         let candidates = keep_min_values(s, bin.pool, candidates);
         // The limits, held at each earlier claim's largest candidate, can leave this one with
         // fewer distinct values than the pool's minValues: then it cannot be launched as asked
@@ -84,11 +96,21 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
             continue;
         }
         let Some((cheapest, capacity_type, price, zone)) = candidates.first().cloned() else {
-            // Cannot happen: the target type always holds the pods it was filled to.
+            // Only when the claim may launch nothing but reserved capacity and the reservations
+            // it could use are taken by earlier claims; else the target type always holds the
+            // pods it was filled to.
+            let full = target.offerings.iter().any(|o| o.reservation.is_some());
             for &i in &bin.pods {
                 plan.unschedulable.push(Unschedulable {
                     pod: s.snap.pods[i].key(),
-                    reason: format!("NodePool {:?}: no instance type holds the pods packed with it", pool.pool.name),
+                    reason: if full {
+                        format!(
+                            "NodePool {:?}: the capacity reservations its requirements allow have no instance left",
+                            pool.pool.name
+                        )
+                    } else {
+                        format!("NodePool {:?}: no instance type holds the pods packed with it", pool.pool.name)
+                    },
                 });
             }
             continue;
@@ -108,6 +130,9 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
             labels_out.insert(labels::ZONE_ID.to_string(), id.to_string());
         }
         labels_out.insert(labels::CAPACITY_TYPE.to_string(), capacity_type.as_str().to_string());
+        if let Some((_, r)) = &reservation {
+            labels_out.extend(r.labels().into_iter().map(|(k, v)| (k.to_string(), v)));
+        }
         labels_out.insert(labels::NODEPOOL.to_string(), pool.pool.name.clone());
         // Karpenter's spelling too, so pods written for Karpenter select these nodes unchanged.
         labels_out.insert(labels::KARPENTER_NODEPOOL.to_string(), pool.pool.name.clone());
@@ -123,6 +148,16 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         );
         if spot {
             requirements.add(Requirement::single(labels::CAPACITY_TYPE, labels::CAPACITY_SPOT));
+        }
+        // A reserved claim launches into its reservation only (Karpenter tightens the claim the
+        // same way), so two claims never count on the same last instance of a reservation.
+        if let Some((_, r)) = &reservation {
+            if let Some(n) = reservations_left.get_mut(r.id.as_str()) {
+                *n = n.saturating_sub(1);
+            }
+            requirements.add(Requirement::single(labels::CAPACITY_TYPE, labels::CAPACITY_RESERVED));
+            requirements.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, &r.id));
+            requirements.add(Requirement::single(labels::ZONE, &r.zone));
         }
         // Like Karpenter, label the node with one value of every custom key the pool defines but
         // leaves open (`In` several values, `Exists`, bounds): a pod that requires the key, or one
@@ -175,6 +210,49 @@ fn label_value(r: &Requirement) -> Option<String> {
 }
 
 type Candidate<'a> = (&'a PoolType, CapacityType, f64, Arc<str>);
+
+/// The reserved offering a claim holding `used` launches into, if its requirements allow one
+/// whose reservation has an instance left (`left`, by id) on a type that holds the pods within
+/// the pool's limits (`within`) and keeps its minValues: by Karpenter's preference (ODCRs, then
+/// Capacity Blocks, then interruptible ODCRs), then price, then type name.
+fn reserved_offering<'s>(
+    s: &'s Scheduler<'_>,
+    pool: usize,
+    reqs: &Requirements,
+    used: &Resources,
+    ports: &[crate::model::HostPort],
+    within: &dyn Fn(&PoolType) -> bool,
+    left: &HashMap<&str, u32>,
+) -> Option<(Candidate<'s>, Arc<Reservation>)> {
+    if left.is_empty() {
+        return None;
+    }
+    let p = &s.pools[pool];
+    let allowed = OfferingFilter::new(reqs);
+    let mut best: Option<(Candidate<'s>, Arc<Reservation>)> = None;
+    // Types with a reservation are few: those first, before the costlier checks.
+    for t in p.types.iter().filter(|t| t.offerings.iter().any(|o| o.reservation.is_some())) {
+        if !t.requirements(s.catalog).overlaps(reqs) || !used.fits(&t.free) || !within(t) || !t.ports_free(ports) {
+            continue;
+        }
+        for o in t.offerings.iter().filter(|o| allowed.allows(o)) {
+            let Some(r) = &o.reservation else { continue };
+            if left.get(r.id.as_str()).copied().unwrap_or(0) == 0 {
+                continue;
+            }
+            let candidate = (t, CapacityType::Reserved, o.price, o.zone.clone());
+            if p.has_min_values && !min_values_met(s, pool, std::slice::from_ref(&candidate)) {
+                continue;
+            }
+            let key =
+                |c: &Candidate<'_>, r: &Reservation| (r.preference(), c.2, s.catalog.types[c.0.catalog].name.clone());
+            if best.as_ref().is_none_or(|(bc, br)| key(&candidate, r) < key(bc, br)) {
+                best = Some((candidate, r.clone()));
+            }
+        }
+    }
+    best
+}
 /// (index into the pool's types, capacity type, price, zone) of a type's best offering.
 type Priced = (usize, CapacityType, f64, Arc<str>);
 

@@ -70,7 +70,8 @@ pub fn cheapest_launch(
 ) -> Option<f64> {
     let mut requirements = pool.requirements.clone();
     requirements.add(crate::requirements::Requirement::single(crate::labels::NODEPOOL, &pool.name));
-    let (_, types) = pools::pool_types(pool, &requirements, kubelet, &[], catalog, unavailable);
+    // Reservations left out: what a cost limit must leave room for is a node bought at its price.
+    let (_, types) = pools::pool_types(pool, &requirements, kubelet, &[], catalog, unavailable, &[]);
     types.iter().flat_map(|t| t.offerings.iter().map(|o| o.price)).min_by(f64::total_cmp)
 }
 

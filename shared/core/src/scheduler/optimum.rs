@@ -94,7 +94,7 @@ pub fn exact(snap: &Snapshot, catalog: &Catalog, bounds: Bounds) -> Result<Optim
     let shapes = shapes(&snap.pods);
     let prepared = pools::prepare(&snap.nodepools, |_, pool, requirements| {
         let kubelet = snap.nodeclasses.iter().find(|c| c.name == pool.node_class).map(|c| &c.kubelet);
-        pools::pool_types(pool, requirements, kubelet, &snap.daemonsets, catalog, &snap.unavailable)
+        pools::pool_types(pool, requirements, kubelet, &snap.daemonsets, catalog, &snap.unavailable, &[])
     });
     // A little over the bound, so the plan that gave it stays a solution despite rounding.
     let cost_bound = bounds.cost.map(|c| c * (1.0 + 1e-9) + 1e-12);
@@ -297,9 +297,13 @@ fn in_scope(snap: &Snapshot) -> Result<(), NoOptimum> {
     if !snap.nodes.is_empty() {
         return out(format!("the cluster has {} node(s) or claim(s) already", snap.nodes.len()));
     }
-    // A limit shared by every pool is not in the model (each pool's own limits are).
+    // A limit shared by every pool is not in the model (each pool's own limits are), nor are
+    // capacity reservations and their counts.
     if snap.cost_limit.is_some() {
         return out("a cluster-wide cost limit is set".to_string());
+    }
+    if snap.reservations.values().any(|r| !r.is_empty()) {
+        return out("the classes select capacity reservations".to_string());
     }
     for pod in &snap.pods {
         let constrained = !pod.node_affinity.iter().any(|t| t.is_empty())

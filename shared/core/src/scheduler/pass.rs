@@ -72,7 +72,16 @@ impl<'a> Scheduler<'a> {
         let pools = pools::prepare(&snap.nodepools, |index, pool, requirements| {
             cache.pool(index, || {
                 let kubelet = class_kubelet(snap, pool);
-                pools::pool_types(pool, requirements, kubelet, &snap.daemonsets, catalog, &snap.unavailable)
+                let reservations = snap.reservations.get(&pool.node_class).map_or(&[][..], Vec::as_slice);
+                pools::pool_types(
+                    pool,
+                    requirements,
+                    kubelet,
+                    &snap.daemonsets,
+                    catalog,
+                    &snap.unavailable,
+                    reservations,
+                )
             })
         });
         let prefer_taints_exist = snap

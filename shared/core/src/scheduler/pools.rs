@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
-use crate::catalog::{CapacityType, Catalog, OfferingKey};
+use crate::catalog::{CapacityType, Catalog, OfferingKey, Reservation};
 use crate::labels;
 use crate::model::{
     format_cost, limit_share, tolerates_all, DaemonSet, HostPort, KubeletConfig, NodePool, Pod, LIMIT_COST,
@@ -22,6 +22,8 @@ pub(crate) struct PoolOffering {
     pub zone_id: Arc<str>,
     pub capacity_type: CapacityType,
     pub price: f64,
+    /// The reservation a `reserved` offering launches into, with what it has left.
+    pub reservation: Option<Arc<Reservation>>,
 }
 
 /// What a requirement set says about offerings: its zone, capacity-type and zone-id requirements,
@@ -32,6 +34,8 @@ pub(crate) struct OfferingFilter<'r> {
     zone: Option<&'r Requirement>,
     capacity_type: Option<&'r Requirement>,
     zone_id: Option<&'r Requirement>,
+    /// The reservation labels' requirements (id, type, interruptible), in [`labels::RESERVATION_LABELS`]' order.
+    reservation: [Option<&'r Requirement>; 3],
 }
 
 impl<'r> OfferingFilter<'r> {
@@ -40,14 +44,29 @@ impl<'r> OfferingFilter<'r> {
             zone: reqs.get(labels::ZONE),
             capacity_type: reqs.get(labels::CAPACITY_TYPE),
             zone_id: reqs.get(labels::ZONE_ID),
+            reservation: labels::RESERVATION_LABELS.map(|k| reqs.get(k)),
         }
     }
 
-    /// Whether the requirements allow this offering's zone, capacity type and zone id.
+    /// Whether the requirements allow this offering's zone, capacity type, zone id and
+    /// reservation (its id, type and interruptibility). An offering outside any reservation has
+    /// none of the reservation labels, which a requirement listing values (`In`) rules out, as
+    /// Karpenter's `DoesNotExist` on such offerings.
     pub fn allows(&self, o: &PoolOffering) -> bool {
         self.zone.is_none_or(|r| r.has(&o.zone))
             && self.capacity_type.is_none_or(|r| r.has(o.capacity_type.as_str()))
             && self.zone_id.is_none_or(|r| r.has(&o.zone_id))
+            && (self.reservation.iter().all(Option::is_none) || self.allows_reservation(o.reservation.as_deref()))
+    }
+
+    fn allows_reservation(&self, reservation: Option<&Reservation>) -> bool {
+        let values = reservation.map(|r| r.labels());
+        self.reservation.iter().enumerate().all(|(i, req)| {
+            req.is_none_or(|req| match &values {
+                Some(v) => req.has(&v[i].1),
+                None => req.complement || req.values.is_empty(),
+            })
+        })
     }
 }
 
@@ -69,7 +88,8 @@ pub(crate) struct PoolType {
     /// Index into the catalog.
     pub catalog: usize,
     /// The type's requirements under the pool's class where they differ from the catalog's (a
-    /// Windows class: its OS and build); read them through [`PoolType::requirements`].
+    /// Windows class: its OS and build; a class with reservations of the type: `reserved` among
+    /// its capacity types); read them through [`PoolType::requirements`].
     pub os_requirements: Option<Arc<Requirements>>,
     /// Allocatable minus the DaemonSet pods that would run on it: what pending pods can use.
     pub free: Resources,
@@ -94,7 +114,7 @@ impl PoolType {
         !ports.iter().any(|p| self.ports.iter().any(|q| p.conflicts(q)))
     }
 
-    /// Cheapest offering the requirements allow, preferring spot when it is allowed at all.
+    /// Cheapest offering the requirements allow, preferring reserved, then spot, when allowed.
     pub fn best_offering(&self, allowed: &OfferingFilter<'_>) -> Option<&PoolOffering> {
         self.best_offering_all(std::slice::from_ref(allowed), &[])
     }
@@ -103,14 +123,23 @@ impl PoolType {
         self.offerings.iter().any(|o| allowed.allows(o))
     }
 
-    /// Cheapest offering allowed by several requirement sets and pins at once (spot first), without
-    /// building their intersection.
+    /// Cheapest offering allowed by several requirement sets and pins at once (reserved, then
+    /// spot, then on-demand: Karpenter's launch order), without building their intersection.
     pub fn best_offering_all(&self, allowed: &[OfferingFilter<'_>], pins: &[(&str, &str)]) -> Option<&PoolOffering> {
-        let rank = |o: &PoolOffering| o.capacity_type != CapacityType::Spot;
+        let rank = |o: &PoolOffering| launch_rank(o.capacity_type);
         self.offerings
             .iter()
             .filter(|o| o.allowed_by_pins(pins) && allowed.iter().all(|f| f.allows(o)))
             .min_by(|a, b| rank(a).cmp(&rank(b)).then(a.price.total_cmp(&b.price)))
+    }
+}
+
+/// The order capacity types are launched in when a claim allows several.
+pub(crate) fn launch_rank(ct: CapacityType) -> u8 {
+    match ct {
+        CapacityType::Reserved => 0,
+        CapacityType::Spot => 1,
+        CapacityType::OnDemand => 2,
     }
 }
 
@@ -259,6 +288,7 @@ pub(crate) fn pool_types(
     daemonsets: &[DaemonSet],
     catalog: &Catalog,
     unavailable: &BTreeSet<OfferingKey>,
+    reservations: &[Reservation],
 ) -> CachedPool {
     let Some(kubelet) = kubelet else {
         return (Some(format!("its EC2NodeClass {:?} does not exist", pool.node_class)), Arc::new(vec![]));
@@ -277,6 +307,9 @@ pub(crate) fn pool_types(
     for (i, t) in catalog.types.iter().enumerate() {
         // As the class's OS runs on the type; a type its OS does not run on is not offered.
         let Some(type_reqs) = t.requirements_for(kubelet.os) else { continue };
+        // The class's reservations of this type add its `reserved` offerings (in their zones).
+        let own: Vec<&Reservation> = reservations.iter().filter(|r| r.instance_type == t.name).collect();
+        let type_reqs = if own.is_empty() { type_reqs } else { Cow::Owned(with_reserved(&type_reqs, &own)) };
         if !requirements.overlaps(&type_reqs) {
             continue;
         }
@@ -289,17 +322,38 @@ pub(crate) fn pool_types(
                 OfferingKey { instance_type: t.name.clone(), zone: String::new(), capacity_type: CapacityType::Spot };
             unavailable.range(first..).take_while(|k| k.instance_type == t.name).collect()
         };
-        let offerings: Vec<PoolOffering> = t
+        let mut offerings: Vec<PoolOffering> = t
             .offerings
             .iter()
             .filter(|o| o.available)
             .filter(|o| !down.iter().any(|k| k.zone == o.zone && k.capacity_type == o.capacity_type))
             .map(|o| {
                 let (zone, zone_id) = zone(&o.zone);
-                PoolOffering { zone, zone_id, capacity_type: o.capacity_type, price: t.price(o, kubelet.os) }
+                let price = t.price(o, kubelet.os);
+                PoolOffering { zone, zone_id, capacity_type: o.capacity_type, price, reservation: None }
             })
             .filter(|o| allowed.allows(o))
             .collect();
+        // The class's reservations of this type (each with instances left: the snapshot holds no
+        // other), priced from the type's on-demand price in the reservation's zone.
+        for r in own {
+            if down.iter().any(|k| k.zone == r.zone && k.capacity_type == CapacityType::Reserved) {
+                continue;
+            }
+            let price = catalog.offering_price(&t.name, &r.zone, CapacityType::Reserved, kubelet.os);
+            let (zone, zone_id) = zone(&r.zone);
+            let o = PoolOffering {
+                zone,
+                zone_id,
+                capacity_type: CapacityType::Reserved,
+                // Without an on-demand price to derive it from, free (as Karpenter leaves it).
+                price: price.unwrap_or(0.0),
+                reservation: Some(Arc::new(r.clone())),
+            };
+            if allowed.allows(&o) {
+                offerings.push(o);
+            }
+        }
         if offerings.is_empty() {
             continue;
         }
@@ -327,6 +381,23 @@ pub(crate) fn pool_types(
     let broken =
         types.is_empty().then(|| "no instance type satisfies its requirements with an available offering".to_string());
     (broken, Arc::new(types))
+}
+
+/// A type's requirements with its reserved offerings added: `reserved` among its capacity
+/// types, the reservations' zones among its zones.
+fn with_reserved(reqs: &Requirements, reservations: &[&Reservation]) -> Requirements {
+    let mut out = reqs.clone();
+    let mut widen = |key: &str, extra: Vec<&str>| {
+        let Some(r) = out.get(key).filter(|r| !r.complement) else { return };
+        let mut values: Vec<&str> = r.values.iter().map(String::as_str).collect();
+        values.extend(extra);
+        let widened = Requirement::new(key, crate::requirements::Operator::In, &values).expect("at least one value");
+        out.remove(key);
+        out.add(widened);
+    };
+    widen(labels::CAPACITY_TYPE, vec![CapacityType::Reserved.as_str()]);
+    widen(labels::ZONE, reservations.iter().map(|r| r.zone.as_str()).collect());
+    out
 }
 
 /// A pool fit, or why the pool cannot take the class at that level. Shared: classes with the same

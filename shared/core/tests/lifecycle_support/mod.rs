@@ -9,17 +9,28 @@ use std::time::Duration;
 
 use dovetail_core::catalog::CapacityType;
 use dovetail_core::cluster::{Cluster, Instance};
-use dovetail_core::decision::Action;
 use dovetail_core::decision::Step;
+use dovetail_core::decision::{Action, Decision};
 use dovetail_core::events::DISRUPTION_BLOCKED;
 use dovetail_core::labels::{NODECLAIM, TAINT_DISRUPTED, TAINT_UNREGISTERED};
 use dovetail_core::model::{LabelSelector, Node, OwnerKind, Pdb, Pod, Taint, TaintEffect, Toleration, TolerationOp};
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::{Disruption, Launch, NodeClaim, Phase, Reason};
 use dovetail_core::resources::Resources;
+use dovetail_core::scheduler::PlannedClaim;
 use dovetail_core::time::Time;
 
 pub const T0: Time = Time(1_800_000_000_000);
+
+/// The claims a plan launches.
+pub fn planned(ds: &[Decision]) -> Vec<PlannedClaim> {
+    ds.iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::Launch(p)) => Some((**p).clone()),
+            _ => None,
+        })
+        .collect()
+}
 
 pub fn secs(s: u64) -> Duration {
     Duration::from_secs(s)

@@ -390,7 +390,9 @@ fn sample(s: &State, start: Time) -> Sample {
         }
         match i.capacity_type {
             CapacityType::Spot => out.nodes_spot += 1,
-            CapacityType::OnDemand => out.nodes_on_demand += 1,
+            // Reserved instances run (and are billed) as on-demand ones; the simulated cloud
+            // offers no reservations yet.
+            CapacityType::OnDemand | CapacityType::Reserved => out.nodes_on_demand += 1,
         }
         out.cost_per_hour += i.price;
         *out.groups.entry(i.group.clone()).or_default() += 1;

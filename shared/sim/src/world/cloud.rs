@@ -460,6 +460,7 @@ impl State {
             zones: self.config.zones.iter().map(|z| z.name.clone()).collect(),
             instance_profile: Some(profile),
             instance_profile_problem: None,
+            reservations: vec![],
         }
     }
 

@@ -40,6 +40,7 @@ fn request(w: &World, claim: &str, offers: &[(&str, &str, CapacityType, f64)]) -
                 zone: z.to_string(),
                 capacity_type: *ct,
                 price: *p,
+                reservation: None,
             })
             .collect(),
     }

@@ -198,6 +198,7 @@ pub fn after(cluster: &Cluster, decisions: &[Decision]) -> Snapshot {
         min_values_policy: cluster.min_values_policy,
         // What this checks is room for the pods, not what it costs.
         cost_limit: None,
+        reservations: crate::reservations::open(cluster),
     };
     let mut moved = vec![];
     for n in &cluster.nodes {

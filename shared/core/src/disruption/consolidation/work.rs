@@ -86,6 +86,7 @@ impl<'a> Work<'a> {
             // Like the pools' usage, what the removed nodes cost stays counted: a replacement must
             // fit beside them, as it does under the pools' resource limits.
             cost_limit: crate::provisioning::cost_limit(cluster, catalog),
+            reservations: crate::reservations::open(cluster),
         };
         let wide_anti = snap
             .nodes
@@ -255,6 +256,7 @@ impl<'a> Work<'a> {
             namespaces: self.snap.namespaces.clone(),
             min_values_policy: self.snap.min_values_policy,
             cost_limit: self.snap.cost_limit,
+            reservations: self.snap.reservations.clone(),
         }
     }
 }
