@@ -29,7 +29,7 @@ use crate::labels;
 use crate::requirements::Requirements;
 
 /// A NodeOverlay, validated: what the API layer makes of a `NodeOverlay` object.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NodeOverlay {
     pub name: String,
     /// Which offerings the overlay applies to (matched against an offering's labels).
@@ -168,13 +168,17 @@ pub fn apply(catalog: &Catalog, overlays: &[NodeOverlay]) -> Overlaid {
         let (a, b) = (&overlays[a], &overlays[b]);
         b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name))
     });
-    // The labels each offering carries, worked out once for all overlays.
-    let offering_labels: Vec<Vec<BTreeMap<String, String>>> = catalog
+    // The labels of each type, worked out once for all overlays (an offering adds its zone, zone
+    // id and capacity type to them: see `Selector`).
+    let type_labels: Vec<BTreeMap<String, String>> = catalog
         .types
         .iter()
         .map(|t| {
-            let base = t.requirements.single_valued_labels();
-            t.offerings.iter().map(|o| offering_labels(&base, o, catalog)).collect()
+            let mut l = t.requirements.single_valued_labels();
+            for key in OFFERING_KEYS {
+                l.remove(key);
+            }
+            l
         })
         .collect();
     // (type, offering) → who prices it; (type, resource) → who sets it.
@@ -183,15 +187,15 @@ pub fn apply(catalog: &Catalog, overlays: &[NodeOverlay]) -> Overlaid {
     let mut statuses = Vec::with_capacity(overlays.len());
     for &i in &order {
         let overlay = &overlays[i];
+        let selector = Selector::new(&overlay.requirements);
         // Every (type, offering) it selects; a type is selected when any of its offerings is.
-        let selected: Vec<(usize, usize)> = offering_labels
+        let selected: Vec<(usize, usize)> = catalog
+            .types
             .iter()
             .enumerate()
-            .flat_map(|(t, offs)| {
-                offs.iter()
-                    .enumerate()
-                    .filter(|(_, l)| overlay.requirements.matches_labels(l))
-                    .map(move |(o, _)| (t, o))
+            .filter(|(t, _)| selector.by_type.matches_labels(&type_labels[*t]))
+            .flat_map(|(t, it)| {
+                it.offerings.iter().enumerate().filter(|(_, o)| selector.selects(o, catalog)).map(move |(o, _)| (t, o))
             })
             .collect();
         let mut types: Vec<usize> = selected.iter().map(|(t, _)| *t).collect();
@@ -263,16 +267,40 @@ pub fn apply(catalog: &Catalog, overlays: &[NodeOverlay]) -> Overlaid {
     Overlaid { catalog: out, statuses }
 }
 
-/// The labels a node bought through this offering carries, as far as overlays can select on them.
-fn offering_labels(base: &BTreeMap<String, String>, o: &Offering, catalog: &Catalog) -> BTreeMap<String, String> {
-    let mut l = base.clone();
-    l.insert(labels::ZONE.to_string(), o.zone.clone());
-    l.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
-    match catalog.zone_id(&o.zone) {
-        Some(id) => l.insert(labels::ZONE_ID.to_string(), id.to_string()),
-        None => l.remove(labels::ZONE_ID),
-    };
-    l
+/// Labels an offering sets on top of its type's.
+const OFFERING_KEYS: [&str; 3] = [labels::ZONE, labels::ZONE_ID, labels::CAPACITY_TYPE];
+
+/// An overlay's requirements split into those on the type's labels and those on the offering's,
+/// so a type is matched once rather than once per offering.
+struct Selector {
+    by_type: Requirements,
+    by_offering: Requirements,
+}
+
+impl Selector {
+    fn new(requirements: &Requirements) -> Self {
+        let (mut by_type, mut by_offering) = (Requirements::new(), Requirements::new());
+        for r in requirements.iter() {
+            let side = if OFFERING_KEYS.contains(&r.key.as_str()) { &mut by_offering } else { &mut by_type };
+            side.add(r.clone());
+        }
+        Selector { by_type, by_offering }
+    }
+
+    /// Whether the offering's zone, zone id and capacity type satisfy the overlay (a zone the
+    /// catalog knows no id of has no zone-id label).
+    fn selects(&self, o: &Offering, catalog: &Catalog) -> bool {
+        if self.by_offering.is_empty() {
+            return true;
+        }
+        let mut l = BTreeMap::new();
+        l.insert(labels::ZONE.to_string(), o.zone.clone());
+        l.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
+        if let Some(id) = catalog.zone_id(&o.zone) {
+            l.insert(labels::ZONE_ID.to_string(), id.to_string());
+        }
+        self.by_offering.matches_labels(&l)
+    }
 }
 
 /// Sets an extended resource of a type: it adds to what the node advertises, so capacity and

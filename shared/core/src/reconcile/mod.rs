@@ -243,6 +243,9 @@ pub struct Reconciler<K, C, S, Q, T> {
     /// Events written lately, so a repeat within its window is not written again (kept by a warm
     /// function; see [`crate::events`]). Boxed, as `solves` is: reconcilers are held by value.
     events: Box<Recent>,
+    /// The catalog priced with the cluster's NodeOverlays, kept while neither changes (see
+    /// [`read::Priced`]). Boxed, as `solves` is.
+    priced: Box<Mutex<Option<read::Priced>>>,
 }
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
@@ -253,6 +256,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             quiet: Quiet::new(),
             solves: Box::new(Mutex::new(SolveCache::new())),
             events: Box::new(Recent::new()),
+            priced: Box::new(Mutex::new(None)),
         }
     }
 

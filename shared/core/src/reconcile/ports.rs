@@ -62,9 +62,12 @@ pub struct KubeState {
     /// Provisionable pods (brief §2): unschedulable, not daemon, not mirror, not preempting.
     pub pending: Vec<Pod>,
     pub daemonsets: Vec<DaemonSet>,
-    /// Valid NodePools and EC2NodeClasses only; the rest are in `invalid`.
+    /// Valid NodePools and EC2NodeClasses only (NodeOverlays likewise); the rest are in `invalid`.
     pub nodepools: Vec<NodePool>,
     pub nodeclasses: Vec<NodeClass>,
+    /// Valid NodeOverlays; the catalog is priced with them before any decision.
+    #[serde(default)]
+    pub overlays: Vec<crate::overlay::NodeOverlay>,
     pub pdbs: Vec<Pdb>,
     /// VolumeAttachments still present, by node name.
     pub volume_attachments: BTreeMap<String, Vec<String>>,

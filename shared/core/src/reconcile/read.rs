@@ -3,15 +3,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures_util::future::join4;
 
 use super::ports::{Clock, Cloud, Kube, KubeState, PortResult, Queue, Store};
 use super::scope::Scope;
 use super::{Deadline, Reconciler, Report, View};
+use crate::catalog::Catalog;
 use crate::cluster::{Cluster, Described};
 use crate::hash::nodepool_hash;
 use crate::nodeclaim::{object, Phase};
+use crate::overlay::{self, NodeOverlay, Outcome};
 use crate::provisioning;
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
@@ -41,7 +44,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             join4(kube, claims_and_instances, self.ports.cloud.catalog(), self.ports.store.unavailable(now)).await;
         let kube = kube?;
         let (claims, instances, described) = claims_and_instances?;
-        let catalog = catalog?;
+        let catalog = self.priced(catalog?, &kube.overlays, report);
         let unavailable = unavailable?;
         let mut resolved = Vec::with_capacity(kube.nodeclasses.len());
         let mut unresolved = BTreeMap::new();
@@ -96,6 +99,48 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         // after the actions by whoever ends the invocation.
         view.measure(report);
         Ok(view)
+    }
+}
+
+/// A catalog priced with NodeOverlays, and what it was priced from. A warm function keeps it, so
+/// the next read hands the scheduler the same catalog (its solve cache knows a catalog by
+/// address) as long as EC2's catalog and the overlays stay the same.
+pub(super) struct Priced {
+    base: Arc<Catalog>,
+    overlays: Vec<NodeOverlay>,
+    catalog: Arc<Catalog>,
+    /// One line per overlay that is not applied.
+    conflicts: Vec<String>,
+}
+
+impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
+    /// `base` priced with `overlays` ([`overlay::apply`]); each overlay that conflicts with
+    /// another is reported (and left out) on every pass, as an invalid NodePool is.
+    fn priced(&self, base: Arc<Catalog>, overlays: &[NodeOverlay], report: &mut Report) -> Arc<Catalog> {
+        if overlays.is_empty() {
+            return base;
+        }
+        let mut kept = self.priced.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let fresh = kept.as_ref().is_some_and(|p| Arc::ptr_eq(&p.base, &base) && p.overlays == overlays);
+        if !fresh {
+            let out = overlay::apply(&base, overlays);
+            let conflicts = out
+                .statuses
+                .iter()
+                .filter_map(|s| match &s.outcome {
+                    Outcome::Conflict { with } => Some(format!(
+                        "NodeOverlay/{} is not applied: NodeOverlay/{with} has the same weight and changes the \
+                         same price or resource",
+                        s.name
+                    )),
+                    Outcome::Applied { .. } => None,
+                })
+                .collect();
+            *kept = Some(Priced { base, overlays: overlays.to_vec(), catalog: Arc::new(out.catalog), conflicts });
+        }
+        let p = kept.as_ref().expect("set above");
+        report.errors.extend(p.conflicts.iter().cloned());
+        p.catalog.clone()
     }
 }
 

@@ -13,6 +13,7 @@ use dovetail_core::model::{
 };
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, Observed};
+use dovetail_core::overlay::NodeOverlay;
 use dovetail_core::reconcile::ports::{ClassStatus, Invalid, Kube, KubeState, PoolStatus, PortError, PortResult};
 use dovetail_core::time::Time;
 
@@ -119,6 +120,7 @@ pub struct KubeSim {
     pub daemonsets: Vec<DaemonSet>,
     pub nodepools: Vec<NodePool>,
     pub nodeclasses: Vec<NodeClass>,
+    pub overlays: Vec<NodeOverlay>,
     pub pdbs: Vec<PdbSpec>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     pub invalid: Vec<Invalid>,
@@ -226,6 +228,7 @@ impl KubeSim {
             daemonsets: self.daemonsets.clone(),
             nodepools: self.nodepools.clone(),
             nodeclasses: self.nodeclasses.clone(),
+            overlays: self.overlays.clone(),
             pdbs,
             volume_attachments: BTreeMap::new(),
             namespaces: self.namespaces.clone(),
