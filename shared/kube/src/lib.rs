@@ -32,7 +32,7 @@ use dovetail_api::crd::{self, NodePool, API_VERSION};
 use dovetail_core::model::{Held, Taint};
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, FINALIZER};
-use dovetail_core::reconcile::ports::{ClassStatus, Kube, KubeState, PoolStatus, PortError, PortResult};
+use dovetail_core::reconcile::ports::{ClassStatus, Kube, KubeState, OverlayStatus, PoolStatus, PortError, PortResult};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
@@ -46,7 +46,7 @@ pub use snapshot::{Counts, Reading, CATCH_UP_SECONDS, LIVE_PODS, PAGE_SIZE};
 pub use status::{READY, VALIDATION_SUCCEEDED};
 
 use error::{is_conflict, is_not_found, port_error, status_code};
-use read::{ObservedClass, ObservedPool, Seen};
+use read::{ObservedClass, ObservedOverlay, ObservedPool, Seen};
 use snapshot::Snapshot;
 
 /// Field manager of the NodePool status Dovetail applies.
@@ -317,6 +317,7 @@ impl Kube for KubeAdapter {
             nodes = state.nodes.len(),
             pending = state.pending.len(),
             nodepools = state.nodepools.len(),
+            overlays = state.overlays.len(),
             invalid = state.invalid.len(),
             requests = last.requests,
             objects = last.objects,
@@ -532,6 +533,34 @@ impl Kube for KubeAdapter {
         }
         let mut seen = self.seen.lock().expect("seen lock");
         seen.pools.insert(s.name.clone(), ObservedPool { generation: observed.generation, status: desired });
+        Ok(())
+    }
+
+    async fn overlay_status(&self, s: &OverlayStatus) -> PortResult<()> {
+        // Overlays are only ever read by the snapshot: one not seen by the last read is gone.
+        let Some(observed) = self.seen.lock().expect("seen lock").overlays.get(&s.name).cloned() else {
+            debug!(overlay = %s.name, "NodeOverlay not seen by the last read; no status to write");
+            return Ok(());
+        };
+        let desired = status::desired_overlay(s, &observed, &now());
+        if desired == observed.status {
+            return Ok(());
+        }
+        let apply = json!({
+            "apiVersion": crd::OVERLAY_API_VERSION,
+            "kind": "NodeOverlay",
+            "metadata": { "name": s.name },
+            "status": desired,
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &ApiResource::erase::<crd::NodeOverlay>(&()));
+        match api.patch_status(&s.name, &params, &Patch::Apply(&apply)).await {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(port_error(&format!("status of NodeOverlay {}", s.name), e)),
+        }
+        let mut seen = self.seen.lock().expect("seen lock");
+        seen.overlays.insert(s.name.clone(), ObservedOverlay { generation: observed.generation, status: desired });
         Ok(())
     }
 

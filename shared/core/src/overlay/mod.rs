@@ -137,8 +137,9 @@ pub enum Outcome {
     Conflict { with: String },
 }
 
+/// An overlay's [`Outcome`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct OverlayStatus {
+pub struct Status {
     pub name: String,
     pub outcome: Outcome,
 }
@@ -148,7 +149,7 @@ pub struct OverlayStatus {
 #[derive(Debug, Clone)]
 pub struct Overlaid {
     pub catalog: Catalog,
-    pub statuses: Vec<OverlayStatus>,
+    pub statuses: Vec<Status>,
 }
 
 /// Who set a price or a resource so far, at which weight (the lowest weight that touched it, as
@@ -215,7 +216,7 @@ pub fn apply(catalog: &Catalog, overlays: &[NodeOverlay]) -> Overlaid {
             })
         });
         if let Some(other) = conflict {
-            statuses.push(OverlayStatus {
+            statuses.push(Status {
                 name: overlay.name.clone(),
                 outcome: Outcome::Conflict { with: overlays[other].name.clone() },
             });
@@ -247,7 +248,7 @@ pub fn apply(catalog: &Catalog, overlays: &[NodeOverlay]) -> Overlaid {
                 resourced += usize::from(any);
             }
         }
-        statuses.push(OverlayStatus {
+        statuses.push(Status {
             name: overlay.name.clone(),
             outcome: Outcome::Applied { offerings: priced, types: resourced },
         });

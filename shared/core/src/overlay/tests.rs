@@ -94,10 +94,7 @@ fn a_savings_plan_discounts_on_demand_of_its_family_only_and_keeps_the_list_pric
     let zones = offering_count(base, "m5.large", CapacityType::OnDemand);
     assert_eq!(
         out.statuses,
-        vec![OverlayStatus {
-            name: "savings-plan".into(),
-            outcome: Outcome::Applied { offerings: m5 * zones, types: 0 }
-        }]
+        vec![Status { name: "savings-plan".into(), outcome: Outcome::Applied { offerings: m5 * zones, types: 0 } }]
     );
 }
 
@@ -156,7 +153,7 @@ fn equal_weights_conflict_and_the_second_is_not_applied_at_all() {
     let out = apply(embedded(), &[narrow, wide]);
     assert_eq!(
         out.statuses[1],
-        OverlayStatus { name: "a-narrow".into(), outcome: Outcome::Conflict { with: "b-wide".into() } }
+        Status { name: "a-narrow".into(), outcome: Outcome::Conflict { with: "b-wide".into() } }
     );
     let c = &out.catalog;
     assert!(close(offering(c, "m5.large", "us-east-1a", CapacityType::OnDemand).price, 0.2));

@@ -207,6 +207,8 @@ pub struct Batch {
 pub struct View {
     pub cluster: Cluster,
     pub catalog: Arc<Catalog>,
+    /// Each NodeOverlay's status: applied, invalid or in conflict (published by the sweeper).
+    pub overlays: Vec<ports::OverlayStatus>,
     pub invalid: Vec<Invalid>,
     /// A claim was given up (no offering left): its pods need planning again in this invocation.
     pub replan: bool,
@@ -608,6 +610,11 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         for s in &statuses {
             if let Err(e) = self.ports.kube.pool_status(s).await {
                 report.errors.push(format!("NodePool/{} status: {e}", s.name));
+            }
+        }
+        for s in &view.overlays {
+            if let Err(e) = self.ports.kube.overlay_status(s).await {
+                report.errors.push(format!("NodeOverlay/{} status: {e}", s.name));
             }
         }
         let classes = status::classes(view);

@@ -105,14 +105,14 @@ impl NodeOverlay {
 /// one catalog every pool shares, where such a requirement could never match: refuse it rather
 /// than let the overlay silently select nothing.
 fn selectable(key: &str) -> Result<(), String> {
-    let key = core_labels::normalize_key(key);
-    if key == core_labels::NODEPOOL {
+    let normalized = core_labels::normalize_key(key);
+    if normalized == core_labels::NODEPOOL {
         return Err(format!(
             "{key:?} cannot be selected on: Dovetail applies overlays to the instance-type catalog all \
              NodePools share, so an overlay selects on instance-type and offering labels only"
         ));
     }
-    if !core_labels::is_well_known(key) {
+    if !core_labels::is_well_known(normalized) {
         return Err(format!(
             "{key:?} is not a well-known instance-type or offering label (such as {}, {}, {} or {}): \
              Dovetail applies overlays to the catalog all NodePools share, not to a pool's labels",
