@@ -160,6 +160,14 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], warm: &[Duration], p
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let format = args.output.format.unwrap_or(Format::Table);
+    let overlays = if args.overlays.is_empty() {
+        vec![]
+    } else {
+        match manifest::load(&args.overlays).and_then(|i| i.overlays()) {
+            Ok(o) => o,
+            Err(e) => return Ok(bad_input(&e)),
+        }
+    };
     let workloads = [
         (Suite::KarpenterMix, "karpenter-mix"),
         (Suite::RealCatalog, "real-catalog-generic"),
@@ -173,14 +181,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
             "suite                   size         cold: median time                             warm: median time        throughput  result\n",
         )?;
     }
-    let overlays = if args.overlays.is_empty() {
-        vec![]
-    } else {
-        match manifest::load(&args.overlays).and_then(|i| i.overlays()) {
-            Ok(o) => o,
-            Err(e) => return Ok(bad_input(&e)),
-        }
-    };
     let mut rows = Vec::new();
     for (suite, name) in chosen {
         let base = if suite == Suite::KarpenterMix {

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::{Catalog, InstanceResources, Offering};
+use crate::catalog::{Catalog, InstanceResources, InstanceType, Offering};
 use crate::labels;
 use crate::requirements::Requirements;
 
@@ -169,19 +169,6 @@ pub fn apply(catalog: &Catalog, overlays: &[NodeOverlay]) -> Overlaid {
         let (a, b) = (&overlays[a], &overlays[b]);
         b.weight.cmp(&a.weight).then_with(|| b.name.cmp(&a.name))
     });
-    // The labels of each type, worked out once for all overlays (an offering adds its zone, zone
-    // id and capacity type to them: see `Selector`).
-    let type_labels: Vec<BTreeMap<String, String>> = catalog
-        .types
-        .iter()
-        .map(|t| {
-            let mut l = t.requirements.single_valued_labels();
-            for key in OFFERING_KEYS {
-                l.remove(key);
-            }
-            l
-        })
-        .collect();
     // (type, offering) → who prices it; (type, resource) → who sets it.
     let mut prices: BTreeMap<(usize, usize), Claim> = BTreeMap::new();
     let mut resources: BTreeMap<(usize, &str), Claim> = BTreeMap::new();
@@ -194,7 +181,7 @@ pub fn apply(catalog: &Catalog, overlays: &[NodeOverlay]) -> Overlaid {
             .types
             .iter()
             .enumerate()
-            .filter(|(t, _)| selector.by_type.matches_labels(&type_labels[*t]))
+            .filter(|(_, it)| selector.selects_type(it))
             .flat_map(|(t, it)| {
                 it.offerings.iter().enumerate().filter(|(_, o)| selector.selects(o, catalog)).map(move |(o, _)| (t, o))
             })
@@ -268,7 +255,8 @@ pub fn apply(catalog: &Catalog, overlays: &[NodeOverlay]) -> Overlaid {
     Overlaid { catalog: out, statuses }
 }
 
-/// Labels an offering sets on top of its type's.
+/// Labels an offering sets on top of its type's (the type's own requirements on them list every
+/// offering's value, so they are matched per offering).
 const OFFERING_KEYS: [&str; 3] = [labels::ZONE, labels::ZONE_ID, labels::CAPACITY_TYPE];
 
 /// An overlay's requirements split into those on the type's labels and those on the offering's,
@@ -288,19 +276,20 @@ impl Selector {
         Selector { by_type, by_offering }
     }
 
+    /// Whether the type's labels (its single-valued requirements) satisfy the overlay.
+    fn selects_type(&self, t: &InstanceType) -> bool {
+        self.by_type.matches(|key| t.requirements.get(key).and_then(|r| r.single_value()))
+    }
+
     /// Whether the offering's zone, zone id and capacity type satisfy the overlay (a zone the
     /// catalog knows no id of has no zone-id label).
     fn selects(&self, o: &Offering, catalog: &Catalog) -> bool {
-        if self.by_offering.is_empty() {
-            return true;
-        }
-        let mut l = BTreeMap::new();
-        l.insert(labels::ZONE.to_string(), o.zone.clone());
-        l.insert(labels::CAPACITY_TYPE.to_string(), o.capacity_type.as_str().to_string());
-        if let Some(id) = catalog.zone_id(&o.zone) {
-            l.insert(labels::ZONE_ID.to_string(), id.to_string());
-        }
-        self.by_offering.matches_labels(&l)
+        self.by_offering.matches(|key| match key {
+            labels::ZONE => Some(o.zone.as_str()),
+            labels::CAPACITY_TYPE => Some(o.capacity_type.as_str()),
+            labels::ZONE_ID => catalog.zone_id(&o.zone),
+            _ => None,
+        })
     }
 }
 
