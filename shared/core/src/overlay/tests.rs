@@ -258,3 +258,31 @@ fn plans_buy_by_the_effective_price_and_show_the_list_price() {
     assert_eq!(claim.list_price_per_hour, Some(list));
     assert!(close(after.cost_per_hour, list * 0.4));
 }
+
+/// A pod requesting an extended resource no type advertises is placed once an overlay gives the
+/// resource to some types, and only on those.
+#[test]
+fn pods_requesting_an_overlaid_resource_go_to_the_types_that_have_it() {
+    let mut pool = NodePool::new("default", "default");
+    pool.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]));
+    let mut pod = Pod::new("default", "fuse", Resources::new(500, 1 << 30));
+    pod.requests.set("smarter-devices/fuse", 2);
+    pod.owner = OwnerKind::ReplicaSet;
+    let snap = Snapshot {
+        pods: vec![pod],
+        nodepools: vec![pool],
+        nodeclasses: vec![NodeClass { name: "default".into(), ..NodeClass::default() }],
+        ..Default::default()
+    };
+    let before = schedule(&snap, embedded());
+    assert!(before.nodeclaims.is_empty() && before.unschedulable.len() == 1, "{before:?}");
+    let mut o = overlay("fuse", 0, vec![req(labels::INSTANCE_FAMILY, Operator::In, &["m5", "c5"])], None);
+    o.capacity = vec![("smarter-devices/fuse".into(), 20)];
+    let after = schedule(&snap, &apply(embedded(), &[o]).catalog);
+    assert!(after.unschedulable.is_empty(), "{after:?}");
+    let claim = &after.nodeclaims[0];
+    assert_eq!(claim.allocatable["smarter-devices/fuse"], "20");
+    for t in &claim.instance_types {
+        assert!(t.starts_with("m5.") || t.starts_with("c5."), "{t} has no smarter-devices/fuse");
+    }
+}
