@@ -225,20 +225,27 @@ fn a_requirement_on_a_label_no_type_carries_matches_nothing_but_not_in_matches_e
     assert_eq!(offerings, on_demand);
 }
 
-/// The scheduler buys by the effective price, and the plan shows the list price beside it.
-#[test]
-fn plans_buy_by_the_effective_price_and_show_the_list_price() {
+/// One pending pod (of a ReplicaSet) and an on-demand pool, of `types` only when given.
+fn on_demand(mut pod: Pod, types: Option<&[&str]>) -> Snapshot {
     let mut pool = NodePool::new("default", "default");
     pool.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]));
-    pool.requirements.add(req(labels::INSTANCE_TYPE, Operator::In, &["m5.large", "c5.large", "m6i.large"]));
-    let mut pod = Pod::new("default", "web", Resources::new(500, 1 << 30));
+    if let Some(types) = types {
+        pool.requirements.add(req(labels::INSTANCE_TYPE, Operator::In, types));
+    }
     pod.owner = OwnerKind::ReplicaSet;
-    let snap = Snapshot {
+    Snapshot {
         pods: vec![pod],
         nodepools: vec![pool],
         nodeclasses: vec![NodeClass { name: "default".into(), ..NodeClass::default() }],
         ..Default::default()
-    };
+    }
+}
+
+/// The scheduler buys by the effective price, and the plan shows the list price beside it.
+#[test]
+fn plans_buy_by_the_effective_price_and_show_the_list_price() {
+    let pod = Pod::new("default", "web", Resources::new(500, 1 << 30));
+    let snap = on_demand(pod, Some(&["m5.large", "c5.large", "m6i.large"]));
     let before = schedule(&snap, embedded());
     assert_eq!(before.nodeclaims[0].instance_type, "c5.large", "the cheapest of the three by list price");
     assert_eq!(before.nodeclaims[0].list_price_per_hour, None);
@@ -263,17 +270,9 @@ fn plans_buy_by_the_effective_price_and_show_the_list_price() {
 /// resource to some types, and only on those.
 #[test]
 fn pods_requesting_an_overlaid_resource_go_to_the_types_that_have_it() {
-    let mut pool = NodePool::new("default", "default");
-    pool.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["on-demand"]));
     let mut pod = Pod::new("default", "fuse", Resources::new(500, 1 << 30));
     pod.requests.set("smarter-devices/fuse", 2);
-    pod.owner = OwnerKind::ReplicaSet;
-    let snap = Snapshot {
-        pods: vec![pod],
-        nodepools: vec![pool],
-        nodeclasses: vec![NodeClass { name: "default".into(), ..NodeClass::default() }],
-        ..Default::default()
-    };
+    let snap = on_demand(pod, None);
     let before = schedule(&snap, embedded());
     assert!(before.nodeclaims.is_empty() && before.unschedulable.len() == 1, "{before:?}");
     let mut o = overlay("fuse", 0, vec![req(labels::INSTANCE_FAMILY, Operator::In, &["m5", "c5"])], None);
