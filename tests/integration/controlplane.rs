@@ -160,7 +160,10 @@ async fn crds_are_established_and_validate_nodepools() -> Result<()> {
     let control_plane = ControlPlane::shared();
     let client = control_plane.client();
     let kinds = dovetail_kinds(&client).await?;
-    assert_eq!(kinds.keys().map(String::as_str).collect::<Vec<_>>(), ["EC2NodeClass", "NodeClaim", "NodePool"]);
+    assert_eq!(
+        kinds.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["EC2NodeClass", "NodeClaim", "NodeOverlay", "NodePool"]
+    );
 
     // An example's manifests go through the real schema (with its CEL rules) and defaulting.
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/examples/gpu/nodepools.yaml");

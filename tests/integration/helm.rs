@@ -120,6 +120,7 @@ async fn chart_applies_on_the_api_server_with_defaults_every_feature_and_none() 
     let always = [
         "CustomResourceDefinition/ec2nodeclasses.dovetail.dev",
         "CustomResourceDefinition/nodeclaims.dovetail.dev",
+        "CustomResourceDefinition/nodeoverlays.dovetail.dev",
         "CustomResourceDefinition/nodepools.dovetail.dev",
         "ClusterRole/dovetail-forwarder",
         "ClusterRoleBinding/dovetail-forwarder",

@@ -140,7 +140,12 @@ async fn admin_client(kubeconfig: &Path) -> Result<Client> {
 async fn check_installed(kubeconfig: &Path, registry: &str) -> Result<()> {
     let client = admin_client(kubeconfig).await?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for name in ["nodepools.dovetail.dev", "ec2nodeclasses.dovetail.dev", "nodeclaims.dovetail.dev"] {
+    for name in [
+        "nodepools.dovetail.dev",
+        "ec2nodeclasses.dovetail.dev",
+        "nodeclaims.dovetail.dev",
+        "nodeoverlays.dovetail.dev",
+    ] {
         let crd = crds.get(name).await.with_context(|| format!("CRD {name}"))?;
         ensure!(crd_established(&crd), "CRD {name} is not Established: {:?}", crd.status);
     }

@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use dovetail_api::crd::{crd_yaml, EC2NodeClass, NodeClaim, NodePool};
+use dovetail_api::crd::{crd_yaml, EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
@@ -67,7 +67,12 @@ fn crd_folders_hold_exactly_the_generated_files() {
         files.sort();
         assert_eq!(
             files,
-            ["dovetail.dev_ec2nodeclasses.yaml", "dovetail.dev_nodeclaims.yaml", "dovetail.dev_nodepools.yaml"],
+            [
+                "dovetail.dev_ec2nodeclasses.yaml",
+                "dovetail.dev_nodeclaims.yaml",
+                "dovetail.dev_nodeoverlays.yaml",
+                "dovetail.dev_nodepools.yaml"
+            ],
             "{dir}"
         );
     }
@@ -84,6 +89,11 @@ fn nodeclaim_crd_is_up_to_date() {
 }
 
 #[test]
+fn nodeoverlay_crd_is_up_to_date() {
+    check::<NodeOverlay>("dovetail.dev_nodeoverlays.yaml");
+}
+
+#[test]
 fn ec2nodeclass_crd_is_up_to_date() {
     check::<EC2NodeClass>("dovetail.dev_ec2nodeclasses.yaml");
 }
@@ -96,6 +106,7 @@ fn yaml_reads_back_as_the_same_crd() {
         (crd_yaml::<NodePool>(), NodePool::crd()),
         (crd_yaml::<EC2NodeClass>(), EC2NodeClass::crd()),
         (crd_yaml::<NodeClaim>(), NodeClaim::crd()),
+        (crd_yaml::<NodeOverlay>(), NodeOverlay::crd()),
     ] {
         let parsed: CustomResourceDefinition = serde_yaml_ng::from_str(&yaml).unwrap();
         assert_eq!(parsed, crd);
@@ -115,6 +126,14 @@ fn crd_shapes() {
     assert_eq!(nc.metadata.name.as_deref(), Some("ec2nodeclasses.dovetail.dev"));
     assert_eq!(nc.spec.scope, "Cluster");
     assert_eq!(nc.spec.names.short_names, Some(vec!["ec2nc".to_owned(), "ec2ncs".to_owned()]));
+
+    // Alpha, as Karpenter's karpenter.sh/v1alpha1 NodeOverlay is.
+    let no = NodeOverlay::crd();
+    assert_eq!(no.metadata.name.as_deref(), Some("nodeoverlays.dovetail.dev"));
+    assert_eq!(no.spec.scope, "Cluster");
+    assert_eq!(no.spec.versions.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["v1alpha1"]);
+    assert_eq!(no.spec.names.short_names, Some(vec!["overlays".to_owned()]));
+    assert!(no.spec.versions[0].subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
 }
 
 /// Karpenter's defaults must be in the schema, so the API server fills them in.

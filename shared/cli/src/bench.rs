@@ -9,7 +9,8 @@
 //! the same. Each is warmed up once, then timed repeatedly (at least `--samples` runs and about
 //! `--seconds` of wall time); the median is reported with the spread, so one noisy run on a
 //! shared machine does not decide the figure. `cargo bench -p dovetail-core` runs the same
-//! workloads under criterion.
+//! workloads under criterion. `--overlays` prices the catalogs with NodeOverlays first, as `plan`
+//! and the functions do.
 //!
 //! Each row also gives the plan's distance to the exact optimum
 //! (`dovetail_core::scheduler::optimum`, the model the exact-optimum property test uses) where
@@ -17,11 +18,14 @@
 //! `--optimum-seconds`; otherwise the row says why not (topology in the Karpenter mix, a model too
 //! large for the solver, the time limit).
 
+use std::borrow::Cow;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use std::process::ExitCode;
 
 use anyhow::{ensure, Result};
+use dovetail_api::manifest;
 use dovetail_core::benchmark;
 use dovetail_core::catalog::Catalog;
 use dovetail_core::scheduler::optimum;
@@ -30,13 +34,14 @@ use dovetail_core::snapshot::Snapshot;
 use serde::Serialize;
 
 use crate::progress::Progress;
-use crate::{output, Format, OutputArgs};
+use crate::{bad_input, output, overlays, Format, OutputArgs};
 
 pub const EXAMPLES: &str = "\
 Examples:
   dovetail bench                                       # every suite at 1 to 20,000 pods
   dovetail bench --suite karpenter-mix --sizes 100,1000 --samples 3 --seconds 1
-  dovetail bench --sizes 5000 -o json > bench.json";
+  dovetail bench --sizes 5000 -o json > bench.json
+  dovetail bench --suite real-catalog --sizes 1000 --overlays infra/examples/savings-plan";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -56,6 +61,10 @@ pub struct Args {
     /// pool (c/m/r, generation > 2), the same with every instance type allowed, or all three.
     #[arg(long, value_enum, default_value = "all")]
     suite: Suite,
+    /// Manifest files or directories whose NodeOverlays price the catalogs (as `dovetail plan`
+    /// reads them; their other objects are not used).
+    #[arg(long, num_args = 1..)]
+    overlays: Vec<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -192,6 +201,14 @@ fn row(suite: &'static str, pods: usize, runs: &[Duration], warm: &[Duration], p
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let format = args.output.format.unwrap_or(Format::Table);
+    let overlays = if args.overlays.is_empty() {
+        vec![]
+    } else {
+        match manifest::load(&args.overlays).and_then(|i| i.overlays()) {
+            Ok(o) => o,
+            Err(e) => return Ok(bad_input(&e)),
+        }
+    };
     let workloads = [
         (Suite::KarpenterMix, "karpenter-mix"),
         (Suite::RealCatalog, "real-catalog-generic"),
@@ -207,13 +224,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let mut rows = Vec::new();
     for (suite, name) in chosen {
-        let karpenter_catalog;
-        let catalog = if suite == Suite::KarpenterMix {
-            karpenter_catalog = benchmark::karpenter_catalog(400);
-            &karpenter_catalog
+        let base = if suite == Suite::KarpenterMix {
+            Cow::Owned(benchmark::karpenter_catalog(400))
         } else {
-            dovetail_core::catalog::embedded()
+            Cow::Borrowed(dovetail_core::catalog::embedded())
         };
+        let catalog = if overlays.is_empty() { base } else { Cow::Owned(overlays::priced(&base, &overlays)) };
+        let catalog = catalog.as_ref();
         for &n in &args.sizes {
             bar.relabel(format!("{name} {n} pods"));
             bar.update(rows.len() as f64 / total as f64);

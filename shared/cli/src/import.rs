@@ -1,5 +1,5 @@
 //! `dovetail import [-f FILE…] [-o yaml|json|table] [--output-file FILE]`: Karpenter v1 NodePools
-//! and EC2NodeClasses into Dovetail's.
+//! and EC2NodeClasses, and v1alpha1 NodeOverlays, into Dovetail's.
 //!
 //! The conversion is `dovetail_api::import` (a pure function); this reads the files, prints the
 //! manifests (YAML documents, a JSON `List`, or a table of what was converted) and the warnings,
@@ -20,7 +20,8 @@ use crate::{output, Format, OutputArgs};
 /// The user's guide to `dovetail import`, shown by `dovetail import --help`.
 pub const HELP: &str = "\
 What changes:
-  apiVersion                      karpenter.sh/v1 and karpenter.k8s.aws/v1 become dovetail.dev/v1
+  apiVersion                      karpenter.sh/v1 and karpenter.k8s.aws/v1 become dovetail.dev/v1,
+                                  karpenter.sh/v1alpha1 (NodeOverlay) becomes dovetail.dev/v1alpha1
   nodeClassRef.group              karpenter.k8s.aws becomes dovetail.dev
   karpenter.sh/do-not-disrupt     in template annotations, becomes dovetail.dev/do-not-disrupt
                                   (Dovetail honours both on pods and nodes)
@@ -41,15 +42,16 @@ exactly:
     kubelet, which belongs in the EC2NodeClass since Karpenter v1);
   - kept but treated differently by Dovetail today: AL2 (deprecated by AWS: no images for
     Kubernetes 1.33 and later), amiFamily Custom with user data naming Karpenter's unregistered
-    taint, capacity reservations and capacity type reserved, Karpenter's own
-    taints;
+    taint, Karpenter's own taints;
   - a NodePool whose EC2NodeClass was not converted with it;
-  - documents of other kinds, which are skipped (NodeClaims, NodeOverlays, ConfigMaps, ...).
+  - documents of other kinds, which are skipped (NodeClaims, ConfigMaps, ...).
 
 Errors (stderr, exit code 2) are objects that cannot be converted; the others are still written:
 a field of the wrong type, a value Dovetail's validation refuses (every converted object passes
 the validation Dovetail's functions apply), a Karpenter 1.14 field Dovetail refuses (a static
-NodePool's replicas, ipPrefixCount, networkInterfaces, ...: docs/karpenter-compatibility.md), Karpenter's pre-v1 APIs
+NodePool's replicas, ipPrefixCount, networkInterfaces, ...: docs/karpenter-compatibility.md), a
+NodeOverlay that selects a NodePool or a pool's label (Dovetail's overlays price the catalog every
+pool shares), Karpenter's pre-v1 APIs
 (v1beta1 NodePools, Provisioners, AWSNodeTemplates: migrate them with Karpenter first), an object
 defined twice, a file that is not YAML or JSON.
 
@@ -141,15 +143,25 @@ fn node_role_note(roles: &[&str]) -> Option<String> {
     }
 }
 
-/// `converted 2 NodePools and 1 EC2NodeClass, 3 warnings, 1 error`.
+/// `converted 2 NodePools and 1 EC2NodeClass, 3 warnings, 1 error` (`…, 1 EC2NodeClass and 2
+/// NodeOverlays, …` when there are overlays).
 fn summary(report: &Report, errors: usize) -> String {
     let count = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-    let pools = report.objects.iter().filter(|o| matches!(o, Converted::NodePool(_))).count();
-    let classes = report.objects.len() - pools;
+    let of = |kind: &str| report.objects.iter().filter(|o| o.kind() == kind).count();
+    let (pools, classes, overlays) = (of("NodePool"), of("EC2NodeClass"), of("NodeOverlay"));
+    // Overlays are named only when there are some, so a pools-and-classes import reads as before.
+    let kinds = if overlays == 0 {
+        format!("{} and {}", count(pools, "NodePool", "NodePools"), count(classes, "EC2NodeClass", "EC2NodeClasses"))
+    } else {
+        format!(
+            "{}, {} and {}",
+            count(pools, "NodePool", "NodePools"),
+            count(classes, "EC2NodeClass", "EC2NodeClasses"),
+            count(overlays, "NodeOverlay", "NodeOverlays")
+        )
+    };
     format!(
-        "converted {} and {}, {}, {}",
-        count(pools, "NodePool", "NodePools"),
-        count(classes, "EC2NodeClass", "EC2NodeClasses"),
+        "converted {kinds}, {}, {}",
         count(report.warnings.len(), "warning", "warnings"),
         count(errors, "error", "errors"),
     )
@@ -163,9 +175,10 @@ fn list(report: &Report) -> Value {
         .map(|o| match o {
             Converted::NodePool(p) => serde_json::to_value(p),
             Converted::EC2NodeClass(c) => serde_json::to_value(c),
+            Converted::NodeOverlay(o) => serde_json::to_value(o),
         })
         .collect::<Result<_, _>>()
-        .expect("NodePools and EC2NodeClasses always serialize");
+        .expect("NodePools, EC2NodeClasses and NodeOverlays always serialize");
     json!({ "apiVersion": "v1", "kind": "List", "items": items })
 }
 

@@ -3,6 +3,7 @@
 mod bench;
 mod import;
 mod output;
+mod overlays;
 mod plan;
 mod progress;
 mod simulate;

@@ -13,14 +13,15 @@ use dovetail_core::catalog::{self, Zone};
 use dovetail_core::requirements::MinValuesPolicy;
 use dovetail_core::scheduler::{schedule, Plan};
 
-use crate::{bad_input, output, Format, OutputArgs};
+use crate::{bad_input, output, overlays, Format, OutputArgs};
 
 pub const EXAMPLES: &str = "\
 Examples:
   dovetail plan -f infra/examples/web-zone-spread
   dovetail plan -f nodepools.yaml -f pods/ -o yaml
-  kubectl get nodepools.dovetail.dev,ec2nodeclasses.dovetail.dev,nodes,pods -A -o yaml | dovetail plan -f -
-  dovetail plan -f infra/examples/gpu --zones us-east-1a,us-east-1b -o json";
+  kubectl get nodepools.dovetail.dev,ec2nodeclasses.dovetail.dev,nodeoverlays.dovetail.dev,nodes,pods -A -o yaml | dovetail plan -f -
+  dovetail plan -f infra/examples/gpu --zones us-east-1a,us-east-1b -o json
+  dovetail plan -f infra/examples/savings-plan                # NodeOverlays price the catalog";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -53,9 +54,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Err(e) => return Ok(bad_input(&e)),
     };
     snap.min_values_policy = args.min_values_policy;
+    let overlays = match inputs.overlays() {
+        Ok(o) => o,
+        Err(e) => return Ok(bad_input(&e)),
+    };
     let zones = parse_zones(&args.zones);
     let custom;
-    let catalog = if zones.is_empty() {
+    let base = if zones.is_empty() {
         catalog::embedded()
     } else {
         custom = catalog::embedded_with_zones(&zones);
@@ -64,6 +69,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for s in &inputs.skipped {
         eprintln!("dovetail: note: {}: {} {} is not used for planning", s.source, s.kind, s.name);
     }
+    let overlaid;
+    let catalog = if overlays.is_empty() {
+        base
+    } else {
+        overlaid = overlays::priced(base, &overlays);
+        &overlaid
+    };
     let plan = schedule(&snap, catalog);
     output::print(&output::render(args.output.format.unwrap_or(Format::Table), &plan, || table(&plan))?)?;
     Ok(ExitCode::SUCCESS)
@@ -125,6 +137,9 @@ pub fn table(plan: &Plan) -> String {
                 let more =
                     if others > shown.len() { format!(", … {} more", others - shown.len()) } else { String::new() };
                 let _ = writeln!(out, "    or: {}{more}", shown.join(", "));
+            }
+            if let Some(list) = c.list_price_per_hour {
+                let _ = writeln!(out, "    list price: {list:.4} $/hour (a NodeOverlay changed it)");
             }
             let _ = writeln!(out, "    pods: {}", c.pods.join(", "));
         }

@@ -166,6 +166,34 @@ fn exit_codes_say_what_went_wrong() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
 }
 
+/// `bench --overlays` prices the catalog as `plan` does: a fee on every node raises the bill of
+/// the same pods by the fee per node; a bad overlay is bad input, said before any row.
+#[test]
+fn bench_prices_with_overlays() {
+    let run = |stdin: Option<&[u8]>| -> serde_json::Value {
+        let mut args = vec!["bench", "--suite", "real-catalog", "--sizes", "100", "--samples", "1", "--seconds", "0"];
+        if stdin.is_some() {
+            args.extend(["--overlays", "-"]);
+        }
+        json(&output(&args, "json", stdin))["rows"][0].clone()
+    };
+    let fee = "apiVersion: dovetail.dev/v1alpha1\nkind: NodeOverlay\nmetadata: {name: fee}\nspec: {priceAdjustment: \"+0.5\", requirements: []}\n";
+    let (list, priced) = (run(None), run(Some(fee.as_bytes())));
+    let cost = |r: &serde_json::Value| r["cost_per_hour"].as_f64().unwrap();
+    let nodes = priced["nodes"].as_f64().unwrap();
+    assert!(cost(&priced) > cost(&list), "{priced} is not above {list}");
+    assert!(cost(&priced) >= 0.5 * nodes, "every node pays the fee: {priced}");
+    let bad = "apiVersion: dovetail.dev/v1alpha1\nkind: NodeOverlay\nmetadata: {name: x}\nspec: {price: \"-1\", requirements: []}\n";
+    let out = dovetail(&["bench", "--sizes", "1", "--overlays", "-"], Some(bad.as_bytes()));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("NodeOverlay x") && text(&out.stderr).contains("spec.price"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+}
+
 #[test]
 fn progress_stays_off_a_pipe() {
     for args in [

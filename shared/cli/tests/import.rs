@@ -65,8 +65,10 @@ fn fixture(name: &str, exit_code: i32) -> Report {
     if !report.objects.is_empty() {
         let inputs = manifest::load_str("out.yaml", &stdout).expect("the output loads as manifests");
         let snapshot = inputs.snapshot().expect("the output passes Dovetail's validation");
-        let pools = report.objects.iter().filter(|o| matches!(o, Converted::NodePool(_))).count();
-        assert_eq!((snapshot.nodepools.len(), snapshot.nodeclasses.len()), (pools, report.objects.len() - pools));
+        let of = |kind: &str| report.objects.iter().filter(|o| o.kind() == kind).count();
+        assert_eq!((snapshot.nodepools.len(), snapshot.nodeclasses.len()), (of("NodePool"), of("EC2NodeClass")));
+        let overlays = inputs.overlays().expect("the output's overlays pass Dovetail's validation");
+        assert_eq!(overlays.len(), of("NodeOverlay"));
     }
     report
 }
@@ -188,6 +190,34 @@ fn malformed_objects_next_to_a_good_one() {
     assert_eq!(errors.len(), 6, "{}", errors.join("\n"));
     // The good pool's class failed: it is told so.
     warned(&report, "NodePool good", "spec.template.spec.nodeClassRef.name", "no EC2NodeClass \"default\"");
+}
+
+/// Karpenter's NodeOverlays carry over as Dovetail's, except one that selects a NodePool: Dovetail
+/// prices one catalog for every pool, so that overlay is refused with its field, and the others
+/// still convert.
+#[test]
+fn karpenter_overlays() {
+    let report = fixture("karpenter-v1alpha1-overlays", 2);
+    assert_eq!(
+        names(&report),
+        ["NodeOverlay compute-savings-plan", "NodeOverlay licensed-ami", "NodeOverlay fuse-devices"]
+    );
+    let errors: Vec<String> = report.errors.iter().map(ToString::to_string).collect();
+    assert_eq!(errors.len(), 1, "{}", errors.join("\n"));
+    assert!(
+        errors[0].contains(
+            "(NodeOverlay gpu-pool-only): spec.requirements[0].key: \"karpenter.sh/nodepool\" cannot be selected on"
+        ),
+        "{}",
+        errors[0]
+    );
+    warned(&report, "NodeOverlay licensed-ami", "status", "dropped");
+    warned(&report, "NodeOverlay licensed-ami", "metadata.annotations", "karpenter.sh/nodeoverlay-hash");
+    let out = report.yaml();
+    assert!(!out.contains("karpenter.sh/v1alpha1"), "{out}");
+    assert_eq!(out.matches("apiVersion: dovetail.dev/v1alpha1").count(), 3, "{out}");
+    assert!(out.contains("priceAdjustment: -28%"), "{out}");
+    assert!(out.contains("price: '0.5'") || out.contains("priceAdjustment: '+0.05'"), "{out}");
 }
 
 #[test]

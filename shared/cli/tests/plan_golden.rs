@@ -123,7 +123,17 @@ fn run_example(name: &str) -> Example {
     let inputs = dovetail_api::manifest::load(&paths).expect("the example loads");
     let snap = inputs.snapshot().expect("the example converts");
     let example = Example { plan, snap };
-    check_plan(name, &example, catalog::embedded());
+    // Prices are the catalog's as the example's NodeOverlays make them (each overlay example
+    // also checks its own arithmetic against the embedded catalog's list prices).
+    let overlays = inputs.overlays().expect("the example's overlays convert");
+    let priced = dovetail_core::overlay::apply(catalog::embedded(), &overlays).catalog;
+    check_plan(name, &example, &priced);
+    if overlays.is_empty() {
+        assert!(
+            example.plan.nodeclaims.iter().all(|c| c.list_price_per_hour.is_none()),
+            "{name}: no overlay, no list price"
+        );
+    }
     example
 }
 
@@ -380,6 +390,61 @@ fn windows() {
         assert_eq!(c.labels[labels::OS], "linux", "{p}");
         assert!(!c.labels.contains_key(labels::WINDOWS_BUILD), "{p}");
     }
+}
+
+/// The on-demand list price of a type in a zone, from the embedded catalog.
+fn on_demand_list(t: &str, zone: &str) -> f64 {
+    let ty = catalog::embedded().get(t).unwrap();
+    ty.offerings.iter().find(|o| o.zone == zone && o.capacity_type.as_str() == "on-demand").unwrap().price
+}
+
+/// A Compute Savings Plan's 28% off on-demand m6i/m7i/c6i/c7i: the plan buys a covered type it
+/// would not buy at list price, and shows both prices.
+#[test]
+fn savings_plan() {
+    let ex = run_example("savings-plan");
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    let covered = ["m6i", "m7i", "c6i", "c7i"];
+    for c in &ex.plan.nodeclaims {
+        let family = c.labels[labels::INSTANCE_FAMILY].as_str();
+        assert!(covered.contains(&family), "{}: {family} is not covered by the plan", c.name);
+        let list = on_demand_list(&c.instance_type, &c.zone);
+        assert_eq!(c.list_price_per_hour, Some(list), "{}", c.name);
+        assert!((c.price_per_hour - list * 0.72).abs() < 1e-9, "{}: {} is not 72% of {list}", c.name, c.price_per_hour);
+    }
+    // Without the overlay the same pods go to a type the plan does not cover.
+    let files: Vec<String> = manifests("savings-plan").into_iter().filter(|f| !f.ends_with("overlay.yaml")).collect();
+    let listed: Plan = serde_json::from_str(&plan_output(&files, "json")).unwrap();
+    assert!(listed.nodeclaims.iter().all(|c| c.list_price_per_hour.is_none()));
+    assert!(
+        listed.nodeclaims.iter().all(|c| !covered.contains(&c.labels[labels::INSTANCE_FAMILY].as_str())),
+        "at list prices the cheapest type is not a covered one: {:?}",
+        listed.nodeclaims.iter().map(|c| &c.instance_type).collect::<Vec<_>>()
+    );
+    assert!(ex.plan.cost_per_hour < listed.cost_per_hour);
+}
+
+/// A licensed image's $0.08 per instance-hour: every node costs that more than its list price,
+/// spot or not, so the plan packs the same pods onto fewer nodes than it does without the fee.
+#[test]
+fn licensed_ami() {
+    let ex = run_example("licensed-ami");
+    assert!(ex.plan.unschedulable.is_empty(), "{:?}", ex.plan.unschedulable);
+    let catalog = catalog::embedded();
+    for c in &ex.plan.nodeclaims {
+        let ty = catalog.get(&c.instance_type).unwrap();
+        let o = ty.offerings.iter().find(|o| o.zone == c.zone && o.capacity_type == c.capacity_type).unwrap();
+        assert_eq!(c.list_price_per_hour, Some(o.price), "{}", c.name);
+        assert!((c.price_per_hour - (o.price + 0.08)).abs() < 1e-9, "{}: {}", c.name, c.price_per_hour);
+    }
+    let files: Vec<String> = manifests("licensed-ami").into_iter().filter(|f| !f.ends_with("overlay.yaml")).collect();
+    let listed: Plan = serde_json::from_str(&plan_output(&files, "json")).unwrap();
+    assert!(
+        ex.plan.nodeclaims.len() < listed.nodeclaims.len(),
+        "a fee per node packs fewer nodes: {} with it, {} without",
+        ex.plan.nodeclaims.len(),
+        listed.nodeclaims.len()
+    );
 }
 
 #[test]

@@ -23,6 +23,8 @@ pub mod overhead;
 pub mod protection;
 // Instance types, their offerings and prices.
 pub mod catalog;
+// and what the user's NodeOverlays make of them.
+pub mod overlay;
 // Dovetail's record of one instance, with its drain progress.
 pub mod nodeclaim;
 // What decisions are made from: the live cluster, and the scheduler's snapshot.

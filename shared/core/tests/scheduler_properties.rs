@@ -119,6 +119,7 @@ fn build_catalog(specs: &[TypeSpec]) -> Catalog {
                         zone: zone.name.clone(),
                         capacity_type: CapacityType::OnDemand,
                         price: od,
+                        list_price: None,
                         available: s.down & (1 << z) == 0,
                     });
                 }
@@ -127,6 +128,7 @@ fn build_catalog(specs: &[TypeSpec]) -> Catalog {
                         zone: zone.name.clone(),
                         capacity_type: CapacityType::Spot,
                         price: od * s.spot_pct as f64 / 100.0 * (1.0 + 0.02 * z as f64),
+                        list_price: None,
                         available: s.down & (8 << z) == 0,
                     });
                 }

@@ -32,7 +32,7 @@ use dovetail_api::crd::{self, NodePool, API_VERSION};
 use dovetail_core::model::{Held, Taint};
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, FINALIZER};
-use dovetail_core::reconcile::ports::{ClassStatus, Kube, KubeState, PoolStatus, PortError, PortResult};
+use dovetail_core::reconcile::ports::{ClassStatus, Kube, KubeState, OverlayStatus, PoolStatus, PortError, PortResult};
 use k8s_openapi::api::core::v1::{Event, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
@@ -46,7 +46,7 @@ pub use snapshot::{Counts, Reading, CATCH_UP_SECONDS, LIVE_PODS, PAGE_SIZE};
 pub use status::{READY, VALIDATION_SUCCEEDED};
 
 use error::{is_conflict, is_not_found, port_error, status_code};
-use read::{ObservedClass, ObservedPool, Seen};
+use read::{ObservedClass, ObservedOverlay, ObservedPool, Seen};
 use snapshot::Snapshot;
 
 /// Field manager of the NodePool status Dovetail applies.
@@ -225,6 +225,30 @@ impl KubeAdapter {
     }
 
     /// The pool as it stands, from the last read or the API server; `None` when it is gone.
+    /// Applies `status` to the status subresource of the `K` called `name` (server-side apply,
+    /// Dovetail's fields forced, through a dynamic object). Whether it was written: an object
+    /// deleted meanwhile has no status to write, which is no error.
+    async fn apply_status<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        name: &str,
+        status: &impl serde::Serialize,
+    ) -> PortResult<bool> {
+        let resource = ApiResource::erase::<K>(&());
+        let apply = json!({
+            "apiVersion": resource.api_version,
+            "kind": resource.kind,
+            "metadata": { "name": name },
+            "status": status,
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let api = Api::<DynamicObject>::all_with(self.client.clone(), &resource);
+        match api.patch_status(name, &params, &Patch::Apply(&apply)).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_not_found(&e) => Ok(false),
+            Err(e) => Err(port_error(&format!("status of {} {name}", resource.kind), e)),
+        }
+    }
+
     async fn observed_pool(&self, name: &str) -> PortResult<Option<ObservedPool>> {
         if let Some(p) = self.seen.lock().expect("seen lock").pools.get(name).cloned() {
             return Ok(Some(p));
@@ -317,6 +341,7 @@ impl Kube for KubeAdapter {
             nodes = state.nodes.len(),
             pending = state.pending.len(),
             nodepools = state.nodepools.len(),
+            overlays = state.overlays.len(),
             invalid = state.invalid.len(),
             requests = last.requests,
             objects = last.objects,
@@ -516,22 +541,31 @@ impl Kube for KubeAdapter {
         if status::unchanged(&desired, &observed.status) {
             return Ok(());
         }
-        let apply = json!({
-            "apiVersion": API_VERSION,
-            "kind": "NodePool",
-            "metadata": { "name": s.name },
-            "status": desired,
-        });
         // Applied through a dynamic object: the answer is not decoded into the typed NodePool, so
         // a pool whose spec the types reject still gets its `ValidationSucceeded=False`.
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        match self.nodepools().patch_status(&s.name, &params, &Patch::Apply(&apply)).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(port_error(&format!("status of NodePool {}", s.name), e)),
+        if !self.apply_status::<NodePool>(&s.name, &desired).await? {
+            return Ok(());
         }
         let mut seen = self.seen.lock().expect("seen lock");
         seen.pools.insert(s.name.clone(), ObservedPool { generation: observed.generation, status: desired });
+        Ok(())
+    }
+
+    async fn overlay_status(&self, s: &OverlayStatus) -> PortResult<()> {
+        // Overlays are only ever read by the snapshot: one not seen by the last read is gone.
+        let Some(observed) = self.seen.lock().expect("seen lock").overlays.get(&s.name).cloned() else {
+            debug!(overlay = %s.name, "NodeOverlay not seen by the last read; no status to write");
+            return Ok(());
+        };
+        let desired = status::desired_overlay(s, &observed, &now());
+        if desired == observed.status {
+            return Ok(());
+        }
+        if !self.apply_status::<crd::NodeOverlay>(&s.name, &desired).await? {
+            return Ok(());
+        }
+        let mut seen = self.seen.lock().expect("seen lock");
+        seen.overlays.insert(s.name.clone(), ObservedOverlay { generation: observed.generation, status: desired });
         Ok(())
     }
 
@@ -545,18 +579,8 @@ impl Kube for KubeAdapter {
         if desired == observed.status {
             return Ok(());
         }
-        let apply = json!({
-            "apiVersion": API_VERSION,
-            "kind": crd::EC2_NODE_CLASS_KIND,
-            "metadata": { "name": s.name },
-            "status": desired,
-        });
-        let params = PatchParams::apply(FIELD_MANAGER).force();
-        let api = Api::<DynamicObject>::all_with(self.client.clone(), &ApiResource::erase::<crd::EC2NodeClass>(&()));
-        match api.patch_status(&s.name, &params, &Patch::Apply(&apply)).await {
-            Ok(_) => {}
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(port_error(&format!("status of EC2NodeClass {}", s.name), e)),
+        if !self.apply_status::<crd::EC2NodeClass>(&s.name, &desired).await? {
+            return Ok(());
         }
         let mut seen = self.seen.lock().expect("seen lock");
         seen.classes.insert(s.name.clone(), ObservedClass { status: desired, ..observed });

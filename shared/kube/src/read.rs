@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use dovetail_api::convert::{ConvertError, NotProvisionable, StorageIndex};
-use dovetail_api::crd::{self, EC2NodeClass, EC2NodeClassStatus, NodePool, NodePoolStatus};
+use dovetail_api::crd::{
+    self, EC2NodeClass, EC2NodeClassStatus, NodeOverlay, NodeOverlayStatus, NodePool, NodePoolStatus,
+};
 use dovetail_core::labels;
 use dovetail_core::model::{tolerates_all, Node, Pod, Taint, TaintEffect};
 use dovetail_core::reconcile::ports::{Invalid, KubeState};
@@ -25,6 +27,14 @@ pub(crate) struct Seen {
     pub uids: HashMap<String, String>,
     pub pools: HashMap<String, ObservedPool>,
     pub classes: HashMap<String, ObservedClass>,
+    pub overlays: HashMap<String, ObservedOverlay>,
+}
+
+/// A NodeOverlay's generation and status as last read, for its status write.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct ObservedOverlay {
+    pub generation: Option<i64>,
+    pub status: NodeOverlayStatus,
 }
 
 /// An EC2NodeClass's generation and status as last read, for its status write.
@@ -207,6 +217,25 @@ pub(crate) fn assemble(snapshot: &Snapshot) -> (KubeState, Seen) {
         );
         match typed.and_then(|c| c.to_core()) {
             Ok(class) => state.nodeclasses.push(class),
+            Err(errors) => {
+                for e in errors {
+                    state.invalid.push(Invalid { object: object.clone(), field: e.field, message: e.message });
+                }
+            }
+        }
+    }
+    // An invalid overlay is left out with its fields; the others still price the catalog.
+    for (object, v) in &snapshot.overlays.objects {
+        let name = v.0.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+        seen.overlays.insert(
+            name,
+            ObservedOverlay {
+                generation: v.0.pointer("/metadata/generation").and_then(Value::as_i64),
+                status: v.0.get("status").and_then(|s| serde_json::from_value(s.clone()).ok()).unwrap_or_default(),
+            },
+        );
+        match crd::from_value::<NodeOverlay>("NodeOverlay", &v.0).and_then(|o| o.to_core()) {
+            Ok(overlay) => state.overlays.push(overlay),
             Err(errors) => {
                 for e in errors {
                     state.invalid.push(Invalid { object: object.clone(), field: e.field, message: e.message });

@@ -1,5 +1,5 @@
-//! The `status` of NodePools and EC2NodeClasses from the core's [`PoolStatus`] and
-//! [`ClassStatus`], as Karpenter shows them.
+//! The `status` of NodePools, EC2NodeClasses and NodeOverlays from the core's [`PoolStatus`],
+//! [`ClassStatus`] and [`OverlayStatus`], as Karpenter shows them.
 //!
 //! - NodePool: the resources of its nodes with a `nodes` count and what they cost per hour
 //!   (`dovetail.dev/cost-per-hour`, in dollars); `ValidationSucceeded`, `NodeClassReady`,
@@ -12,23 +12,27 @@
 //!   message says when the family is deprecated, AL2), and `Ready`
 //!   (all four); `DeletionBlocked` while a
 //!   deletion waits for the pools and claims that use it.
+//! - NodeOverlay: `ValidationSucceeded` (False with reason `RuntimeValidation` for a field
+//!   Dovetail cannot use, `Conflict` when an overlay of the same weight sets the same price or
+//!   resource) and `Ready`.
 
 use std::collections::BTreeMap;
 
 use dovetail_api::crd::{
-    Ami, CapacityReservation, EC2NodeClassStatus, InstanceMatchCriteria, NodePoolStatus, SecurityGroup, Subnet,
+    Ami, CapacityReservation, EC2NodeClassStatus, InstanceMatchCriteria, NodeOverlayStatus, NodePoolStatus,
+    SecurityGroup, Subnet,
 };
 use dovetail_core::catalog::{ImageVariant, Reservation};
 use dovetail_core::cluster::{AMIS_READY, INSTANCE_PROFILE_READY, SECURITY_GROUPS_READY, SUBNETS_READY};
 use dovetail_core::labels;
 use dovetail_core::model::{cost_quantity, LIMIT_COST};
-use dovetail_core::reconcile::ports::{ClassStatus, PoolStatus};
+use dovetail_core::reconcile::ports::{ClassStatus, OverlayProblem, OverlayStatus, PoolStatus};
 use dovetail_core::reconcile::INSTANCE_PROFILE_FAILED;
 use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::read::{ObservedClass, ObservedPool};
+use crate::read::{ObservedClass, ObservedOverlay, ObservedPool};
 
 pub const VALIDATION_SUCCEEDED: &str = "ValidationSucceeded";
 pub const READY: &str = "Ready";
@@ -251,6 +255,22 @@ fn condition(type_: &str, status: &str, reason: &str, message: &str) -> Conditio
     }
 }
 
+/// The status to write for a NodeOverlay: whether it applies, and `Ready` from that.
+pub(crate) fn desired_overlay(s: &OverlayStatus, observed: &ObservedOverlay, now: &Time) -> NodeOverlayStatus {
+    let valid = match &s.problem {
+        None => condition(VALIDATION_SUCCEEDED, "True", VALIDATION_SUCCEEDED, ""),
+        Some(OverlayProblem::Invalid(why)) => condition(VALIDATION_SUCCEEDED, "False", "RuntimeValidation", why),
+        Some(OverlayProblem::Conflict(with)) => condition(
+            VALIDATION_SUCCEEDED,
+            "False",
+            "Conflict",
+            &format!("conflicts with NodeOverlay {with}: the same weight, setting the same price or resource"),
+        ),
+    };
+    let ready = root(&[&valid]);
+    NodeOverlayStatus { conditions: merge(vec![valid, ready], &observed.status.conditions, observed.generation, now) }
+}
+
 /// Whether writing `desired` would change anything: the sweeper publishes every pass, and an
 /// unchanged pool costs no write. Conditions are compared in any order.
 pub(crate) fn unchanged(desired: &NodePoolStatus, observed: &NodePoolStatus) -> bool {
@@ -293,6 +313,35 @@ mod tests {
 
     fn statuses(conditions: &[Condition]) -> Vec<(&str, &str)> {
         conditions.iter().map(|c| (c.type_.as_str(), c.status.as_str())).collect()
+    }
+
+    #[test]
+    fn an_overlay_is_ready_unless_invalid_or_in_conflict() {
+        let now = t("2025-06-01T12:00:00Z");
+        let observed = ObservedOverlay { generation: Some(3), ..Default::default() };
+        let ok = desired_overlay(&OverlayStatus { name: "a".into(), problem: None }, &observed, &now);
+        assert_eq!(statuses(&ok.conditions), [("ValidationSucceeded", "True"), ("Ready", "True")]);
+        assert!(ok.conditions.iter().all(|c| c.observed_generation == Some(3)));
+        let conflict = OverlayStatus { name: "a".into(), problem: Some(OverlayProblem::Conflict("b".into())) };
+        let s = desired_overlay(&conflict, &observed, &t("2025-06-01T12:05:00Z"));
+        assert_eq!(statuses(&s.conditions), [("ValidationSucceeded", "False"), ("Ready", "False")]);
+        assert_eq!((s.conditions[0].reason.as_str(), s.conditions[1].reason.as_str()), ("Conflict", "Conflict"));
+        assert!(s.conditions[0].message.contains("NodeOverlay b"), "{}", s.conditions[0].message);
+        let invalid = OverlayStatus {
+            name: "a".into(),
+            problem: Some(OverlayProblem::Invalid("spec.priceAdjustment: \"28%\" is not".into())),
+        };
+        let s =
+            desired_overlay(&invalid, &ObservedOverlay { status: ok.clone(), ..observed }, &t("2025-06-01T12:05:00Z"));
+        assert_eq!(s.conditions[0].reason, "RuntimeValidation");
+        assert_eq!(s.conditions[0].last_transition_time, t("2025-06-01T12:05:00Z"), "it flipped");
+        // Unchanged, it keeps its transition time.
+        let again = desired_overlay(
+            &OverlayStatus { name: "a".into(), problem: None },
+            &ObservedOverlay { status: ok.clone(), ..observed },
+            &t("2025-06-01T13:00:00Z"),
+        );
+        assert_eq!(again, ok);
     }
 
     #[test]

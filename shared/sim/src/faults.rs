@@ -32,8 +32,8 @@ use dovetail_core::nodeclaim::object::ClaimObject;
 use dovetail_core::nodeclaim::{Launch, NodeClaim};
 use dovetail_core::reconcile::ports::Clock;
 use dovetail_core::reconcile::ports::{
-    ClassStatus, Cloud, Kube, KubeState, LaunchOutcome, LaunchRequest, Lease, PoolStatus, PortError, PortResult, Queue,
-    Store,
+    ClassStatus, Cloud, Kube, KubeState, LaunchOutcome, LaunchRequest, Lease, OverlayStatus, PoolStatus, PortError,
+    PortResult, Queue, Store,
 };
 use dovetail_core::reconcile::{Ports, Reconciler, Settings};
 use dovetail_core::time::Time;
@@ -365,6 +365,9 @@ impl<K: Kube> Kube for FaultyKube<K> {
     }
     async fn class_status(&self, status: &ClassStatus) -> PortResult<()> {
         meet(self.1.fate(Service::Kube, Call::Write), self.0.class_status(status)).await
+    }
+    async fn overlay_status(&self, status: &OverlayStatus) -> PortResult<()> {
+        meet(self.1.fate(Service::Kube, Call::Write), self.0.overlay_status(status)).await
     }
 }
 

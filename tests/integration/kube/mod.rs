@@ -4,6 +4,7 @@
 //! own (the control plane is shared), and pods select their test's nodes by label.
 
 mod import;
+mod overlays;
 mod read;
 mod snapshot;
 mod writes;

@@ -1,4 +1,4 @@
-//! The `dovetail.dev/v1` custom resources.
+//! The `dovetail.dev/v1` custom resources, and the `dovetail.dev/v1alpha1` NodeOverlay.
 //!
 //! `NodePool` and `EC2NodeClass` carry the same fields, defaults and meaning as Karpenter v1's
 //! `karpenter.sh/v1` `NodePool` and `karpenter.k8s.aws/v1` `EC2NodeClass`, so a Karpenter
@@ -21,6 +21,7 @@ pub mod labels;
 mod live;
 pub mod meta;
 mod nodeclaim;
+mod nodeoverlay;
 mod nodepool;
 mod open_enum;
 pub mod refused;
@@ -33,6 +34,7 @@ pub use duration::{DurationError, KubeDuration, NillableDuration};
 pub use ec2nodeclass::*;
 pub use live::from_value;
 pub use nodeclaim::*;
+pub use nodeoverlay::*;
 pub use nodepool::*;
 pub use validate::FieldError;
 
@@ -45,6 +47,8 @@ pub const GROUP: &str = "dovetail.dev";
 pub const VERSION: &str = "v1";
 /// `apiVersion` of Dovetail objects.
 pub const API_VERSION: &str = "dovetail.dev/v1";
+/// `apiVersion` of NodeOverlays, alpha as Karpenter's (`karpenter.sh/v1alpha1`) is.
+pub const OVERLAY_API_VERSION: &str = "dovetail.dev/v1alpha1";
 /// Karpenter's core API group (`NodePool`, `NodeClaim`).
 pub const KARPENTER_GROUP: &str = "karpenter.sh";
 /// Karpenter's AWS provider API group (`EC2NodeClass`).
@@ -54,7 +58,7 @@ pub const EC2_NODE_CLASS_KIND: &str = "EC2NodeClass";
 
 /// Every CRD this crate defines, in a stable order.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![NodePool::crd(), EC2NodeClass::crd(), NodeClaim::crd()]
+    vec![NodePool::crd(), EC2NodeClass::crd(), NodeClaim::crd(), NodeOverlay::crd()]
 }
 
 /// Renders the CRD of `K` as a YAML document, the form committed under `infra/k8s/crds/`.

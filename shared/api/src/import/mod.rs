@@ -1,4 +1,5 @@
-//! Karpenter v1 `NodePool`s and `EC2NodeClass`es into Dovetail's (`dovetail import`).
+//! Karpenter v1 `NodePool`s and `EC2NodeClass`es, and v1alpha1 `NodeOverlay`s, into Dovetail's
+//! (`dovetail import`).
 //!
 //! Dovetail's `dovetail.dev/v1` objects have Karpenter v1's fields and meanings (see
 //! [`crate::crd`]), so most of a conversion is the `apiVersion`. The work here is everything else:
@@ -18,6 +19,8 @@
 //!   about (Karpenter's own taints and annotations). A static pool (`replicas`) is refused.
 //! - `nodeclass`: settings Dovetail's launches treat differently from Karpenter's (AL2, which AWS
 //!   deprecated, Karpenter's taint in Custom user data) are kept and warned about.
+//! - `nodeoverlay`: `karpenter.sh/v1alpha1` becomes `dovetail.dev/v1alpha1`; an overlay selecting
+//!   a NodePool or a pool's label is refused (Dovetail's overlays price the catalog all pools share).
 //!
 //! Requirement keys and node labels need no mapping: Dovetail's nodes carry Karpenter's
 //! well-known labels (`karpenter.sh/capacity-type`, `karpenter.k8s.aws/instance-family`, ...), so
@@ -34,19 +37,22 @@
 //! (`manifest::read_paths`).
 
 mod nodeclass;
+mod nodeoverlay;
 mod nodepool;
 mod object;
 
 use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
-use crate::crd::{EC2NodeClass, NodePool, EC2_NODE_CLASS_KIND, KARPENTER_AWS_GROUP, KARPENTER_GROUP};
+use crate::crd::{EC2NodeClass, NodeOverlay, NodePool, EC2_NODE_CLASS_KIND, KARPENTER_AWS_GROUP, KARPENTER_GROUP};
 use crate::manifest::{self, Doc, LoadError, LoadErrorKind, Source};
 
 /// `apiVersion` of the Karpenter NodePools this module converts.
 pub const KARPENTER_NODEPOOL_API_VERSION: &str = "karpenter.sh/v1";
 /// `apiVersion` of the Karpenter EC2NodeClasses this module converts.
 pub const KARPENTER_NODECLASS_API_VERSION: &str = "karpenter.k8s.aws/v1";
+/// `apiVersion` of the Karpenter NodeOverlays this module converts.
+pub const KARPENTER_NODEOVERLAY_API_VERSION: &str = "karpenter.sh/v1alpha1";
 
 /// Something that did not carry over exactly, or a document left out.
 ///
@@ -79,6 +85,7 @@ impl fmt::Display for Warning {
 pub enum Converted {
     NodePool(Box<NodePool>),
     EC2NodeClass(Box<EC2NodeClass>),
+    NodeOverlay(Box<NodeOverlay>),
 }
 
 impl Converted {
@@ -88,15 +95,17 @@ impl Converted {
         let yaml = match self {
             Converted::NodePool(p) => serde_yaml_ng::to_string(p),
             Converted::EC2NodeClass(c) => serde_yaml_ng::to_string(c),
+            Converted::NodeOverlay(o) => serde_yaml_ng::to_string(o),
         };
-        yaml.expect("NodePools and EC2NodeClasses always serialize")
+        yaml.expect("NodePools, EC2NodeClasses and NodeOverlays always serialize")
     }
 
-    /// `NodePool` or `EC2NodeClass`.
+    /// `NodePool`, `EC2NodeClass` or `NodeOverlay`.
     pub fn kind(&self) -> &'static str {
         match self {
             Converted::NodePool(_) => "NodePool",
             Converted::EC2NodeClass(_) => EC2_NODE_CLASS_KIND,
+            Converted::NodeOverlay(_) => "NodeOverlay",
         }
     }
 
@@ -104,6 +113,7 @@ impl Converted {
         let meta = match self {
             Converted::NodePool(p) => &p.metadata,
             Converted::EC2NodeClass(c) => &c.metadata,
+            Converted::NodeOverlay(o) => &o.metadata,
         };
         meta.name.as_deref().unwrap_or_default()
     }
@@ -145,7 +155,7 @@ impl Report {
     }
 }
 
-/// Converts every Karpenter NodePool and EC2NodeClass in the texts (`(name, text)` pairs as
+/// Converts every Karpenter NodePool, EC2NodeClass and NodeOverlay in the texts (`(name, text)` pairs as
 /// [`manifest::read_paths`] returns them: multi-document YAML or JSON, `kind: List` included).
 pub fn convert<'a>(texts: impl IntoIterator<Item = (&'a str, &'a str)>) -> Report {
     let mut run = Run::default();
@@ -183,10 +193,8 @@ impl<'a> Notes<'a> {
 }
 
 /// Kinds of Karpenter's API groups that are not converted, and why.
-const OTHER_KARPENTER_KINDS: &[(&str, &str)] = &[
-    ("NodeClaim", "Karpenter's record of a node it launched; Dovetail keeps its own NodeClaims"),
-    ("NodeOverlay", "Dovetail has no NodeOverlay: its price and capacity adjustments do not carry over"),
-];
+const OTHER_KARPENTER_KINDS: &[(&str, &str)] =
+    &[("NodeClaim", "Karpenter's record of a node it launched; Dovetail keeps its own NodeClaims")];
 
 /// Karpenter's kinds from before its v1 API, which must be migrated with Karpenter's own tools
 /// first (their fields moved and were renamed).
@@ -220,6 +228,7 @@ impl Run {
         let kind: &'static str = match (header.api_version.as_str(), header.kind.as_str()) {
             (KARPENTER_NODEPOOL_API_VERSION, "NodePool") => "NodePool",
             (KARPENTER_NODECLASS_API_VERSION, EC2_NODE_CLASS_KIND) => EC2_NODE_CLASS_KIND,
+            (KARPENTER_NODEOVERLAY_API_VERSION, "NodeOverlay") => "NodeOverlay",
             _ => return self.skip(doc, &header, group),
         };
         let id = (kind, header.name.clone());
@@ -237,6 +246,7 @@ impl Run {
                 self.pools.push((doc.source.clone(), header.label.clone(), class));
                 Converted::NodePool(Box::new(p))
             }),
+            "NodeOverlay" => nodeoverlay::convert(&doc.value, &mut notes).map(|o| Converted::NodeOverlay(Box::new(o))),
             _ => nodeclass::convert(&doc.value, &mut notes).map(|c| Converted::EC2NodeClass(Box::new(c))),
         };
         match converted {

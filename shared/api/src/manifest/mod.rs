@@ -4,8 +4,9 @@
 //! Reads multi-document YAML or JSON with the kinds a placement decision depends on: Pod,
 //! Deployment, ReplicaSet, StatefulSet, Job, CronJob, DaemonSet, Node, PersistentVolumeClaim,
 //! PersistentVolume, StorageClass, PodDisruptionBudget, Namespace, PriorityClass, plus NodePool
-//! and EC2NodeClass (`dovetail.dev/v1`, `karpenter.sh/v1`, `karpenter.k8s.aws/v1`), which are
-//! kept raw. `kind: List` documents (`kubectl get -o yaml`) are read item by item. Other kinds
+//! and EC2NodeClass (`dovetail.dev/v1`, `karpenter.sh/v1`, `karpenter.k8s.aws/v1`) and NodeOverlay
+//! (`dovetail.dev/v1alpha1`, `karpenter.sh/v1alpha1`), which are kept raw. `kind: List` documents
+//! (`kubectl get -o yaml`) are read item by item. Other kinds
 //! are skipped and listed in [`Inputs::skipped`].
 //!
 //! Controllers are expanded into the pods they would create (see `expand`), unless the input
@@ -119,6 +120,8 @@ pub struct Inputs {
     pub node_pools: Vec<Sourced<serde_json::Value>>,
     /// EC2NodeClass documents as read (`dovetail.dev/v1` or `karpenter.k8s.aws/v1`).
     pub node_classes: Vec<Sourced<serde_json::Value>>,
+    /// NodeOverlay documents as read (`dovetail.dev/v1alpha1` or `karpenter.sh/v1alpha1`).
+    pub node_overlays: Vec<Sourced<serde_json::Value>>,
     pub skipped: Vec<Skipped>,
 }
 
@@ -356,6 +359,7 @@ impl Assembler {
                 Object::Pdb(pdb) => self.inputs.pod_disruption_budgets.push(sourced(doc, header, (**pdb).clone())),
                 Object::NodePool(v) => self.inputs.node_pools.push(sourced(doc, header, v.clone())),
                 Object::NodeClass(v) => self.inputs.node_classes.push(sourced(doc, header, v.clone())),
+                Object::NodeOverlay(v) => self.inputs.node_overlays.push(sourced(doc, header, v.clone())),
                 _ => {}
             }
         }

@@ -36,6 +36,8 @@ pub(crate) enum Object {
     /// NodePool / EC2NodeClass: kept raw, their typed form lives in the `crd` module.
     NodePool(Value),
     NodeClass(Value),
+    /// NodeOverlay (`dovetail.dev/v1alpha1` or Karpenter's `karpenter.sh/v1alpha1`), kept raw too.
+    NodeOverlay(Value),
 }
 
 impl Object {
@@ -60,7 +62,8 @@ impl Object {
             | Object::DaemonSet(_)
             | Object::Pdb(_)
             | Object::NodePool(_)
-            | Object::NodeClass(_) => None,
+            | Object::NodeClass(_)
+            | Object::NodeOverlay(_) => None,
         }
     }
 }
@@ -83,6 +86,7 @@ enum Kind {
     PriorityClass,
     NodePool,
     NodeClass,
+    NodeOverlay,
 }
 
 /// (kind, API group, accepted apiVersions, groups that once served the kind, our Kind, namespaced)
@@ -107,6 +111,8 @@ const KINDS: &[Entry] = &[
     ("NodePool", "karpenter.sh", &["karpenter.sh/v1"], &[], Kind::NodePool, false),
     ("EC2NodeClass", "dovetail.dev", &["dovetail.dev/v1"], &[], Kind::NodeClass, false),
     ("EC2NodeClass", "karpenter.k8s.aws", &["karpenter.k8s.aws/v1"], &[], Kind::NodeClass, false),
+    ("NodeOverlay", "dovetail.dev", &["dovetail.dev/v1alpha1"], &[], Kind::NodeOverlay, false),
+    ("NodeOverlay", "karpenter.sh", &["karpenter.sh/v1alpha1"], &[], Kind::NodeOverlay, false),
 ];
 
 fn group(api_version: &str) -> &str {
@@ -219,5 +225,6 @@ pub(crate) fn object(header: &Header, doc: &Doc) -> Result<Object, LoadErrorKind
         Kind::PriorityClass => Object::PriorityClass(decode(v)?),
         Kind::NodePool => Object::NodePool(v.clone()),
         Kind::NodeClass => Object::NodeClass(v.clone()),
+        Kind::NodeOverlay => Object::NodeOverlay(v.clone()),
     })
 }

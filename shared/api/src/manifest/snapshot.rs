@@ -1,20 +1,27 @@
 //! Loaded manifests into the decision core's snapshot: NodePools and EC2NodeClasses typed,
-//! validated and converted, pool usage counted from the nodes that belong to each pool.
+//! validated and converted, pool usage counted from the nodes that belong to each pool; and the
+//! NodeOverlays the catalog is priced with.
 
 use dovetail_core::labels;
+use dovetail_core::overlay;
 use dovetail_core::snapshot::Snapshot;
 
 use super::{Inputs, LoadError, LoadErrorKind, Sourced};
 use crate::crd::refused::refused_fields;
-use crate::crd::{EC2NodeClass, NodePool, API_VERSION, EC2_NODE_CLASS_KIND};
+use crate::crd::{EC2NodeClass, NodeOverlay, NodePool, API_VERSION, EC2_NODE_CLASS_KIND, OVERLAY_API_VERSION};
 
-/// Parses a NodePool or EC2NodeClass document into its typed form. Karpenter's `karpenter.sh/v1`
-/// and `karpenter.k8s.aws/v1` objects are read as Dovetail's: the fields are the same, and the
-/// Karpenter fields Dovetail refuses ([`crate::crd::refused`]) are errors, as on the cluster.
-fn typed<T: serde::de::DeserializeOwned>(kind: &'static str, doc: &Sourced<serde_json::Value>) -> Result<T, LoadError> {
+/// Parses a NodePool, EC2NodeClass or NodeOverlay document into its typed form (`api_version`
+/// being Dovetail's for the kind). Karpenter's `karpenter.sh` and `karpenter.k8s.aws` objects are
+/// read as Dovetail's: the fields are the same, and the Karpenter fields Dovetail refuses
+/// ([`crate::crd::refused`]) are errors, as on the cluster.
+fn typed<T: serde::de::DeserializeOwned>(
+    kind: &'static str,
+    doc: &Sourced<serde_json::Value>,
+    api_version: &str,
+) -> Result<T, LoadError> {
     let mut value = doc.object.clone();
     if let Some(map) = value.as_object_mut() {
-        map.insert("apiVersion".into(), API_VERSION.into());
+        map.insert("apiVersion".into(), api_version.into());
     }
     let typed = super::objects::decode(&value).map_err(|kind| LoadError::at(&doc.source, Some(&doc.label), kind))?;
     let refused = refused_fields::<T>(kind, &value);
@@ -35,7 +42,7 @@ impl Inputs {
     pub fn snapshot(&self) -> Result<Snapshot, LoadError> {
         let mut nodepools = Vec::new();
         for doc in &self.node_pools {
-            let np: NodePool = typed("NodePool", doc)?;
+            let np: NodePool = typed("NodePool", doc, API_VERSION)?;
             let mut pool = np.to_core().map_err(|e| field_errors(doc, e))?;
             // Capacity already running for the pool counts against its limits.
             for n in &self.nodes {
@@ -48,7 +55,7 @@ impl Inputs {
         }
         let mut nodeclasses = Vec::new();
         for doc in &self.node_classes {
-            let nc: EC2NodeClass = typed(EC2_NODE_CLASS_KIND, doc)?;
+            let nc: EC2NodeClass = typed(EC2_NODE_CLASS_KIND, doc, API_VERSION)?;
             nodeclasses.push(nc.to_core().map_err(|e| field_errors(doc, e))?);
         }
         Ok(Snapshot {
@@ -65,5 +72,17 @@ impl Inputs {
             // left, so a plan from manifests uses none.
             reservations: Default::default(),
         })
+    }
+
+    /// The NodeOverlays to apply to the catalog ([`overlay::apply`]), validated and converted:
+    /// like the pools, the first bad one stops the run with its location and field.
+    pub fn overlays(&self) -> Result<Vec<overlay::NodeOverlay>, LoadError> {
+        self.node_overlays
+            .iter()
+            .map(|doc| {
+                let o: NodeOverlay = typed("NodeOverlay", doc, OVERLAY_API_VERSION)?;
+                o.to_core().map_err(|e| field_errors(doc, e))
+            })
+            .collect()
     }
 }

@@ -214,6 +214,7 @@ pub fn build_catalog(
                     zone: zone.name.clone(),
                     capacity_type: CapacityType::OnDemand,
                     price,
+                    list_price: None,
                     available: true,
                 });
             }
@@ -222,6 +223,7 @@ pub fn build_catalog(
                     zone: zone.name.clone(),
                     capacity_type: CapacityType::Spot,
                     price,
+                    list_price: None,
                     available: true,
                 });
             }

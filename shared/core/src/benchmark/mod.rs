@@ -38,6 +38,7 @@ pub fn karpenter_catalog(n: usize) -> Catalog {
                         zone: format!("test-zone-{z}"),
                         capacity_type: ct,
                         price,
+                        list_price: None,
                         available: true,
                     });
                 }

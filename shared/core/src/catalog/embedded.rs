@@ -266,6 +266,7 @@ fn instance_type(row: &Row<'_>, zones: &[Zone]) -> InstanceType {
                 zone: zone.name.clone(),
                 capacity_type: CapacityType::OnDemand,
                 price: od,
+                list_price: None,
                 available: true,
             });
             if let Some(price) = spot {
@@ -273,6 +274,7 @@ fn instance_type(row: &Row<'_>, zones: &[Zone]) -> InstanceType {
                     zone: zone.name.clone(),
                     capacity_type: CapacityType::Spot,
                     price,
+                    list_price: None,
                     available: true,
                 });
             }
@@ -554,6 +556,7 @@ mod tests {
                 zone: "eu-west-1b".into(),
                 capacity_type: CapacityType::Spot,
                 price: 0.03,
+                list_price: None,
                 available: true,
             }],
             &other,

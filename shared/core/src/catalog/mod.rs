@@ -65,8 +65,12 @@ impl fmt::Display for CapacityType {
 pub struct Offering {
     pub zone: String,
     pub capacity_type: CapacityType,
-    /// USD per hour.
+    /// USD per hour: the effective price every decision uses (the catalog's, or what a
+    /// NodeOverlay made of it; see [`crate::overlay`]).
     pub price: f64,
+    /// The catalog's price when a NodeOverlay changed `price`, so a plan can show both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_price: Option<f64>,
     /// False while the offering is known to be out of capacity.
     pub available: bool,
 }

@@ -15,8 +15,9 @@ use crate::requirements::Requirements;
 
 /// USD per vCPU-hour that AWS adds to the Linux price of an instance for the Windows Server
 /// licence it includes (license-included pricing, us-east-1). AWS prices burstable (T) types'
-/// licence differently, so for them this is an estimate (Dovetail has no NodeOverlay yet to let a
-/// user set the exact price).
+/// licence differently, so for them this is an estimate. A NodeOverlay cannot correct it for
+/// Windows alone: overlays change the catalog's (Linux) price, which the licence is added to, and
+/// the catalog's types are labelled as Linux nodes run them.
 pub const WINDOWS_LICENSE_PER_VCPU_HOUR: f64 = 0.046;
 
 impl InstanceType {

@@ -217,6 +217,8 @@ pub struct Batch {
 pub struct View {
     pub cluster: Cluster,
     pub catalog: Arc<Catalog>,
+    /// Each NodeOverlay's status: applied, invalid or in conflict (published by the sweeper).
+    pub overlays: Vec<ports::OverlayStatus>,
     pub invalid: Vec<Invalid>,
     /// A claim was given up (no offering left): its pods need planning again in this invocation.
     pub replan: bool,
@@ -253,6 +255,9 @@ pub struct Reconciler<K, C, S, Q, T> {
     /// Events written lately, so a repeat within its window is not written again (kept by a warm
     /// function; see [`crate::events`]). Boxed, as `solves` is: reconcilers are held by value.
     events: Box<Recent>,
+    /// The catalog priced with the cluster's NodeOverlays, kept while neither changes (see
+    /// [`read::Priced`]). Boxed, as `solves` is.
+    priced: Box<Mutex<Option<read::Priced>>>,
 }
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
@@ -263,6 +268,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             quiet: Quiet::new(),
             solves: Box::new(Mutex::new(SolveCache::new())),
             events: Box::new(Recent::new()),
+            priced: Box::new(Mutex::new(None)),
         }
     }
 
@@ -614,6 +620,11 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         for s in &statuses {
             if let Err(e) = self.ports.kube.pool_status(s).await {
                 report.errors.push(format!("NodePool/{} status: {e}", s.name));
+            }
+        }
+        for s in &view.overlays {
+            if let Err(e) = self.ports.kube.overlay_status(s).await {
+                report.errors.push(format!("NodeOverlay/{} status: {e}", s.name));
             }
         }
         let classes = status::classes(view);

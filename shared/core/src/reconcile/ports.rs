@@ -62,9 +62,12 @@ pub struct KubeState {
     /// Provisionable pods (brief §2): unschedulable, not daemon, not mirror, not preempting.
     pub pending: Vec<Pod>,
     pub daemonsets: Vec<DaemonSet>,
-    /// Valid NodePools and EC2NodeClasses only; the rest are in `invalid`.
+    /// Valid NodePools and EC2NodeClasses only (NodeOverlays likewise); the rest are in `invalid`.
     pub nodepools: Vec<NodePool>,
     pub nodeclasses: Vec<NodeClass>,
+    /// Valid NodeOverlays; the catalog is priced with them before any decision.
+    #[serde(default)]
+    pub overlays: Vec<crate::overlay::NodeOverlay>,
     pub pdbs: Vec<Pdb>,
     /// VolumeAttachments still present, by node name.
     pub volume_attachments: BTreeMap<String, Vec<String>>,
@@ -119,6 +122,25 @@ pub trait Kube: Send + Sync {
     fn pool_status(&self, status: &PoolStatus) -> impl Future<Output = PortResult<()>> + Send;
     /// Publishes an EC2NodeClass's status subresource (the sweeper does, every pass).
     fn class_status(&self, status: &ClassStatus) -> impl Future<Output = PortResult<()>> + Send;
+    /// Publishes a NodeOverlay's status subresource (the sweeper does, every pass).
+    fn overlay_status(&self, status: &OverlayStatus) -> impl Future<Output = PortResult<()>> + Send;
+}
+
+/// What a NodeOverlay's `status` shows: that it applies, or why it does not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OverlayStatus {
+    pub name: String,
+    /// `None` when it applies; else why not, for the `ValidationSucceeded=False` condition.
+    pub problem: Option<OverlayProblem>,
+}
+
+/// Why a NodeOverlay does not apply (Karpenter's reasons for `ValidationSucceeded=False`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OverlayProblem {
+    /// A field Dovetail cannot use (`RuntimeValidation`): every `field: message`, joined.
+    Invalid(String),
+    /// An overlay of the same weight already sets the same price or resource (`Conflict`): its name.
+    Conflict(String),
 }
 
 /// What an EC2NodeClass's `status` shows: what it resolves to (subnets with their zones,

@@ -3,15 +3,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use futures_util::future::join4;
 
-use super::ports::{Clock, Cloud, Kube, KubeState, PortResult, Queue, Store};
+use super::ports::{Clock, Cloud, Invalid, Kube, KubeState, OverlayProblem, OverlayStatus, PortResult, Queue, Store};
 use super::scope::Scope;
 use super::{Deadline, Reconciler, Report, View};
+use crate::catalog::Catalog;
 use crate::cluster::{Cluster, Described};
 use crate::hash::nodepool_hash;
 use crate::nodeclaim::{object, Phase};
+use crate::overlay::{self, NodeOverlay, Outcome};
 use crate::provisioning;
 
 impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
@@ -41,7 +44,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             join4(kube, claims_and_instances, self.ports.cloud.catalog(), self.ports.store.unavailable(now)).await;
         let kube = kube?;
         let (claims, instances, described) = claims_and_instances?;
-        let catalog = catalog?;
+        let (catalog, overlays) = self.priced(catalog?, &kube.overlays, &kube.invalid, report);
         let unavailable = unavailable?;
         let mut resolved = Vec::with_capacity(kube.nodeclasses.len());
         let mut unresolved = BTreeMap::new();
@@ -88,6 +91,7 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         let view = View {
             cluster,
             catalog,
+            overlays,
             invalid: kube.invalid,
             replan: false,
             drains_to_start: None,
@@ -99,6 +103,76 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
         view.measure(report);
         Ok(view)
     }
+}
+
+/// A catalog priced with NodeOverlays, and what it was priced from. A warm function keeps it, so
+/// the next read hands the scheduler the same catalog (its solve cache knows a catalog by
+/// address) as long as EC2's catalog and the overlays stay the same.
+pub(super) struct Priced {
+    base: Arc<Catalog>,
+    overlays: Vec<NodeOverlay>,
+    catalog: Arc<Catalog>,
+    /// (overlay, the overlay it conflicts with) for each overlay that is not applied.
+    conflicts: Vec<(String, String)>,
+}
+
+impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> {
+    /// `base` priced with `overlays` ([`overlay::apply`]), and each overlay's status (invalid ones
+    /// among `invalid`, which the read leaves out, included). An overlay that conflicts with
+    /// another is reported (and left out) on every pass, as an invalid NodePool is.
+    fn priced(
+        &self,
+        base: Arc<Catalog>,
+        overlays: &[NodeOverlay],
+        invalid: &[Invalid],
+        report: &mut Report,
+    ) -> (Arc<Catalog>, Vec<OverlayStatus>) {
+        let mut statuses = invalid_overlays(invalid);
+        if overlays.is_empty() {
+            return (base, statuses);
+        }
+        let mut kept = self.priced.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let fresh = kept.as_ref().is_some_and(|p| Arc::ptr_eq(&p.base, &base) && p.overlays == overlays);
+        if !fresh {
+            let out = overlay::apply(&base, overlays);
+            let conflicts = out
+                .statuses
+                .into_iter()
+                .filter_map(|s| match s.outcome {
+                    Outcome::Conflict { with } => Some((s.name, with)),
+                    Outcome::Applied { .. } => None,
+                })
+                .collect();
+            *kept = Some(Priced { base, overlays: overlays.to_vec(), catalog: Arc::new(out.catalog), conflicts });
+        }
+        let p = kept.as_ref().expect("set above");
+        for o in overlays {
+            let with = p.conflicts.iter().find(|(name, _)| *name == o.name).map(|(_, with)| with.clone());
+            if let Some(with) = &with {
+                report.errors.push(format!(
+                    "NodeOverlay/{} is not applied: NodeOverlay/{with} has the same weight and changes the same \
+                     price or resource",
+                    o.name
+                ));
+            }
+            statuses.push(OverlayStatus { name: o.name.clone(), problem: with.map(OverlayProblem::Conflict) });
+        }
+        (p.catalog.clone(), statuses)
+    }
+}
+
+/// The statuses of the NodeOverlays the read left out as invalid: each one's problems, joined.
+fn invalid_overlays(invalid: &[Invalid]) -> Vec<OverlayStatus> {
+    let mut problems: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for i in invalid {
+        if let Some(name) = i.object.strip_prefix("NodeOverlay/") {
+            problems.entry(name).or_default().push(format!("{}: {}", i.field, i.message));
+        }
+    }
+    problems
+        .into_iter()
+        .map(|(name, p)| OverlayStatus { name: name.to_string(), problem: Some(OverlayProblem::Invalid(p.join("; "))) })
+        .collect()
 }
 
 impl View {

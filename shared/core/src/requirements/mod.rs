@@ -488,7 +488,13 @@ impl Requirements {
     /// Whether a node with exactly these labels satisfies every requirement (a key the labels lack
     /// satisfies only NotIn and DoesNotExist, as in kube-scheduler).
     pub fn matches_labels(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.iter().all(|r| match labels.get(&r.key) {
+        self.matches(|key| labels.get(key).map(String::as_str))
+    }
+
+    /// [`Requirements::matches_labels`] with the labels given by a lookup, so labels held another
+    /// way (an instance type's single-valued requirements) need not be copied into a map.
+    pub fn matches<'l>(&self, label: impl Fn(&str) -> Option<&'l str>) -> bool {
+        self.iter().all(|r| match label(&r.key) {
             Some(v) => r.has(v),
             None => matches!(r.operator(), Operator::NotIn | Operator::DoesNotExist),
         })

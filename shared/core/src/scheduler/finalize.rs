@@ -171,6 +171,13 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
                 requirements.add(Requirement::single(&r.key, &v));
             }
         }
+        // The catalog's price where a NodeOverlay changed it: the claim's price less what the
+        // overlay changed (an OS licence the class adds stays in both).
+        let list_price_per_hour = ctype
+            .offerings
+            .iter()
+            .find(|o| o.zone == *zone && o.capacity_type == capacity_type)
+            .and_then(|o| o.list_price.map(|list| price - o.price + list));
         let mut taints = pool.pool.taints.clone();
         taints.extend(pool.pool.startup_taints.iter().cloned());
         plan.cost_per_hour += price;
@@ -182,6 +189,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
             capacity_type,
             zone: zone.to_string(),
             price_per_hour: price,
+            list_price_per_hour,
             labels: labels_out,
             taints,
             allocatable: cheapest.allocatable.to_quantities(),

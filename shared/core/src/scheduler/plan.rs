@@ -19,7 +19,11 @@ pub struct PlannedClaim {
     pub capacity_type: CapacityType,
     /// Zone of the cheapest offering (the claim may allow others: see `requirements`).
     pub zone: String,
+    /// What the plan pays per hour: the effective price, after NodeOverlays.
     pub price_per_hour: f64,
+    /// The catalog's price of the same offering, present only when a NodeOverlay changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_price_per_hour: Option<f64>,
     pub labels: BTreeMap<String, String>,
     pub taints: Vec<Taint>,
     pub allocatable: BTreeMap<String, String>,

@@ -27,6 +27,7 @@ pub fn fixed_type(name: &str, cores: i64, mem_gib: i64, od: f64, spot: Option<f6
             zone: z.to_string(),
             capacity_type: CapacityType::OnDemand,
             price: od,
+            list_price: None,
             available: true,
         });
         if let Some(s) = spot {
@@ -34,6 +35,7 @@ pub fn fixed_type(name: &str, cores: i64, mem_gib: i64, od: f64, spot: Option<f6
                 zone: z.to_string(),
                 capacity_type: CapacityType::Spot,
                 price: s,
+                list_price: None,
                 available: true,
             });
         }

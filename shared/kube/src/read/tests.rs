@@ -20,6 +20,7 @@ struct Listed {
     namespaces: Vec<Namespace>,
     nodepools: Vec<Value>,
     nodeclasses: Vec<Value>,
+    overlays: Vec<Value>,
 }
 
 fn kind<T: Keep>(objects: &[T::Object]) -> Kind<T> {
@@ -47,6 +48,7 @@ fn snapshot(l: Listed) -> Snapshot {
         namespaces: kind(&l.namespaces),
         nodepools: kind(&dynamic(&l.nodepools)),
         nodeclasses: kind(&dynamic(&l.nodeclasses)),
+        overlays: kind(&dynamic(&l.overlays)),
         claim_objects: Kind::default(),
     }
 }
@@ -143,6 +145,7 @@ fn listed() -> Listed {
         namespaces: docs("metadata: {name: shop, labels: {team: a}}\n"),
         nodepools: vec![nodepool("spot", "In"), nodepool("broken", "Sometimes")],
         nodeclasses: vec![serde_json::json!({"apiVersion": "dovetail.dev/v1", "kind": "EC2NodeClass", "metadata": {"name": "nameless"}})],
+        overlays: vec![],
     }
 }
 
@@ -352,4 +355,27 @@ status: {phase: Running, startTime: "2025-06-01T12:01:00Z"}
     let mut cold = Kind::<KeptPod>::default();
     cold.relisted(kind::<KeptPod>(&lean(&pods)).objects, Some("9".into()), at("2025-06-01T13:00:00Z"));
     assert!(cold.departed.is_empty());
+}
+
+/// A NodeOverlay as listed (list items carry no apiVersion or kind: the snapshot adds them).
+fn overlay(name: &str, adjustment: &str) -> Value {
+    serde_json::json!({
+        "metadata": {"name": name, "uid": format!("no-{name}"), "generation": 1},
+        "spec": {
+            "priceAdjustment": adjustment,
+            "requirements": [{"key": "karpenter.k8s.aws/instance-family", "operator": "In", "values": ["m5"]}],
+        },
+    })
+}
+
+#[test]
+fn overlays_are_read_and_an_invalid_one_is_left_out_with_its_field() {
+    let (state, _) = assemble(&snapshot(Listed {
+        overlays: vec![overlay("savings", "-28%"), overlay("typo", "28%"), overlay("licence", "+0.02")],
+        ..Listed::default()
+    }));
+    let names: Vec<&str> = state.overlays.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["licence", "savings"]);
+    let bad: Vec<(&str, &str)> = state.invalid.iter().map(|i| (i.object.as_str(), i.field.as_str())).collect();
+    assert_eq!(bad, [("NodeOverlay/typo", "spec.priceAdjustment")]);
 }

@@ -250,14 +250,14 @@ impl Keep for KeptNamespace {
 }
 
 /// A listed custom object as JSON with its apiVersion and kind (list items may omit them), and
-/// without `managedFields`. NodePools and EC2NodeClasses stay JSON until each is typed on its
-/// own (see `crd::from_value`); they are few.
-fn typed_json(o: &DynamicObject, kind: &str) -> Value {
+/// without `managedFields`. NodePools, EC2NodeClasses and NodeOverlays stay JSON until each is
+/// typed on its own (see `crd::from_value`); they are few.
+fn typed_json(o: &DynamicObject, api_version: &str, kind: &str) -> Value {
     let mut o = o.clone();
     o.metadata.managed_fields = None;
     let mut v = serde_json::to_value(o).unwrap_or(Value::Null);
     if let Some(map) = v.as_object_mut() {
-        map.insert("apiVersion".into(), crd::API_VERSION.into());
+        map.insert("apiVersion".into(), api_version.into());
         map.insert("kind".into(), kind.into());
     }
     v
@@ -272,7 +272,7 @@ impl Keep for KeptPool {
         format!("NodePool/{}", name_of(&o.metadata))
     }
     fn keep(o: &DynamicObject) -> Self {
-        KeptPool(typed_json(o, "NodePool"))
+        KeptPool(typed_json(o, crd::API_VERSION, "NodePool"))
     }
 }
 
@@ -311,6 +311,19 @@ impl Keep for KeptClass {
         format!("{}/{}", crd::EC2_NODE_CLASS_KIND, name_of(&o.metadata))
     }
     fn keep(o: &DynamicObject) -> Self {
-        KeptClass(typed_json(o, crd::EC2_NODE_CLASS_KIND))
+        KeptClass(typed_json(o, crd::API_VERSION, crd::EC2_NODE_CLASS_KIND))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KeptOverlay(pub Value);
+
+impl Keep for KeptOverlay {
+    type Object = DynamicObject;
+    fn key(o: &DynamicObject) -> String {
+        format!("NodeOverlay/{}", name_of(&o.metadata))
+    }
+    fn keep(o: &DynamicObject) -> Self {
+        KeptOverlay(typed_json(o, crd::OVERLAY_API_VERSION, "NodeOverlay"))
     }
 }

@@ -69,6 +69,9 @@ pub(crate) struct Source<K> {
     pub api: Api<K>,
     pub fields: Option<&'static str>,
     pub what: &'static str,
+    /// Whether the cluster may not serve the kind at all (its CRD not installed yet, as a cluster
+    /// upgraded before its CRDs are): then it reads as empty, instead of failing every read.
+    pub optional: bool,
 }
 
 impl<K> Source<K> {
@@ -203,6 +206,12 @@ where
                         debug!(kind = source.what, error = %e, "continue token expired; listing again from the start");
                         restarted = true;
                         continue 'list;
+                    }
+                    Err(e) if source.optional && status_code(&e) == Some(404) => {
+                        debug!(kind = source.what, "not served (its CRD is not installed): none");
+                        // No version: the next read lists again, and finds the kind once it is there.
+                        self.relisted(BTreeMap::new(), None, now());
+                        return Ok(());
                     }
                     Err(e) => return Err(port_error(&format!("list {}", source.what), e)),
                 };

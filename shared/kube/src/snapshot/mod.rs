@@ -18,14 +18,14 @@ mod lean;
 #[cfg(test)]
 pub(crate) use kept::Keep;
 pub(crate) use kept::{
-    Converted, KeptAttachment, KeptClaimObject, KeptClass, KeptNamespace, KeptNode, KeptPod, KeptPool,
+    Converted, KeptAttachment, KeptClaimObject, KeptClass, KeptNamespace, KeptNode, KeptOverlay, KeptPod, KeptPool,
 };
 pub(crate) use kind::{Kind, Source};
 pub use kind::{Reading, CATCH_UP_SECONDS, PAGE_SIZE};
 #[cfg(test)]
 pub(crate) use lean::Lean;
 
-use dovetail_api::crd::{EC2NodeClass, NodeClaim, NodePool};
+use dovetail_api::crd::{EC2NodeClass, NodeClaim, NodeOverlay, NodePool};
 use dovetail_core::model::{DaemonSet, Pdb};
 use dovetail_core::reconcile::ports::PortResult;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
@@ -65,12 +65,13 @@ pub(crate) struct Snapshot {
     pub namespaces: Kind<KeptNamespace>,
     pub nodepools: Kind<KeptPool>,
     pub nodeclasses: Kind<KeptClass>,
+    pub overlays: Kind<KeptOverlay>,
     /// NodeClaim objects (`nodeclaims.dovetail.dev`), not the volume claims above.
     pub claim_objects: Kind<KeptClaimObject>,
 }
 
 fn source<K>(api: Api<K>, what: &'static str) -> Source<K> {
-    Source { api, fields: None, what }
+    Source { api, fields: None, what, optional: false }
 }
 
 impl Snapshot {
@@ -85,7 +86,7 @@ impl Snapshot {
         let reading = &Reading { relist_below: if waiting { 0 } else { reading.relist_below }, ..*reading };
         let c = || client.clone();
         let nodes = source(Api::all(c()), "nodes");
-        let pods = Source { api: Api::all(c()), fields: Some(LIVE_PODS), what: "pods" };
+        let pods = Source { api: Api::all(c()), fields: Some(LIVE_PODS), what: "pods", optional: false };
         let daemonsets = source(Api::all(c()), "daemonsets");
         let pdbs = source(Api::all(c()), "poddisruptionbudgets");
         let claims = source(Api::all(c()), "persistentvolumeclaims");
@@ -96,8 +97,13 @@ impl Snapshot {
         let nodepools = source(Api::all_with(c(), &ApiResource::erase::<NodePool>(&())), "nodepools");
         let nodeclasses = source(Api::all_with(c(), &ApiResource::erase::<EC2NodeClass>(&())), "ec2nodeclasses");
         let claim_objects = source(Api::all_with(c(), &ApiResource::erase::<NodeClaim>(&())), "nodeclaims");
-        let mut counts = [Counts::default(); 12];
-        let [n, p, d, b, pc, pv, sc, va, ns, np, nc, co] = &mut counts;
+        // NodeOverlays are alpha and arrived after the other CRDs: a cluster without theirs has none.
+        let overlays = Source {
+            optional: true,
+            ..source(Api::all_with(c(), &ApiResource::erase::<NodeOverlay>(&())), "nodeoverlays")
+        };
+        let mut counts = [Counts::default(); 13];
+        let [n, p, d, b, pc, pv, sc, va, ns, np, nc, co, no] = &mut counts;
         let results = tokio::join!(
             self.nodes.sync(&nodes, reading, n),
             self.pods.sync(&pods, reading, p),
@@ -111,6 +117,7 @@ impl Snapshot {
             self.nodepools.sync(&nodepools, reading, np),
             self.nodeclasses.sync(&nodeclasses, reading, nc),
             self.claim_objects.sync(&claim_objects, reading, co),
+            self.overlays.sync(&overlays, reading, no),
         );
         let total = counts.iter().fold(Counts::default(), |t, c| Counts {
             requests: t.requests + c.requests,
@@ -118,8 +125,8 @@ impl Snapshot {
             events: t.events + c.events,
             relists: t.relists + c.relists,
         });
-        let (r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11) = results;
-        for r in [r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11] {
+        let (r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12) = results;
+        for r in [r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12] {
             r?;
         }
         Ok(total)
@@ -149,5 +156,6 @@ impl Snapshot {
         set(&mut self.nodepools.version);
         set(&mut self.nodeclasses.version);
         set(&mut self.claim_objects.version);
+        set(&mut self.overlays.version);
     }
 }

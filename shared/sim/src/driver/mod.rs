@@ -326,6 +326,7 @@ fn populate(s: &mut State, scenario: &Scenario, policy: Policy) {
     if policy == Policy::Dovetail {
         s.kube.nodepools = c.nodepools.clone();
         s.kube.nodeclasses = c.nodeclasses.clone();
+        s.kube.overlays = c.overlays.clone();
     }
     s.kube.daemonsets = c.daemonsets.clone();
     s.kube.pdbs = c.pdbs.clone();

@@ -15,6 +15,7 @@ use std::time::Duration;
 use dovetail_api::convert::label_selector;
 use dovetail_api::manifest::{self, Inputs, LoadError};
 use dovetail_core::model::{DaemonSet, NodeClass, NodePool, OwnerKind, Pod};
+use dovetail_core::overlay::NodeOverlay;
 use dovetail_core::time::cron::CronSchedule;
 use dovetail_core::time::parse_duration;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -58,6 +59,8 @@ pub struct CronJobTemplate {
 pub struct Cluster {
     pub nodepools: Vec<NodePool>,
     pub nodeclasses: Vec<NodeClass>,
+    /// NodeOverlays: the functions price the catalog with them, as in a cluster.
+    pub overlays: Vec<NodeOverlay>,
     pub daemonsets: Vec<DaemonSet>,
     pub pdbs: Vec<PdbSpec>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
@@ -162,6 +165,7 @@ pub fn load(texts: &[(String, String)]) -> Result<Cluster, ManifestError> {
     let mut cluster = Cluster {
         nodepools: snapshot.nodepools,
         nodeclasses: snapshot.nodeclasses,
+        overlays: inputs.overlays()?,
         daemonsets: inputs.daemonsets.clone(),
         namespaces: inputs.namespaces.clone(),
         ..Cluster::default()

@@ -86,6 +86,19 @@ fn templates_come_from_the_controllers() {
     assert_eq!(events.len(), 5, "one scale and four submissions");
 }
 
+/// NodeOverlays in a scenario's manifests reach the simulated cluster (the functions price with
+/// them); a bad one is refused naming its field.
+#[test]
+fn overlays_come_from_the_manifests() {
+    let overlay = "  apiVersion: dovetail.dev/v1alpha1\n  kind: NodeOverlay\n  metadata: {name: deal}\n  spec:\n    priceAdjustment: \"-28%\"\n    requirements: [{key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}]\n  ---\n";
+    let s = parse(&format!("name: t\nmanifests: |\n{NODECLASS}{overlay}{BASE_REST}")).unwrap();
+    let names: Vec<&str> = s.cluster.overlays.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["deal"]);
+    assert_eq!(s.cluster.overlays[0].price, Some(dovetail_core::overlay::PriceChange::Percent(-28.0)));
+    let bad = err(&format!("name: t\nmanifests: |\n{NODECLASS}{}{BASE_REST}", overlay.replace("-28%", "28%")));
+    assert!(bad.contains("NodeOverlay deal") && bad.contains("spec.priceAdjustment"), "{bad}");
+}
+
 #[test]
 fn errors_name_the_field() {
     let cases = [

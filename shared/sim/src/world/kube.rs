@@ -13,7 +13,10 @@ use dovetail_core::model::{
 };
 use dovetail_core::nodeclaim::drain::EvictionResult;
 use dovetail_core::nodeclaim::object::{ClaimObject, Observed};
-use dovetail_core::reconcile::ports::{ClassStatus, Invalid, Kube, KubeState, PoolStatus, PortError, PortResult};
+use dovetail_core::overlay::NodeOverlay;
+use dovetail_core::reconcile::ports::{
+    ClassStatus, Invalid, Kube, KubeState, OverlayStatus, PoolStatus, PortError, PortResult,
+};
 use dovetail_core::time::Time;
 
 use super::cloud::Registration;
@@ -119,6 +122,7 @@ pub struct KubeSim {
     pub daemonsets: Vec<DaemonSet>,
     pub nodepools: Vec<NodePool>,
     pub nodeclasses: Vec<NodeClass>,
+    pub overlays: Vec<NodeOverlay>,
     pub pdbs: Vec<PdbSpec>,
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
     pub invalid: Vec<Invalid>,
@@ -128,6 +132,8 @@ pub struct KubeSim {
     pub event_counts: BTreeMap<String, u64>,
     /// NodePool status subresources, as last published.
     pub pool_status: BTreeMap<String, PoolStatus>,
+    /// NodeOverlay status subresources, as last published.
+    pub overlay_status: BTreeMap<String, OverlayStatus>,
     /// EC2NodeClass status subresources, as last published.
     pub class_status: BTreeMap<String, ClassStatus>,
     /// NodeClaim objects, as last written (`kubectl get nodeclaims`).
@@ -226,6 +232,7 @@ impl KubeSim {
             daemonsets: self.daemonsets.clone(),
             nodepools: self.nodepools.clone(),
             nodeclasses: self.nodeclasses.clone(),
+            overlays: self.overlays.clone(),
             pdbs,
             volume_attachments: BTreeMap::new(),
             namespaces: self.namespaces.clone(),
@@ -670,6 +677,11 @@ impl Kube for SimKube {
 
     fn pool_status(&self, status: &PoolStatus) -> impl Future<Output = PortResult<()>> + Send {
         self.0.lock().kube.pool_status.insert(status.name.clone(), status.clone());
+        ready(Ok(()))
+    }
+
+    fn overlay_status(&self, status: &OverlayStatus) -> impl Future<Output = PortResult<()>> + Send {
+        self.0.lock().kube.overlay_status.insert(status.name.clone(), status.clone());
         ready(Ok(()))
     }
 }

@@ -1,4 +1,4 @@
-//! Validation of NodePools and EC2NodeClasses.
+//! Validation of NodePools, EC2NodeClasses and NodeOverlays.
 //!
 //! These are the rules Karpenter enforces through its CRD schema (OpenAPI patterns and CEL
 //! rules) and its runtime validation, restated in Rust. Dovetail needs them client-side too: the
@@ -11,6 +11,7 @@
 //! error type and what both use.
 
 mod nodeclass;
+mod nodeoverlay;
 mod nodepool;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -24,7 +25,7 @@ use super::meta::{check_metadata, NameRule};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind} \"{name}\": {field}: {message}")]
 pub struct FieldError {
-    /// Kind of the object, `NodePool` or `EC2NodeClass`.
+    /// Kind of the object, `NodePool`, `EC2NodeClass` or `NodeOverlay`.
     pub kind: &'static str,
     /// Name of the object (empty if it has none).
     pub name: String,
