@@ -144,8 +144,10 @@ fn gitops_multi_document_file() {
     // Capacity reservations and capacity type reserved carry over as they are: Dovetail launches
     // into reservations as Karpenter does.
     assert!(
-        !report.warnings.iter().any(|w| w.field == "spec.capacityReservationSelectorTerms"
-            || w.message.contains("reserved")),
+        !report
+            .warnings
+            .iter()
+            .any(|w| w.field == "spec.capacityReservationSelectorTerms" || w.message.contains("reserved")),
         "{}",
         messages(&report)
     );

@@ -21,7 +21,7 @@ use dovetail_core::model::{
 use dovetail_core::requirements::{MinValuesPolicy, Operator, Requirement, Requirements};
 use dovetail_core::resources::{self, Resources, NVIDIA_GPU};
 use dovetail_core::scheduler::{schedule, Plan, PlannedClaim};
-use dovetail_core::snapshot::Snapshot;
+use dovetail_core::snapshot::{CostLimit, Snapshot};
 
 use synthetic::{daemonset, fixed_catalog, fixed_type, req, reqs};
 
@@ -292,6 +292,37 @@ fn a_pool_at_its_limit_grows_a_claim_for_the_pod_it_would_turn_away() {
     let plan = run(&snapshot(all, vec![p]), &catalog);
     assert!(plan.unschedulable.is_empty(), "{}", checker::summary(&plan));
     assert_eq!(plan.nodeclaims.len(), 3, "{}", checker::summary(&plan));
+}
+
+/// Growing a claim for a pod the pool's limits turn away, and repacking, stay within the
+/// cluster-wide cost limit too: each holds its claims at the price it is planned against. Found by
+/// `tests/scheduler_properties.rs` once claim growing and cost limits met.
+#[test]
+fn a_grown_or_repacked_claim_stays_within_the_cluster_wide_cost_limit() {
+    let catalog = fixed_catalog(vec![
+        fixed_type("f2.small", 1, 4, 0.043, Some(0.01763), &["zone-a"]),
+        fixed_type("f2.medium", 2, 8, 0.116, Some(0.04292), &["zone-a"]),
+    ]);
+    let mut p = NodePool::new("capped", "default");
+    p.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["spot"]));
+    p.limits.insert(LIMIT_NODES.into(), 3);
+    p.limits.insert(resources::MEMORY.into(), 53 << 30);
+    let mut all = pods("small", 4, 1000, 2048);
+    all.extend(pods("large", 2, 1000, 6144));
+    let mut snap = snapshot(all, vec![p]);
+    let unlimited = run(&snap, &catalog);
+    assert!(unlimited.unschedulable.is_empty(), "{}", checker::summary(&unlimited));
+    // Just under what that plan costs: some pod must wait, and no claim may grow past the limit.
+    let limit = dovetail_core::model::cost_micros(unlimited.cost_per_hour) - 1;
+    snap.cost_limit = Some(CostLimit { limit, usage: 0 });
+    let plan = run(&snap, &catalog);
+    assert!(!plan.unschedulable.is_empty(), "{}", checker::summary(&plan));
+    assert!(
+        dovetail_core::model::cost_micros(plan.cost_per_hour) <= limit,
+        "{} > {limit}:\n{}",
+        plan.cost_per_hour,
+        checker::summary(&plan)
+    );
 }
 
 /// Repacking covers pools with limits: three small pods on two 1-vCPU nodes cost more than one

@@ -8,6 +8,7 @@ use super::pools::{OfferingFilter, PoolFit};
 use super::targets::best_shape;
 use super::{Scheduler, Strategy};
 use crate::labels;
+use crate::model::LIMIT_COST;
 use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
@@ -219,6 +220,7 @@ impl<'a> Scheduler<'a> {
             let within = |t: usize| {
                 let capacity = &pool.types[t].capacity;
                 remaining.iter().all(|(n, left)| pool.reserved.get(n) - own.get(n) + capacity.get(n) <= *left)
+                    && self.spend.allows(capacity.get(LIMIT_COST) - own.get(LIMIT_COST)).is_ok()
             };
             // The plan's order (spot first, then price): the first that holds them is what it
             // costs. The limits are checked first: at its limits, a pool has room for few types.
@@ -246,6 +248,7 @@ impl<'a> Scheduler<'a> {
             (self.pools[p].types[self.bins[b].target].capacity.clone(), self.pools[p].types[t].capacity.clone());
         self.pools[p].reserved.sub(&old);
         self.pools[p].reserved.add(&new);
+        self.spend.reserved += new.get(LIMIT_COST) - old.get(LIMIT_COST);
         let target = &self.pools[p].types[t];
         let allowed = OfferingFilter::new(&self.bins[b].reqs);
         let offers =

@@ -208,6 +208,11 @@ impl ClusterSpend {
         ClusterSpend { limit, reserved: 0 }
     }
 
+    /// Whether a cluster-wide cost limit is set.
+    pub fn is_limited(&self) -> bool {
+        self.limit.is_some()
+    }
+
     /// Whether `cost` more micro-dollars per hour fit under the limit beside what is running and
     /// what the pass holds; if not, the sentence a waiting pod is told.
     pub fn allows(&self, cost: i64) -> Result<(), String> {

@@ -25,6 +25,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use super::finalize::{claim_price, priced, PricedTypes};
 use super::Scheduler;
+use crate::model::LIMIT_COST;
 use crate::requirements::Requirements;
 use crate::resources::Resources;
 
@@ -39,7 +40,8 @@ const MAX_PODS: usize = 256;
 
 impl Scheduler<'_> {
     pub(super) fn repack(&mut self) {
-        if self.pools.iter().all(|p| p.remaining.is_none()) {
+        let cluster_limit = self.spend.is_limited();
+        if !cluster_limit && self.pools.iter().all(|p| p.remaining.is_none()) {
             return self.repack_pools(true);
         }
         let before = self.bins.clone();
@@ -48,11 +50,34 @@ impl Scheduler<'_> {
         if self.reserve_repacked() {
             return;
         }
-        self.bins = before;
+        self.bins = before.clone();
         for (pool, r) in self.pools.iter_mut().zip(reserved) {
             pool.reserved = r;
         }
         self.repack_pools(false);
+        // A repacked claim is held at its new type's dearest offering, which a cluster-wide cost
+        // limit may not leave room for, though the packing is cheaper at the prices it plans.
+        if cluster_limit && !self.spend_holds() {
+            self.bins = before;
+        }
+    }
+
+    /// Whether the new claims, each at the type it is priced as, fit under the cluster-wide cost
+    /// limit; if so, that is what the pass now holds against it.
+    fn spend_holds(&mut self) -> bool {
+        let held: i64 = self
+            .bins
+            .iter()
+            .filter(|b| b.node.is_none() && !b.pods.is_empty())
+            .map(|b| self.pools[b.pool].types[b.target].capacity.get(LIMIT_COST))
+            .sum();
+        let mut fresh = self.spend.clone();
+        fresh.reserved = 0;
+        if fresh.allows(held).is_err() {
+            return false;
+        }
+        self.spend.reserved = held;
+        true
     }
 
     /// Re-counts what each limited pool's new claims hold against its limits (each at its target,
@@ -72,6 +97,10 @@ impl Scheduler<'_> {
                 pool.remaining.as_ref().is_none_or(|rem| rem.iter().all(|(n, left)| r.get(n) <= *left))
             });
         if !within {
+            return false;
+        }
+        let spend = self.spend.reserved;
+        if !self.spend_holds() {
             return false;
         }
         let class_of = self.class_of();
@@ -96,6 +125,8 @@ impl Scheduler<'_> {
                     pool.reserved = r;
                 }
             }
+        } else {
+            self.spend.reserved = spend;
         }
         openable
     }
