@@ -3,7 +3,7 @@
 //! NodePools, EC2NodeClasses, NodeOverlays, NodeClaims — given to `dovetail import`
 //! (`dovetail_api::import::convert`).
 
-use dovetail_api::crd::{from_value, EC2NodeClass, FieldError, NodePool};
+use dovetail_api::crd::{from_value, EC2NodeClass, FieldError, NodeOverlay, NodePool};
 use dovetail_api::import;
 use serde_json::Value;
 
@@ -89,6 +89,7 @@ pub fn check(text: &str) {
         let value: Value = serde_yaml_ng::from_str(&yaml).expect("a converted object reads back");
         let accepted = match converted.kind() {
             "NodePool" => from_value::<NodePool>("NodePool", &value).map(|p| p.to_core().map(|_| ())),
+            "NodeOverlay" => from_value::<NodeOverlay>("NodeOverlay", &value).map(|o| o.to_core().map(|_| ())),
             _ => from_value::<EC2NodeClass>("EC2NodeClass", &value).map(|c| c.to_core().map(|_| ())),
         };
         assert!(matches!(accepted, Ok(Ok(()))), "import wrote an object the functions refuse: {accepted:?}\n{yaml}");
