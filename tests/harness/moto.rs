@@ -8,7 +8,9 @@
 //! moto_server's own entry point under a watchdog that exits when the test process's end of a pipe
 //! closes, so it never outlives the tests; `moto_launcher.py` says why it also makes DynamoDB's
 //! operations atomic (as DynamoDB's conditional writes are) and replaces moto's lookup of an EC2
-//! resource's tags.
+//! resource's tags, and adds a test double of EC2's capacity reservations
+//! (`CapacityReservationsTestDouble`: CreateCapacityReservation, DescribeCapacityReservations and
+//! fleets launched into a reservation), which moto 5.x does not have.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

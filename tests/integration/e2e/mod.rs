@@ -22,6 +22,7 @@
 //! provisioner is measured warm — a provisioner receiving doorbells is — so its first run in
 //! the process (reading the catalog and prices, seconds on moto) happens before the workload.
 
+mod capacity;
 mod chaos;
 mod day2;
 mod delivery;

@@ -15,7 +15,7 @@ use super::{instance_of, label, node_of, EndToEnd, Install, Options, STEP};
 
 /// Checks that every pod runs on a Node of a live claim, registered as Dovetail registers nodes
 /// (claim and pool labels set, the unregistered taint gone); returns each pod's Node.
-async fn on_dovetail_nodes(e2e: &EndToEnd, pods: &[Pod]) -> Result<Vec<Node>> {
+pub(super) async fn on_dovetail_nodes(e2e: &EndToEnd, pods: &[Pod]) -> Result<Vec<Node>> {
     let claims = e2e.live_claims().await?;
     let mut nodes = vec![];
     for pod in pods {
@@ -245,7 +245,7 @@ spec:
 
 /// NodePools' status is the sweeper's to write: these scenarios run it, on a faster schedule
 /// than the deployed one-minute rate.
-const SWEEPING: Options = Options {
+pub(super) const SWEEPING: Options = Options {
     deliveries: 1,
     sweep_every: Some(std::time::Duration::from_secs(10)),
     forwarder: true,

@@ -7,7 +7,9 @@
 //! The call goes through [`DescribeReservations`], implemented by the SDK client; moto (the local
 //! EC2 the integration tests use) has no capacity-reservation API, so the listing is tested
 //! against [`tests::ReservationsTestDouble`] at that boundary, with the request checked against
-//! the SDK's own input type.
+//! the SDK's own input type. End to end, the moto the integration tests start answers the call
+//! from a test double of its own (`CapacityReservationsTestDouble` in
+//! `tests/harness/moto_launcher.py`).
 
 use std::collections::BTreeMap;
 use std::future::Future;
