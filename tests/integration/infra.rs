@@ -284,12 +284,18 @@ const VARIANTS: [Variant; 2] = [
             ("createNodeInstanceProfile", "false"),
             ("createNodeAccessEntry", "false"),
             ("forwarderIdentity", "IRSA"),
+            ("nodeRepair", "true"),
+            ("minValuesPolicy", "BestEffort"),
+            ("costLimitPerHour", "12.5"),
         ],
         parameters: &[
             ("NodeRoleName", "MyNodes"),
             ("CreateNodeInstanceProfile", "false"),
             ("CreateNodeAccessEntry", "false"),
             ("ForwarderIdentity", "IRSA"),
+            ("NodeRepair", "true"),
+            ("MinValuesPolicy", "BestEffort"),
+            ("CostLimitPerHour", "12.5"),
         ],
     },
 ];

@@ -231,6 +231,9 @@ export class DovetailStack extends Stack {
       DOVETAIL_TABLE_NAME: this.table.tableName,
       DOVETAIL_RESUME_QUEUE_URL: this.interruptionQueue.queueUrl,
       DOVETAIL_PRICING_REGION: s.pricingRegion,
+      DOVETAIL_NODE_REPAIR: String(s.nodeRepair),
+      DOVETAIL_MIN_VALUES_POLICY: s.minValuesPolicy,
+      DOVETAIL_COST_LIMIT: s.costLimitPerHour,
       RUST_LOG: s.logFilter,
     };
     const fn = (name: keyof typeof FUNCTIONS) => {

@@ -26,6 +26,12 @@ export interface DovetailSettings {
   readonly logFilter: string;
   readonly logRetentionDays: number;
   readonly pricingRegion: string;
+  /** Node repair for every NodePool (DOVETAIL_NODE_REPAIR). */
+  readonly nodeRepair: boolean;
+  /** What a NodePool's minValues means (DOVETAIL_MIN_VALUES_POLICY). */
+  readonly minValuesPolicy: MinValuesPolicy;
+  /** Cluster-wide cost limit in USD per hour ('' for none; DOVETAIL_COST_LIMIT). */
+  readonly costLimitPerHour: string;
   /** SNS topic the alarms notify; undefined: the alarms have no actions. */
   readonly alarmTopicArn?: string;
   /** Alarm when pods stay pending this many minutes. */
@@ -45,6 +51,9 @@ export const APPLICATION_LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'
 export type ApplicationLogLevel = (typeof APPLICATION_LOG_LEVELS)[number];
 /** Regions with a Price List API endpoint. */
 export const PRICING_REGIONS = ['us-east-1', 'eu-central-1', 'ap-south-1', 'cn-northwest-1'];
+/** Karpenter's --min-values-policy values. */
+export const MIN_VALUES_POLICIES = ['Strict', 'BestEffort'] as const;
+export type MinValuesPolicy = (typeof MIN_VALUES_POLICIES)[number];
 /** The binaries `cargo lambda build --release --arm64` makes, one per function. */
 export const BINARIES = ['dovetail-provisioner', 'dovetail-interruption', 'dovetail-sweeper'] as const;
 
@@ -52,6 +61,7 @@ const CLUSTER_NAME = /^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$/;
 const ROLE_NAME = /^[\w+=,.@-]{1,64}$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/;
+const COST_PER_HOUR = /^[0-9]+(\.[0-9]+)?$/;
 const SNS_TOPIC_ARN = /^arn:aws[a-z-]*:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.-]+$/;
 
 /** A setting or an input the user must fix; the app prints its message without a stack trace. */
@@ -107,6 +117,17 @@ export function readSettings(get: Lookup, env: NodeJS.ProcessEnv, cdkDir: string
     return value;
   };
 
+  // An amount of USD, or '' when unset. `-c key=250` arrives as a string, cdk.json's 250 as a number.
+  const dollars = (key: string): string => {
+    const raw = get(key);
+    if (raw === undefined || raw === null || raw === '') return '';
+    const value = String(raw);
+    if ((typeof raw !== 'string' && typeof raw !== 'number') || !COST_PER_HOUR.test(value)) {
+      throw new SettingsError(`context ${key}=${JSON.stringify(raw)}: must be a non-negative number of USD per hour, e.g. 250 or 12.5`);
+    }
+    return value;
+  };
+
   const clusterName = matching('clusterName', CLUSTER_NAME);
   if (clusterName === undefined) {
     throw new SettingsError('context clusterName is required: the EKS cluster to scale (cdk synth -c clusterName=<name>)');
@@ -130,6 +151,9 @@ export function readSettings(get: Lookup, env: NodeJS.ProcessEnv, cdkDir: string
     logFilter: text('logFilter', '')!,
     logRetentionDays: oneOf('logRetentionDays', RETENTION_DAYS, 30),
     pricingRegion: oneOf('pricingRegion', PRICING_REGIONS, 'us-east-1'),
+    nodeRepair: flag('nodeRepair', false),
+    minValuesPolicy: oneOf<MinValuesPolicy>('minValuesPolicy', MIN_VALUES_POLICIES, 'Strict'),
+    costLimitPerHour: dollars('costLimitPerHour'),
     alarmTopicArn: matching('alarmTopicArn', SNS_TOPIC_ARN),
     pendingPodsAlarmMinutes: whole('pendingPodsAlarmMinutes', 2, 1440, 10),
     launchFailureAlarmPercent: whole('launchFailureAlarmPercent', 1, 100, 50),

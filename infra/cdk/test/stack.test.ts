@@ -33,6 +33,9 @@ function settings(overrides: Partial<DovetailSettings> = {}): DovetailSettings {
     logFilter: '',
     logRetentionDays: 30,
     pricingRegion: 'us-east-1',
+    nodeRepair: false,
+    minValuesPolicy: 'Strict',
+    costLimitPerHour: '',
     pendingPodsAlarmMinutes: 10,
     launchFailureAlarmPercent: 50,
     lambdaDir: LAMBDA_DIR,
@@ -104,6 +107,9 @@ describe('the functions', () => {
       assert.equal(p.LoggingConfig.ApplicationLogLevel, 'INFO');
       assert.deepEqual(Object.keys(p.Environment.Variables).sort(), [
         'DOVETAIL_CLUSTER_NAME',
+        'DOVETAIL_COST_LIMIT',
+        'DOVETAIL_MIN_VALUES_POLICY',
+        'DOVETAIL_NODE_REPAIR',
         'DOVETAIL_PRICING_REGION',
         'DOVETAIL_RESUME_QUEUE_URL',
         'DOVETAIL_TABLE_NAME',
@@ -476,6 +482,18 @@ describe('settings', () => {
     assert.equal(ok.logRetentionDays, 90);
     assert.equal(ok.createNodeAccessEntry, false);
     assert.equal(ok.nodeRoleName, undefined);
+    for (const bad of ['-5', '$250', 'lots']) {
+      assert.throws(
+        () => readSettings(context({ ...base, costLimitPerHour: bad }), {}, CDK_DIR),
+        new RegExp(`costLimitPerHour=${JSON.stringify(bad).replace(/[$]/g, '\\$')}: must be a non-negative number of USD per hour`),
+      );
+    }
+    assert.throws(() => readSettings(context({ ...base, minValuesPolicy: 'Loose' }), {}, CDK_DIR), /must be one of Strict, BestEffort/);
+    const decisions = readSettings(context({ ...base, nodeRepair: 'true', minValuesPolicy: 'BestEffort', costLimitPerHour: 250 }), {}, CDK_DIR);
+    assert.deepEqual(
+      [decisions.nodeRepair, decisions.minValuesPolicy, decisions.costLimitPerHour, ok.nodeRepair, ok.minValuesPolicy, ok.costLimitPerHour],
+      [true, 'BestEffort', '250', false, 'Strict', ''],
+    );
   });
 
   it('find the functions where cargo lambda puts them', () => {
