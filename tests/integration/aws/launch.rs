@@ -168,8 +168,23 @@ async fn a_reserved_launch_targets_its_reservation_through_its_own_template() {
     use dovetail_core::catalog::{Reservation, ReservationKind};
     let world = World::new().await;
     let (cloud, nodeclass, resolved) = example_class(&world).await;
+    // moto has no capacity reservations of its own: the launcher's CapacityReservationsTestDouble
+    // holds this one, and refuses a launch into a reservation it does not know.
+    let created = world
+        .clients
+        .ec2
+        .create_capacity_reservation()
+        .instance_type("m6g.large")
+        .instance_platform(aws_sdk_ec2::types::CapacityReservationInstancePlatform::LinuxUnix)
+        .availability_zone("us-east-1a")
+        .instance_count(2)
+        .instance_match_criteria(aws_sdk_ec2::types::InstanceMatchCriteria::Targeted)
+        .send()
+        .await
+        .unwrap();
+    let id = created.capacity_reservation().and_then(|r| r.capacity_reservation_id()).unwrap().to_string();
     let reservation = Reservation {
-        id: "cr-0123456789abcdef0".into(),
+        id: id.clone(),
         instance_type: "m6g.large".into(),
         zone: "us-east-1a".into(),
         owner_id: "123456789012".into(),
@@ -204,10 +219,7 @@ async fn a_reserved_launch_targets_its_reservation_through_its_own_template() {
     let data = version.launch_template_versions()[0].launch_template_data().unwrap();
     let spec = data.capacity_reservation_specification().expect("the template targets the reservation");
     assert_eq!(spec.capacity_reservation_preference().map(|p| p.as_str()), Some("capacity-reservations-only"));
-    assert_eq!(
-        spec.capacity_reservation_target().and_then(|t| t.capacity_reservation_id()),
-        Some("cr-0123456789abcdef0")
-    );
+    assert_eq!(spec.capacity_reservation_target().and_then(|t| t.capacity_reservation_id()), Some(id.as_str()));
     assert!(data.instance_market_options().is_none(), "an ODCR launches as on-demand");
 
     // The same class's on-demand launch uses another template, without the reservation.
