@@ -241,6 +241,7 @@ fn launch(s: &mut State, g: &NodeGroup, current: &BTreeSet<String>) -> Option<St
                 startup_taints: vec![],
                 kubelet: Default::default(),
                 unregistered_taint: false,
+                reservation: None,
             };
             return Some(s.launch_instance(spec, &g.name));
         }

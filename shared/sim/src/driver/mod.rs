@@ -255,6 +255,7 @@ pub fn run(scenario: &Scenario, mut opts: Options<'_>) -> Result<Run, RunError> 
         duplicates: s.queues.doorbells.duplicates + s.queues.interruptions.duplicates,
         claim_conflicts: s.store.conflicts,
         cost_limits: cost_limits(scenario),
+        reservation_hours: s.config.reservations.iter().map(|r| r.hours_within(start, now)).fold(0.0, |a, b| a + b),
     })
 }
 
@@ -391,8 +392,8 @@ fn sample(s: &State, start: Time) -> Sample {
         }
         match i.capacity_type {
             CapacityType::Spot => out.nodes_spot += 1,
-            // Reserved instances run (and are billed) as on-demand ones; the simulated cloud
-            // offers no reservations yet.
+            // Reserved instances are on-demand ones run in a reservation: the series counts
+            // them with on-demand nodes (the report's savings section tells them apart).
             CapacityType::OnDemand | CapacityType::Reserved => out.nodes_on_demand += 1,
         }
         out.cost_per_hour += i.price;
