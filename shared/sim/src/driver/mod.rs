@@ -327,8 +327,10 @@ fn populate(s: &mut State, scenario: &Scenario, policy: Policy) {
     if policy == Policy::Dovetail {
         s.kube.nodepools = c.nodepools.clone();
         s.kube.nodeclasses = c.nodeclasses.clone();
-        s.kube.overlays = c.overlays.clone();
     }
+    // NodeOverlays describe the account's prices: a Savings Plan discounts the bill whoever
+    // launches, so the baseline's bill reads them too (nothing else of it does).
+    s.kube.overlays = c.overlays.clone();
     s.kube.daemonsets = c.daemonsets.clone();
     s.kube.pdbs = c.pdbs.clone();
     s.kube.namespaces = c.namespaces.clone();
