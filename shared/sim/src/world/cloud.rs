@@ -226,6 +226,9 @@ impl State {
         if spec.capacity_type == CapacityType::Spot {
             self.schedule_interruption(&id, &spec.instance_type, boot);
         }
+        if let Some(end) = spec.reservation.as_deref().and_then(|r| self.reservation_end(r)) {
+            self.schedule_at(end, Happening::BlockEnded { instance: id.clone() });
+        }
         self.stats.launches += 1;
         id
     }
@@ -317,6 +320,18 @@ impl State {
             i.reclaimed = true;
         }
         self.stats.spot_reclaimed += 1;
+        let detail = serde_json::json!({"instance-id": id, "state": "shutting-down"});
+        let body = self.eventbridge(STATE_CHANGE, id, detail);
+        self.send_interruption(body, Duration::ZERO);
+    }
+
+    /// A Capacity Block ended with the instance still in it: EC2 terminates it and says so on
+    /// EventBridge (Dovetail should have drained it before, from 40 minutes ahead).
+    pub(super) fn block_ended(&mut self, id: &str) {
+        if !self.cloud.instances.get(id).is_some_and(SimInstance::is_live) {
+            return;
+        }
+        self.terminate_instance(id);
         let detail = serde_json::json!({"instance-id": id, "state": "shutting-down"});
         let body = self.eventbridge(STATE_CHANGE, id, detail);
         self.send_interruption(body, Duration::ZERO);

@@ -224,6 +224,7 @@ impl State {
             Happening::RebalanceRecommendation { instance } => self.rebalance_recommendation(&instance),
             Happening::SpotWarning { instance } => self.spot_warning(&instance),
             Happening::SpotReclaim { instance } => self.spot_reclaim(&instance),
+            Happening::BlockEnded { instance } => self.block_ended(&instance),
             Happening::InstanceGone { instance } => self.instance_gone(&instance),
             Happening::NodeLost { node } => self.node_lost(&node),
             Happening::PodStopped { uid } => self.pod_stopped(uid),

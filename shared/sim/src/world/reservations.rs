@@ -1,7 +1,8 @@
 //! Capacity reservations in the simulated EC2: On-Demand Capacity Reservations and Capacity
 //! Blocks a scenario holds, listed to the classes whose `capacityReservationSelectorTerms` select
 //! them (as DescribeCapacityReservations answers the AWS adapter), filled by reserved launches and
-//! emptied again as their instances end. EC2's `AvailableInstanceCount` is the reservation's count
+//! emptied again as their instances end (a Capacity Block's at its end, when EC2 takes them back,
+//! see `State::block_ended`). EC2's `AvailableInstanceCount` is the reservation's count
 //! less its instances still running, so a launch into a full one fails like
 //! `ReservationCapacityExceeded`.
 
@@ -89,6 +90,11 @@ impl State {
             .filter(|i| i.reservation.as_deref() == Some(id) && i.ended_at.is_none())
             .count();
         r.count.saturating_sub(used as u32)
+    }
+
+    /// When reservation `id` ends, if it does (EC2 takes back the instances of a block then).
+    pub fn reservation_end(&self, id: &str) -> Option<Time> {
+        self.config.reservations.iter().find(|r| r.id == id)?.end
     }
 
     /// The active reservations `class` selects, as DescribeCapacityReservations describes them now.

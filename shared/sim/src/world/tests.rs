@@ -399,7 +399,7 @@ fn reserved_launches_take_the_reservation_until_full_and_give_it_back_when_they_
 }
 
 #[test]
-fn a_capacity_block_is_listed_only_in_its_window() {
+fn a_capacity_block_is_listed_only_in_its_window_and_takes_its_instances_back_at_its_end() {
     use dovetail_core::catalog::ReservationKind;
     let mut config = quiet();
     let mut block = reservation("cr-0c3", 1, ReservationKind::CapacityBlock);
@@ -422,6 +422,14 @@ fn a_capacity_block_is_listed_only_in_its_window() {
     let now = w.now();
     assert_eq!(block.hours_within(start, now.plus(Duration::from_secs(24 * 3600))), 2.0);
     assert_eq!(block.hours_within(start, now.plus(Duration::from_secs(1800))), 0.5, "clipped to the run");
-    w.advance(w.now().plus(Duration::from_secs(2 * 3600)));
+    let launch = launched(block_on(w.ports().cloud.launch(&reserved_request(&w, "c1", "cr-0c3"))).unwrap());
+    w.advance(block.end.unwrap().minus(Duration::from_secs(1)));
+    assert!(w.lock().cloud.instances[&launch.instance_id].ended_at.is_none(), "running to the block's end");
+    w.advance(w.now().plus(Duration::from_secs(1)));
     assert_eq!(available(&w, "cr-0c3"), None, "gone once it ended");
+    let mut s = w.lock();
+    assert_eq!(s.cloud.instances[&launch.instance_id].ended_at, block.end, "EC2 took the instance back at the end");
+    let now = s.now;
+    let told = s.queues.interruptions.receive(now, 10).iter().any(|m| m.body.contains(&launch.instance_id));
+    assert!(told, "a state-change event went to the interruption queue");
 }
