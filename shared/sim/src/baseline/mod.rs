@@ -209,7 +209,13 @@ fn launch(s: &mut State, g: &NodeGroup, current: &BTreeSet<String>) -> Option<St
         })
         .collect();
     zones.sort();
-    let catalog = s.catalog.clone();
+    // The account's discounts (a Savings Plan, as NodeOverlays say) are on its bill whoever
+    // launches: the baseline's instances are billed at the prices Dovetail's are.
+    let catalog = if s.kube.overlays.is_empty() {
+        s.catalog.clone()
+    } else {
+        std::sync::Arc::new(dovetail_core::overlay::apply(&s.catalog, &s.kube.overlays).catalog)
+    };
     for (_, _, zone) in zones {
         for t in &g.instance_types {
             let key = OfferingKey { instance_type: t.clone(), zone: zone.clone(), capacity_type: g.capacity_type };
@@ -241,6 +247,7 @@ fn launch(s: &mut State, g: &NodeGroup, current: &BTreeSet<String>) -> Option<St
                 startup_taints: vec![],
                 kubelet: Default::default(),
                 unregistered_taint: false,
+                reservation: None,
             };
             return Some(s.launch_instance(spec, &g.name));
         }

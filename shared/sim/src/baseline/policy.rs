@@ -91,6 +91,7 @@ pub fn template_node(group: &NodeGroup, name: &str, catalog: &Catalog, daemonset
         startup_taints: vec![],
         kubelet: KubeletConfig::default(),
         unregistered_taint: false,
+        reservation: None,
     };
     let reg = registration(catalog, &spec, &catalog.zones, name.to_string());
     let mut node = Node::new(name, reg.labels.clone(), reg.allocatable.clone());

@@ -255,6 +255,7 @@ pub fn run(scenario: &Scenario, mut opts: Options<'_>) -> Result<Run, RunError> 
         duplicates: s.queues.doorbells.duplicates + s.queues.interruptions.duplicates,
         claim_conflicts: s.store.conflicts,
         cost_limits: cost_limits(scenario),
+        reservation_hours: s.config.reservations.iter().map(|r| r.hours_within(start, now)).fold(0.0, |a, b| a + b),
     })
 }
 
@@ -326,8 +327,10 @@ fn populate(s: &mut State, scenario: &Scenario, policy: Policy) {
     if policy == Policy::Dovetail {
         s.kube.nodepools = c.nodepools.clone();
         s.kube.nodeclasses = c.nodeclasses.clone();
-        s.kube.overlays = c.overlays.clone();
     }
+    // NodeOverlays describe the account's prices: a Savings Plan discounts the bill whoever
+    // launches, so the baseline's bill reads them too (nothing else of it does).
+    s.kube.overlays = c.overlays.clone();
     s.kube.daemonsets = c.daemonsets.clone();
     s.kube.pdbs = c.pdbs.clone();
     s.kube.namespaces = c.namespaces.clone();
@@ -391,8 +394,8 @@ fn sample(s: &State, start: Time) -> Sample {
         }
         match i.capacity_type {
             CapacityType::Spot => out.nodes_spot += 1,
-            // Reserved instances run (and are billed) as on-demand ones; the simulated cloud
-            // offers no reservations yet.
+            // Reserved instances are on-demand ones run in a reservation: the series counts
+            // them with on-demand nodes (the report's savings section tells them apart).
             CapacityType::OnDemand | CapacityType::Reserved => out.nodes_on_demand += 1,
         }
         out.cost_per_hour += i.price;

@@ -64,4 +64,6 @@ pub struct Run {
     /// The cost limits the run was under, in $/h: NodePools' by name, the cluster-wide one under
     /// [`CLUSTER_COST_LIMIT`].
     pub cost_limits: BTreeMap<String, f64>,
+    /// Instance-hours the scenario's capacity reservations held during the run, used or not.
+    pub reservation_hours: f64,
 }

@@ -61,6 +61,50 @@ pub struct CostLimitSummary {
     pub held: bool,
 }
 
+/// What the run's capacity cost against what the catalog asks, and what discounts and capacity
+/// reservations made of the difference.
+///
+/// A reservation is paid for whether nodes run in it or not, so its fee is no cost of the run:
+/// a reserved node is billed at Karpenter's nominal price (on-demand / 10,000,000), and what the
+/// reservation saved is the on-demand equivalent of the hours served from it, what those hours
+/// would have cost bought on demand. The hours it held unused are shown beside them, the part of
+/// the fee the run did not put to work.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Savings {
+    /// $ at list prices: every node-hour at the catalog's price before NodeOverlays, a reserved
+    /// one at the on-demand price of its type and zone.
+    pub list_cost: f64,
+    /// $ billed (the summary's `cost`); `list_cost - cost = discounts + reservations`.
+    pub cost: f64,
+    /// $ NodeOverlays took off (a Savings Plan's discount; negative for a surcharge).
+    pub discounts: f64,
+    /// Node-hours served from capacity reservations.
+    pub reserved_hours: f64,
+    /// $ those hours would have cost on demand, less their nominal price.
+    pub reservations: f64,
+    /// Instance-hours the reservations held during the run that no node used.
+    pub reserved_unused_hours: f64,
+}
+
+impl Savings {
+    /// The figures of `run`'s instances; none when nothing was discounted or reserved.
+    fn of(run: &Run) -> Option<Savings> {
+        let saved = |reserved: bool| {
+            total(run.instances.iter().filter(|i| i.reserved == reserved).map(|i| (i.list_price - i.price) * i.hours))
+        };
+        let reserved_hours = total(run.instances.iter().filter(|i| i.reserved).map(|i| i.hours));
+        let out = Savings {
+            list_cost: total(run.instances.iter().map(|i| i.list_price * i.hours)),
+            cost: total(run.instances.iter().map(|i| i.price * i.hours)),
+            discounts: saved(false),
+            reserved_hours,
+            reservations: saved(true),
+            reserved_unused_hours: (run.reservation_hours - reserved_hours).max(0.0),
+        };
+        (out.discounts != 0.0 || run.reservation_hours > 0.0).then_some(out)
+    }
+}
+
 /// The headline figures of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -101,6 +145,10 @@ pub struct Summary {
     pub pools: Vec<PoolSummary>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cost_limits: Vec<CostLimitSummary>,
+    /// Against list prices, when a NodeOverlay changed a price paid or the account holds
+    /// capacity reservations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub savings: Option<Savings>,
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -206,6 +254,7 @@ pub fn summarize(run: &Run) -> Summary {
         capacity_errors: run.stats.capacity_errors,
         pools: pools(run),
         cost_limits: cost_limits(run),
+        savings: Savings::of(run),
     }
 }
 

@@ -137,3 +137,66 @@ fn the_cost_limits_hold_through_the_peak_and_the_report_says_so() {
     assert!(table.contains("NodePool web: peak $") && table.contains("of $2.0000/h: held"), "{table}");
     assert!(table.contains("whole cluster: peak $") && table.contains("of $2.5000/h: held"), "{table}");
 }
+
+#[test]
+fn the_savings_day_serves_from_the_reservation_buys_at_the_discount_and_keeps_to_its_limits() {
+    // To 14:00, six hours into the peak (the whole day takes long in a debug build).
+    let scenario = Scenario::builtin("savings").unwrap();
+    let opts = Options { duration: Some(Duration::from_secs(14 * 3600)), ..Options::new(Policy::Dovetail) };
+    let run = run(&scenario, opts).expect("a Dovetail run");
+    let s = report::summarize(&run);
+    let v = s.savings.clone().unwrap_or_else(|| panic!("no savings section: {s:#?}"));
+    let f = run.functions.as_ref().unwrap();
+    assert_eq!(f.errors, 0, "{:?}", f.first_errors);
+
+    // The reservation (four m6i.xlarge) served nodes, never more than it holds, and what it saved
+    // is those hours at the on-demand price ($0.192/h), less their nominal price.
+    let reserved: Vec<_> = run.instances.iter().filter(|i| i.reserved).collect();
+    assert!(!reserved.is_empty(), "{:#?}", run.instances);
+    assert!(reserved.iter().all(|i| i.instance_type == "m6i.xlarge" && i.list_price == 0.192), "{reserved:#?}");
+    assert!(v.reserved_hours > 0.0 && v.reserved_hours <= 4.0 * 14.0, "{v:?}");
+    assert!((v.reserved_hours + v.reserved_unused_hours - 4.0 * 14.0).abs() < 1e-6, "{v:?}");
+    let on_demand_equivalent: f64 = reserved.iter().map(|i| (0.192 - i.price) * i.hours).sum();
+    assert!((v.reservations - on_demand_equivalent).abs() < 1e-9 && v.reservations > 0.0, "{v:?}");
+
+    // The overflow was bought under the Savings Plan: 28% off the list price of what it covers.
+    let covered = |t: &str| ["m6i.", "m7i.", "c6i.", "c7i."].iter().any(|f| t.starts_with(f));
+    let bought: Vec<_> = run.instances.iter().filter(|i| !i.reserved).collect();
+    assert!(bought.iter().any(|i| covered(&i.instance_type)), "{bought:#?}");
+    for i in &bought {
+        let expected = if covered(&i.instance_type) { i.list_price * 0.72 } else { i.list_price };
+        assert!((i.price - expected).abs() < 1e-9, "{} at ${} of ${}", i.instance_type, i.price, i.list_price);
+    }
+    let discounts: f64 = bought.iter().map(|i| (i.list_price - i.price) * i.hours).sum();
+    assert!((v.discounts - discounts).abs() < 1e-9 && v.discounts > 0.0, "{v:?}");
+    assert!((v.list_cost - v.cost - v.discounts - v.reservations).abs() < 1e-9, "{v:?}");
+    assert!((v.cost - s.cost).abs() < 1e-12, "{v:?} vs {}", s.cost);
+
+    // The limits held at every simulated minute.
+    let limits: Vec<(&str, f64, bool)> = s.cost_limits.iter().map(|l| (l.name.as_str(), l.limit, l.held)).collect();
+    assert_eq!(limits, [("payments", 1.0, true), (CLUSTER_COST_LIMIT, 1.5, true)], "{:#?}", s.cost_limits);
+    assert!(run.events.get("CostLimitReached").is_some_and(|n| *n > 0), "the pool's cap binds: {:?}", run.events);
+
+    let table = report::table(std::slice::from_ref(&run));
+    assert!(table.contains("dovetail — against list prices"), "{table}");
+    assert!(table.contains(&format!("NodeOverlay discounts saved ${:.2}", v.discounts)), "{table}");
+    let json = report::json(std::slice::from_ref(&run));
+    assert_eq!(json["runs"][0]["summary"]["savings"]["reserved_hours"], serde_json::json!(v.reserved_hours));
+}
+
+#[test]
+fn the_baseline_is_billed_at_the_accounts_discounted_prices() {
+    // A Savings Plan discounts the bill whoever launches: the Cluster Autoscaler's m6i.xlarge
+    // group pays the NodeOverlay's price, and never runs in the reservation Dovetail targets.
+    let scenario = Scenario::builtin("savings").unwrap();
+    let opts = Options { duration: Some(Duration::from_secs(10 * 3600)), ..Options::new(Policy::ClusterAutoscaler) };
+    let run = run(&scenario, opts).expect("the scenario has node groups");
+    assert!(!run.instances.is_empty());
+    for i in &run.instances {
+        assert_eq!(i.instance_type, "m6i.xlarge");
+        assert!(!i.reserved);
+        assert!((i.list_price - 0.192).abs() < 1e-12 && (i.price - 0.192 * 0.72).abs() < 1e-9, "{i:?}");
+    }
+    let v = report::summarize(&run).savings.expect("a savings section");
+    assert!(v.discounts > 0.0 && v.reserved_hours == 0.0 && (v.reserved_unused_hours - 40.0).abs() < 1e-9, "{v:?}");
+}

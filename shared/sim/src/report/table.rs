@@ -128,6 +128,19 @@ pub fn table(runs: &[Run]) -> String {
         }
     }
     for s in &sums {
+        let Some(v) = &s.savings else { continue };
+        let _ = writeln!(out, "\n{} — against list prices", s.policy);
+        let _ = writeln!(out, "  at list prices {}, billed {}", money(v.list_cost), money(v.cost));
+        let _ = writeln!(out, "  NodeOverlay discounts saved {}", money(v.discounts));
+        let _ = writeln!(
+            out,
+            "  reservations served {:.1} node-hours, worth {} on demand ({:.1} reserved hours unused; their fee is paid either way)",
+            v.reserved_hours,
+            money(v.reservations),
+            v.reserved_unused_hours
+        );
+    }
+    for s in &sums {
         let _ = writeln!(out, "\n{} — {}", s.policy, if s.policy == "dovetail" { "NodePools" } else { "node groups" });
         let header = ["name", "launched", "peak", "node-hours", "spot", "cost", "instance types"];
         let mut lines: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];

@@ -2,10 +2,10 @@
 //! a situation from the articles the project started from; see each file's `description`.
 
 /// Names, the default first.
-pub const NAMES: [&str; 7] =
-    ["default", "batch-from-zero", "eight-pods", "black-friday", "gpu-jobs", "large-cluster", "cost-cap"];
+pub const NAMES: [&str; 8] =
+    ["default", "batch-from-zero", "eight-pods", "black-friday", "gpu-jobs", "large-cluster", "cost-cap", "savings"];
 
-const TEXTS: [&str; 7] = [
+const TEXTS: [&str; 8] = [
     include_str!("builtin/default.yaml"),
     include_str!("builtin/batch-from-zero.yaml"),
     include_str!("builtin/eight-pods.yaml"),
@@ -13,6 +13,7 @@ const TEXTS: [&str; 7] = [
     include_str!("builtin/gpu-jobs.yaml"),
     include_str!("builtin/large-cluster.yaml"),
     include_str!("builtin/cost-cap.yaml"),
+    include_str!("builtin/savings.yaml"),
 ];
 
 /// The YAML of a built-in scenario.

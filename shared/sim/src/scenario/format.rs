@@ -48,6 +48,28 @@ pub struct WorldFile {
     pub zones: Vec<String>,
     #[serde(default)]
     pub capacity_errors: Vec<CapacityErrorFile>,
+    /// Capacity reservations the account holds.
+    #[serde(default)]
+    pub reservations: Vec<ReservationFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReservationFile {
+    /// `cr-…`, as a class's `capacityReservationSelectorTerms` name it.
+    pub id: String,
+    pub instance_type: String,
+    pub zone: String,
+    /// Instances it holds.
+    pub count: u32,
+    /// `default` (an On-Demand Capacity Reservation) or `capacity-block`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Offsets from the start: when it becomes active and when it ends (a block's window).
+    pub start: Option<String>,
+    pub end: Option<String>,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use dovetail_api::manifest::{self, LoadError};
-use dovetail_core::catalog::{self, CapacityType, Zone};
+use dovetail_core::catalog::{self, CapacityType, ReservationKind, Zone};
 use dovetail_core::ceilings::{PODS_PER_PLAN, SCENARIO_BYTES};
 use dovetail_core::interruption::parse_rfc3339;
 use dovetail_core::model::{parse_cost, Taint, TaintEffect};
@@ -22,7 +22,7 @@ use dovetail_core::time::cron::CronSchedule;
 use dovetail_core::time::parse_duration;
 
 use crate::baseline::{Config as CaConfig, NodeGroup};
-use crate::world::{CapacityWindow, WorldConfig};
+use crate::world::{CapacityWindow, SimReservation, WorldConfig};
 
 /// A scenario, parsed and checked: everything a run needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -290,7 +290,79 @@ fn world(ctx: &Ctx<'_>, f: &format::File) -> Result<WorldConfig, ScenarioError> 
             until: w.start.plus(at + lasts),
         });
     }
+    for (i, r) in wf.reservations.iter().enumerate() {
+        let reservation = reservation(ctx, &format!("world.reservations[{i}]"), r, &w)?;
+        w.reservations.push(reservation);
+    }
     Ok(w)
+}
+
+/// A reservation of the scenario, checked: a `cr-` id used once, a type EC2 sells on demand in
+/// one of the world's zones, at least one instance, and a window that ends after it starts (a
+/// Capacity Block always ends).
+fn reservation(
+    ctx: &Ctx<'_>,
+    path: &str,
+    r: &format::ReservationFile,
+    w: &WorldConfig,
+) -> Result<SimReservation, ScenarioError> {
+    let id_ok =
+        r.id.strip_prefix("cr-")
+            .is_some_and(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c.is_ascii_lowercase()));
+    if !id_ok {
+        return Err(
+            ctx.err(format!("{path}.id"), format!("{:?} is not a capacity reservation id (cr-0123abcd…)", r.id))
+        );
+    }
+    if w.reservations.iter().any(|o| o.id == r.id) {
+        return Err(ctx.err(format!("{path}.id"), format!("{} is used twice", r.id)));
+    }
+    let sold = catalog::embedded()
+        .get(&r.instance_type)
+        .map(|t| t.offerings.iter().any(|o| o.capacity_type == CapacityType::OnDemand));
+    if sold != Some(true) {
+        return Err(ctx.err(
+            format!("{path}.instanceType"),
+            format!("{:?} is not an EC2 instance type sold on demand", r.instance_type),
+        ));
+    }
+    if !w.zones.iter().any(|z| z.name == r.zone) {
+        let known: Vec<&str> = w.zones.iter().map(|z| z.name.as_str()).collect();
+        return Err(ctx.err(
+            format!("{path}.zone"),
+            format!("{:?} is not one of the world's zones ({})", r.zone, known.join(", ")),
+        ));
+    }
+    if r.count == 0 {
+        return Err(ctx.err(format!("{path}.count"), "must be at least 1"));
+    }
+    let kind = match &r.kind {
+        None => ReservationKind::Default,
+        Some(k) => ReservationKind::parse(k)
+            .ok_or_else(|| ctx.err(format!("{path}.type"), format!("{k:?} is neither default nor capacity-block")))?,
+    };
+    let offset = |field: &str, v: &Option<String>| {
+        v.as_deref().map(|v| ctx.duration(&format!("{path}.{field}"), v).map(|d| w.start.plus(d))).transpose()
+    };
+    let (start, end) = (offset("start", &r.start)?, offset("end", &r.end)?);
+    if kind == ReservationKind::CapacityBlock && end.is_none() {
+        return Err(ctx.err(format!("{path}.end"), "missing: a capacity block ends"));
+    }
+    if let (Some(s), Some(e)) = (start.or(Some(w.start)), end) {
+        if e <= s {
+            return Err(ctx.err(format!("{path}.end"), "must come after start"));
+        }
+    }
+    Ok(SimReservation {
+        id: r.id.clone(),
+        instance_type: r.instance_type.clone(),
+        zone: r.zone.clone(),
+        count: r.count,
+        kind,
+        tags: r.tags.clone(),
+        start,
+        end,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

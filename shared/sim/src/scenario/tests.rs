@@ -169,3 +169,40 @@ fn scenario_files_over_the_ceiling_are_refused_before_reading() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(e, format!("{}: 17 MiB is more than the supported 16 MiB per scenario file", path.display()));
 }
+
+#[test]
+fn reservations_are_read_and_bad_ones_named_by_field() {
+    let with = |r: &str| format!("{}world: {{reservations: [{r}]}}\n", base());
+    let s = parse(&with(
+        "{id: cr-0a1, instanceType: p5.48xlarge, zone: us-east-1b, count: 2, type: capacity-block, start: 6h, end: 18h, tags: {team: ml}}",
+    ))
+    .unwrap();
+    let r = &s.world.reservations[0];
+    let start = s.world.start;
+    assert_eq!(
+        (r.id.as_str(), r.instance_type.as_str(), r.zone.as_str(), r.count),
+        ("cr-0a1", "p5.48xlarge", "us-east-1b", 2)
+    );
+    assert_eq!(r.kind, ReservationKind::CapacityBlock);
+    assert_eq!(
+        (r.start, r.end),
+        (Some(start.plus(Duration::from_secs(6 * 3600))), Some(start.plus(Duration::from_secs(18 * 3600))))
+    );
+    assert_eq!(r.tags.get("team").map(String::as_str), Some("ml"));
+    let odcr = parse(&with("{id: cr-0b2, instanceType: m5.large, zone: us-east-1a, count: 1}")).unwrap();
+    assert_eq!((odcr.world.reservations[0].kind, odcr.world.reservations[0].end), (ReservationKind::Default, None));
+
+    for (r, wanted) in [
+        ("{id: r-1, instanceType: m5.large, zone: us-east-1a, count: 1}", "world.reservations[0].id: \"r-1\" is not a capacity reservation id"),
+        ("{id: cr-1, instanceType: m5.huge, zone: us-east-1a, count: 1}", "world.reservations[0].instanceType: \"m5.huge\""),
+        ("{id: cr-1, instanceType: m5.large, zone: mars-1a, count: 1}", "world.reservations[0].zone: \"mars-1a\" is not one of the world's zones"),
+        ("{id: cr-1, instanceType: m5.large, zone: us-east-1a, count: 0}", "world.reservations[0].count: must be at least 1"),
+        ("{id: cr-1, instanceType: m5.large, zone: us-east-1a, count: 1, type: spot}", "world.reservations[0].type: \"spot\" is neither"),
+        ("{id: cr-1, instanceType: m5.large, zone: us-east-1a, count: 1, type: capacity-block}", "world.reservations[0].end: missing"),
+        ("{id: cr-1, instanceType: m5.large, zone: us-east-1a, count: 1, start: 2h, end: 1h}", "world.reservations[0].end: must come after start"),
+        ("{id: cr-1, instanceType: m5.large, zone: us-east-1a, count: 1}, {id: cr-1, instanceType: m5.large, zone: us-east-1a, count: 1}", "world.reservations[1].id: cr-1 is used twice"),
+    ] {
+        let e = err(&with(r));
+        assert!(e.contains(wanted), "{r}: {e}");
+    }
+}

@@ -19,6 +19,8 @@ pub enum Happening {
     SpotWarning { instance: String },
     /// EC2 takes the spot instance back.
     SpotReclaim { instance: String },
+    /// The Capacity Block the instance runs in ends: EC2 takes the instance back.
+    BlockEnded { instance: String },
     /// A shutting-down instance is now terminated.
     InstanceGone { instance: String },
     /// The cloud node lifecycle controller deletes a Node whose instance no longer exists.

@@ -17,7 +17,7 @@ use dovetail_core::hash::nodeclass_hash;
 use dovetail_core::instance_profile::{self, Wanted};
 use dovetail_core::interruption::{REBALANCE_RECOMMENDATION, SOURCE_EC2, SPOT_INTERRUPTION, STATE_CHANGE};
 use dovetail_core::labels;
-use dovetail_core::model::{KubeletConfig, NodeClass, Taint, TaintEffect};
+use dovetail_core::model::{KubeletConfig, NodeClass, NodeOs, Taint, TaintEffect};
 use dovetail_core::nodeclaim::{launched_labels, Launch};
 use dovetail_core::reconcile::ports::{Cloud, LaunchOutcome, LaunchRequest, PortError, PortResult};
 use dovetail_core::resources::Resources;
@@ -90,6 +90,8 @@ pub struct LaunchSpec {
     pub kubelet: KubeletConfig,
     /// Register with `dovetail.dev/unregistered:NoExecute` until Dovetail matches the node.
     pub unregistered_taint: bool,
+    /// The capacity reservation it runs in (a `reserved` launch).
+    pub reservation: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -97,6 +99,11 @@ pub struct SimInstance {
     pub instance: Instance,
     pub capacity_type: CapacityType,
     pub price: f64,
+    /// What the catalog asks for the offering, before any NodeOverlay; for a reserved instance
+    /// the on-demand price of its type there (what its hours would cost without the reservation).
+    pub list_price: f64,
+    /// The capacity reservation it runs in, which it takes one instance of while it runs.
+    pub reservation: Option<String>,
     /// NodePool or node group, for reports.
     pub group: String,
     pub registration: Registration,
@@ -187,6 +194,7 @@ impl State {
         let n = self.cloud.launched;
         let id = instance_id(n);
         let registration = registration(&self.catalog, &spec, &self.config.zones, node_name(n));
+        let list_price = list_price(&self.catalog, &spec, &registration.labels).unwrap_or(spec.price);
         let instance = Instance {
             id: id.clone(),
             instance_type: spec.instance_type.clone(),
@@ -204,6 +212,8 @@ impl State {
                 instance,
                 capacity_type: spec.capacity_type,
                 price: spec.price,
+                list_price,
+                reservation: spec.reservation.clone(),
                 group: group.to_string(),
                 registration,
                 ended_at: None,
@@ -215,6 +225,9 @@ impl State {
         self.schedule(boot, Happening::Booted { instance: id.clone() });
         if spec.capacity_type == CapacityType::Spot {
             self.schedule_interruption(&id, &spec.instance_type, boot);
+        }
+        if let Some(end) = spec.reservation.as_deref().and_then(|r| self.reservation_end(r)) {
+            self.schedule_at(end, Happening::BlockEnded { instance: id.clone() });
         }
         self.stats.launches += 1;
         id
@@ -312,6 +325,18 @@ impl State {
         self.send_interruption(body, Duration::ZERO);
     }
 
+    /// A Capacity Block ended with the instance still in it: EC2 terminates it and says so on
+    /// EventBridge (Dovetail should have drained it before, from 40 minutes ahead).
+    pub(super) fn block_ended(&mut self, id: &str) {
+        if !self.cloud.instances.get(id).is_some_and(SimInstance::is_live) {
+            return;
+        }
+        self.terminate_instance(id);
+        let detail = serde_json::json!({"instance-id": id, "state": "shutting-down"});
+        let body = self.eventbridge(STATE_CHANGE, id, detail);
+        self.send_interruption(body, Duration::ZERO);
+    }
+
     pub(super) fn instance_gone(&mut self, id: &str) {
         let Some(i) = self.cloud.instances.get_mut(id) else { return };
         i.instance.state = "terminated".into();
@@ -372,6 +397,7 @@ impl State {
         let mut offers: Vec<_> = request.offers.iter().collect();
         offers.sort_by(|a, b| a.price.total_cmp(&b.price));
         let mut failed = Vec::new();
+        let mut refusals = Vec::new();
         let mut chosen = None;
         for o in offers {
             if self.catalog.get(&o.instance_type).is_none() {
@@ -381,7 +407,20 @@ impl State {
                 )));
             }
             let key = o.key();
-            if self.capacity_error(&key) {
+            if o.capacity_type == CapacityType::Reserved {
+                // Reserved capacity is there or not by the reservation's count alone.
+                let Some(r) = &o.reservation else {
+                    return Err(PortError::Rejected(format!(
+                        "CreateFleet for {}: reserved offer of {} names no reservation",
+                        claim.name, o.instance_type
+                    )));
+                };
+                if let Some(why) = self.reservation_refusal(&r.id, &o.instance_type, &o.zone) {
+                    refusals.push(why);
+                    failed.push(key);
+                    continue;
+                }
+            } else if self.capacity_error(&key) {
                 failed.push(key);
                 continue;
             }
@@ -390,8 +429,11 @@ impl State {
         }
         let Some(offer) = chosen else {
             self.stats.capacity_errors += 1;
-            let message =
-                format!("InsufficientInstanceCapacity: no capacity for {} override(s) of {}", failed.len(), claim.name);
+            let message = if refusals.is_empty() {
+                format!("InsufficientInstanceCapacity: no capacity for {} override(s) of {}", failed.len(), claim.name)
+            } else {
+                format!("{} (launching {})", refusals.join("; "), claim.name)
+            };
             return Ok(LaunchOutcome::NoCapacity { offerings: failed, message });
         };
         let offered = self.catalog.get(&offer.instance_type);
@@ -430,6 +472,7 @@ impl State {
             startup_taints: claim.startup_taints.clone(),
             kubelet: request.class.kubelet.clone(),
             unregistered_taint: true,
+            reservation: offer.reservation.as_ref().map(|r| r.id.clone()),
         };
         let id = self.launch_instance(spec, &claim.nodepool);
         Ok(LaunchOutcome::Launched(self.cloud.instances[&id].launch()))
@@ -460,7 +503,7 @@ impl State {
             zones: self.config.zones.iter().map(|z| z.name.clone()).collect(),
             instance_profile: Some(profile),
             instance_profile_problem: None,
-            reservations: vec![],
+            reservations: self.reservations_of(class),
         }
     }
 
@@ -475,7 +518,9 @@ impl State {
                 instance_type: i.instance.instance_type.clone(),
                 group: i.group.clone(),
                 spot: i.capacity_type == CapacityType::Spot,
+                reserved: i.capacity_type == CapacityType::Reserved,
                 price: i.price,
+                list_price: i.list_price,
                 hours: i.ended_at.unwrap_or(now).since(i.instance.launched_at).as_secs_f64() / 3600.0,
                 reclaimed: i.reclaimed,
             })
@@ -524,6 +569,19 @@ pub fn registration(
     }
     taints.extend(spec.startup_taints.iter().cloned());
     Registration { node_name: node, labels, taints, startup_taints: spec.startup_taints.clone(), allocatable }
+}
+
+/// What the catalog asks for the instance `spec` launches, before NodeOverlays, on the OS the node
+/// registers with; a reserved instance's on-demand equivalent. `None` for an offering the catalog
+/// does not sell.
+fn list_price(catalog: &Catalog, spec: &LaunchSpec, node_labels: &BTreeMap<String, String>) -> Option<f64> {
+    let priced_as = match spec.capacity_type {
+        CapacityType::Reserved => CapacityType::OnDemand,
+        other => other,
+    };
+    let build = node_labels.get(labels::WINDOWS_BUILD).map(String::as_str);
+    let os = NodeOs::WINDOWS.into_iter().find(|os| os.windows_build() == build).unwrap_or(NodeOs::Linux);
+    catalog.offering_price(&spec.instance_type, &spec.zone, priced_as, os)
 }
 
 /// The `Cloud` port over the world.

@@ -14,6 +14,7 @@ mod clock;
 mod cloud;
 mod kube;
 mod queue;
+mod reservations;
 mod stats;
 mod store;
 mod workloads;
@@ -26,6 +27,7 @@ pub use cloud::{
 };
 pub use kube::{daemon_pods, IntOrPercent, KubeEvent, KubeSim, PdbOverride, PdbSpec, SimKube, SimNode, SimPod};
 pub use queue::{QueueMessage, QueueState, SimQueue, SqsQueue};
+pub use reservations::{SimReservation, MATCH_CRITERIA};
 pub use stats::{InstanceRecord, Stats};
 pub use store::{Lease, SimStore, StoreState};
 pub use workloads::{JobSpec, ReplicaKind, Workload};
@@ -59,6 +61,8 @@ pub struct WorldConfig {
     pub rebalance_share: f64,
     /// Offerings that fail with InsufficientInstanceCapacity during a window.
     pub capacity_windows: Vec<CapacityWindow>,
+    /// Capacity reservations the account holds, listed to the classes that select them.
+    pub reservations: Vec<SimReservation>,
     /// Chance that any one CreateFleet fails for capacity (on top of the windows).
     pub capacity_error_rate: f64,
     /// Chance that SQS delivers a message twice (at-least-once delivery).
@@ -88,6 +92,7 @@ impl Default for WorldConfig {
             interruption_multiplier: 1.0,
             rebalance_share: 0.5,
             capacity_windows: vec![],
+            reservations: vec![],
             capacity_error_rate: 0.0,
             duplicate_rate: 0.0,
             startup_taint_delay: Duration::from_secs(5),
@@ -219,6 +224,7 @@ impl State {
             Happening::RebalanceRecommendation { instance } => self.rebalance_recommendation(&instance),
             Happening::SpotWarning { instance } => self.spot_warning(&instance),
             Happening::SpotReclaim { instance } => self.spot_reclaim(&instance),
+            Happening::BlockEnded { instance } => self.block_ended(&instance),
             Happening::InstanceGone { instance } => self.instance_gone(&instance),
             Happening::NodeLost { node } => self.node_lost(&node),
             Happening::PodStopped { uid } => self.pod_stopped(uid),

@@ -10,7 +10,12 @@ pub struct InstanceRecord {
     pub instance_type: String,
     pub group: String,
     pub spot: bool,
+    /// Ran in a capacity reservation (billed at its nominal price; see [`Self::list_price`]).
+    pub reserved: bool,
+    /// $/h paid: the effective price (a NodeOverlay's, or a reservation's nominal one).
     pub price: f64,
+    /// $/h the catalog asks before NodeOverlays; a reserved instance's on-demand equivalent.
+    pub list_price: f64,
     /// Hours billed (launch to shutdown, or to the end of the run).
     pub hours: f64,
     pub reclaimed: bool,

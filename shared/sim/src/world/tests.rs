@@ -313,3 +313,123 @@ fn same_seed_same_world() {
     };
     assert_eq!(run(), run());
 }
+
+/// A class that selects reservations by id and by the tag `team: ml`.
+fn reserving_class() -> NodeClass {
+    let spec = serde_json::json!({"capacityReservationSelectorTerms": [{"id": "cr-0a1"}, {"tags": {"team": "ml"}}]});
+    NodeClass { name: "default".into(), spec, ..NodeClass::default() }
+}
+
+fn reservation(id: &str, count: u32, kind: dovetail_core::catalog::ReservationKind) -> SimReservation {
+    SimReservation {
+        id: id.into(),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        count,
+        kind,
+        tags: Default::default(),
+        start: None,
+        end: None,
+    }
+}
+
+/// A reserved launch of m5.large into `id` as the provisioner would ask for it: the offer names
+/// the reservation as the class resolved it.
+fn reserved_request(w: &World, claim: &str, id: &str) -> LaunchRequest {
+    let class = reserving_class();
+    let resolved = block_on(w.ports().cloud.resolve(&class)).unwrap();
+    let res = resolved.reservations.iter().find(|r| r.id == id).cloned().expect("the class selects it");
+    let mut req = request(w, claim, &[("m5.large", "us-east-1a", CapacityType::Reserved, 0.096 / 1e7)]);
+    req.offers[0].reservation = Some(res);
+    LaunchRequest { class, resolved, ..req }
+}
+
+fn available(w: &World, id: &str) -> Option<u32> {
+    let resolved = block_on(w.ports().cloud.resolve(&reserving_class())).unwrap();
+    resolved.reservations.iter().find(|r| r.id == id).map(|r| r.available)
+}
+
+#[test]
+fn reserved_launches_take_the_reservation_until_full_and_give_it_back_when_they_end() {
+    use dovetail_core::catalog::ReservationKind;
+    let mut config = quiet();
+    config.reservations.push(reservation("cr-0a1", 2, ReservationKind::Default));
+    let mut other = reservation("cr-0b2", 1, ReservationKind::Default);
+    other.tags.insert("team".into(), "web".into());
+    config.reservations.push(other);
+    let w = world(config);
+    let cloud = w.ports().cloud;
+    // Selected by id; the one tagged for another team is not listed.
+    let resolved = block_on(cloud.resolve(&reserving_class())).unwrap();
+    let ids: Vec<&str> = resolved.reservations.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["cr-0a1"]);
+    assert_eq!(resolved.reservations[0].available, 2);
+    assert_eq!(resolved.reservations[0].instance_match_criteria, MATCH_CRITERIA);
+
+    let first = launched(block_on(cloud.launch(&reserved_request(&w, "c1", "cr-0a1"))).unwrap());
+    assert_eq!(first.capacity_type, CapacityType::Reserved);
+    assert_eq!(available(&w, "cr-0a1"), Some(1), "AvailableInstanceCount counts the running instance");
+    launched(block_on(cloud.launch(&reserved_request(&w, "c2", "cr-0a1"))).unwrap());
+    assert_eq!(available(&w, "cr-0a1"), Some(0));
+    {
+        let s = w.lock();
+        let i = &s.cloud.instances[&first.instance_id];
+        assert_eq!(i.reservation.as_deref(), Some("cr-0a1"));
+        // Billed at the nominal price; its list price is the on-demand one it stands in for.
+        assert_eq!((i.price, i.list_price), (0.096 / 1e7, 0.096));
+    }
+
+    // A third launch finds it full, as EC2 answers ReservationCapacityExceeded.
+    let mut full = reserved_request(&w, "c3", "cr-0a1");
+    full.offers[0].reservation.as_mut().unwrap().available = 1; // a stale count changes nothing
+    match block_on(cloud.launch(&full)).unwrap() {
+        LaunchOutcome::NoCapacity { offerings, message } => {
+            assert_eq!(offerings[0].capacity_type, CapacityType::Reserved);
+            assert!(message.contains("ReservationCapacityExceeded: cr-0a1 is full"), "{message}");
+        }
+        other => panic!("launched into a full reservation: {other:?}"),
+    }
+    assert_eq!(w.lock().cloud.instances.len(), 2);
+
+    // The instance ends: the reservation takes one again.
+    block_on(cloud.terminate(&first.instance_id)).unwrap();
+    assert_eq!(available(&w, "cr-0a1"), Some(1));
+    launched(block_on(cloud.launch(&full)).unwrap());
+    assert_eq!(available(&w, "cr-0a1"), Some(0));
+}
+
+#[test]
+fn a_capacity_block_is_listed_only_in_its_window_and_takes_its_instances_back_at_its_end() {
+    use dovetail_core::catalog::ReservationKind;
+    let mut config = quiet();
+    let mut block = reservation("cr-0c3", 1, ReservationKind::CapacityBlock);
+    block.tags.insert("team".into(), "ml".into());
+    block.start = Some(config.start.plus(Duration::from_secs(3600)));
+    block.end = Some(config.start.plus(Duration::from_secs(3 * 3600)));
+    config.reservations.push(block.clone());
+    let w = world(config);
+    assert_eq!(available(&w, "cr-0c3"), None, "not active before its start");
+    assert_eq!(
+        w.lock().reservation_refusal("cr-0c3", "m5.large", "us-east-1a").as_deref(),
+        Some("ReservationCapacityExceeded: cr-0c3 is not active")
+    );
+    w.advance(w.now().plus(Duration::from_secs(3600)));
+    let resolved = block_on(w.ports().cloud.resolve(&reserving_class())).unwrap();
+    let listed = &resolved.reservations[0];
+    assert_eq!((listed.id.as_str(), listed.kind, listed.available), ("cr-0c3", ReservationKind::CapacityBlock, 1));
+    assert_eq!(listed.end, block.end);
+    let start = w.lock().config.start;
+    let now = w.now();
+    assert_eq!(block.hours_within(start, now.plus(Duration::from_secs(24 * 3600))), 2.0);
+    assert_eq!(block.hours_within(start, now.plus(Duration::from_secs(1800))), 0.5, "clipped to the run");
+    let launch = launched(block_on(w.ports().cloud.launch(&reserved_request(&w, "c1", "cr-0c3"))).unwrap());
+    w.advance(block.end.unwrap().minus(Duration::from_secs(1)));
+    assert!(w.lock().cloud.instances[&launch.instance_id].ended_at.is_none(), "running to the block's end");
+    w.advance(w.now().plus(Duration::from_secs(1)));
+    assert_eq!(available(&w, "cr-0c3"), None, "gone once it ended");
+    let mut s = w.lock();
+    assert_eq!(s.cloud.instances[&launch.instance_id].ended_at, block.end, "EC2 took the instance back at the end");
+    let now = s.now;
+    let told = s.queues.interruptions.receive(now, 10).iter().any(|m| m.body.contains(&launch.instance_id));
+    assert!(told, "a state-change event went to the interruption queue");
+}
