@@ -168,6 +168,8 @@ impl Rig {
                     startup_taints: vec![],
                     kubelet: Default::default(),
                     unregistered_taint: true,
+                    // What the node registers as does not depend on the reservation it runs in.
+                    reservation: None,
                 };
                 let reg =
                     registration(&s.catalog, &spec, &s.config.zones, format!("ip-{}.ec2.internal", l.instance_id));
