@@ -274,11 +274,9 @@ fn node_limit_caps_claims_and_the_checker_counts_them() {
     assert!(errors.iter().any(|e| e.contains("limit on nodes is 1")), "{errors:#?}");
 }
 
-/// A pool at its limit on nodes grows a claim to a larger type for a pod it would turn away: the
-/// pass sized the third claim for one pod on the 1-vCPU type, and the last pod fits beside it on
-/// the 2-vCPU one, still three nodes. Found by `tests/exact_optimum.rs` (with limits).
-#[test]
-fn a_pool_at_its_limit_grows_a_claim_for_the_pod_it_would_turn_away() {
+/// A spot pool allowed three nodes and 53 GiB, and six pods of which two need the 2-vCPU type's
+/// memory: the pass fills three claims and has one pod left to grow a claim for.
+fn three_nodes_for_six_pods() -> (Catalog, Snapshot) {
     let catalog = fixed_catalog(vec![
         fixed_type("f2.small", 1, 4, 0.043, Some(0.01763), &["zone-a"]),
         fixed_type("f2.medium", 2, 8, 0.116, Some(0.04292), &["zone-a"]),
@@ -289,7 +287,16 @@ fn a_pool_at_its_limit_grows_a_claim_for_the_pod_it_would_turn_away() {
     p.limits.insert(resources::MEMORY.into(), 53 << 30);
     let mut all = pods("small", 4, 1000, 2048);
     all.extend(pods("large", 2, 1000, 6144));
-    let plan = run(&snapshot(all, vec![p]), &catalog);
+    (catalog, snapshot(all, vec![p]))
+}
+
+/// A pool at its limit on nodes grows a claim to a larger type for a pod it would turn away: the
+/// pass sized the third claim for one pod on the 1-vCPU type, and the last pod fits beside it on
+/// the 2-vCPU one, still three nodes. Found by `tests/exact_optimum.rs` (with limits).
+#[test]
+fn a_pool_at_its_limit_grows_a_claim_for_the_pod_it_would_turn_away() {
+    let (catalog, snap) = three_nodes_for_six_pods();
+    let plan = run(&snap, &catalog);
     assert!(plan.unschedulable.is_empty(), "{}", checker::summary(&plan));
     assert_eq!(plan.nodeclaims.len(), 3, "{}", checker::summary(&plan));
 }
@@ -299,17 +306,7 @@ fn a_pool_at_its_limit_grows_a_claim_for_the_pod_it_would_turn_away() {
 /// `tests/scheduler_properties.rs` once claim growing and cost limits met.
 #[test]
 fn a_grown_or_repacked_claim_stays_within_the_cluster_wide_cost_limit() {
-    let catalog = fixed_catalog(vec![
-        fixed_type("f2.small", 1, 4, 0.043, Some(0.01763), &["zone-a"]),
-        fixed_type("f2.medium", 2, 8, 0.116, Some(0.04292), &["zone-a"]),
-    ]);
-    let mut p = NodePool::new("capped", "default");
-    p.requirements.add(req(labels::CAPACITY_TYPE, Operator::In, &["spot"]));
-    p.limits.insert(LIMIT_NODES.into(), 3);
-    p.limits.insert(resources::MEMORY.into(), 53 << 30);
-    let mut all = pods("small", 4, 1000, 2048);
-    all.extend(pods("large", 2, 1000, 6144));
-    let mut snap = snapshot(all, vec![p]);
+    let (catalog, mut snap) = three_nodes_for_six_pods();
     let unlimited = run(&snap, &catalog);
     assert!(unlimited.unschedulable.is_empty(), "{}", checker::summary(&unlimited));
     // Just under what that plan costs: some pod must wait, and no claim may grow past the limit.
