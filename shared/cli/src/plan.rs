@@ -10,8 +10,10 @@ use std::process::ExitCode;
 use anyhow::Result;
 use dovetail_api::manifest;
 use dovetail_core::catalog::{self, Zone};
+use dovetail_core::model::parse_cost;
 use dovetail_core::requirements::MinValuesPolicy;
 use dovetail_core::scheduler::{schedule, Plan};
+use dovetail_core::snapshot::CostLimit;
 
 use crate::{bad_input, output, overlays, Format, OutputArgs};
 
@@ -38,6 +40,16 @@ pub struct Args {
     /// functions read DOVETAIL_MIN_VALUES_POLICY.
     #[arg(long, value_name = "POLICY", default_value = "Strict", value_parser = parse_min_values_policy)]
     min_values_policy: MinValuesPolicy,
+    /// The cluster-wide cost limit, in USD per hour (`250`, `12.5`): what the plan's new capacity
+    /// may cost at most, across every NodePool (the functions read DOVETAIL_COST_LIMIT). Nodes in
+    /// the manifests are not counted against it.
+    #[arg(long, value_name = "USD_PER_HOUR", value_parser = parse_cost_limit)]
+    cost_limit: Option<i64>,
+}
+
+fn parse_cost_limit(value: &str) -> Result<i64, String> {
+    parse_cost(value)
+        .map_err(|_| format!("{value:?} is not a non-negative number of dollars per hour, e.g. 250 or 12.5"))
 }
 
 fn parse_min_values_policy(value: &str) -> Result<MinValuesPolicy, String> {
@@ -54,6 +66,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Err(e) => return Ok(bad_input(&e)),
     };
     snap.min_values_policy = args.min_values_policy;
+    snap.cost_limit = args.cost_limit.map(|limit| CostLimit { limit, usage: 0 });
     let overlays = match inputs.overlays() {
         Ok(o) => o,
         Err(e) => return Ok(bad_input(&e)),

@@ -712,6 +712,43 @@ spec:
     assert!(text(&out.stderr).contains("\"besteffort\" is not Strict or BestEffort"), "{}", text(&out.stderr));
 }
 
+/// `--cost-limit`: the plan's new capacity stays within the cluster-wide limit, the pods it has
+/// no room for wait saying so; a limit that is not an amount of dollars is refused, naming the
+/// flag's value.
+#[test]
+fn cost_limit_flag() {
+    let files = manifests("savings-plan");
+    let plan_with = |limit: &[&str]| -> Plan {
+        let mut args = vec!["plan", "-o", "json"];
+        args.extend(limit);
+        args.push("-f");
+        args.extend(files.iter().map(String::as_str));
+        let out = dovetail(&args, None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_str(&text(&out.stdout)).expect("a plan")
+    };
+    let free = plan_with(&[]);
+    assert!(free.unschedulable.is_empty() && !free.nodeclaims.is_empty(), "{:?}", free.unschedulable);
+    // Half of what the unlimited plan costs: some pods wait, and what is planned fits the limit.
+    let half = format!("{:.3}", free.cost_per_hour / 2.0);
+    let capped = plan_with(&["--cost-limit", &half]);
+    assert!(capped.cost_per_hour <= free.cost_per_hour / 2.0 + 1e-3, "{} > {half}", capped.cost_per_hour);
+    assert!(!capped.unschedulable.is_empty());
+    assert!(
+        capped.unschedulable.iter().all(|u| u.reason.contains("cluster-wide cost limit")),
+        "{:?}",
+        capped.unschedulable
+    );
+
+    let out = dovetail(&["plan", "-f", "-", "--cost-limit", "$250"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("\"$250\" is not a non-negative number of dollars per hour"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Input handling: stdin, directories, and bad input (exit 2, a message that says where, nothing
 // on stdout).
