@@ -37,6 +37,22 @@ fn a_valid_overlay_converts_to_the_core_s() {
     assert_eq!(o.capacity, [("example.com/license".to_string(), 2)]);
 }
 
+/// Karpenter 1.14's inclusive `Gte`/`Lte`, which the CRD accepts, convert as a pool's do: to the
+/// core's `Gt n-1` / `Lt n+1`.
+#[test]
+fn inclusive_bounds_convert_as_a_pools_do() {
+    let o = overlay(
+        "  price: \"0.1\"\n  requirements:\n  - {key: karpenter.k8s.aws/instance-cpu, operator: Gte, values: [\"8\"]}\n",
+    )
+    .to_core()
+    .unwrap();
+    let cpu = o.requirements.get(labels::INSTANCE_CPU).unwrap();
+    assert!(cpu.has("8") && cpu.has("64") && !cpu.has("7"), "{cpu:?}");
+    let bad = overlay("  requirements:\n  - {key: karpenter.k8s.aws/instance-cpu, operator: Lte, values: [many]}\n");
+    let errs = bad.to_core().unwrap_err();
+    assert_eq!(errs[0].field, "spec.requirements[0].operator", "{errs:?}");
+}
+
 #[test]
 fn every_problem_is_reported_with_its_field() {
     let o = overlay(

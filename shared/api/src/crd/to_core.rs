@@ -31,26 +31,34 @@ fn taint(t: &Taint) -> core::Taint {
     core::Taint { key: t.key.clone(), value: t.value.clone().unwrap_or_default(), effect }
 }
 
-/// A pool's requirement in the core's terms. Karpenter's inclusive `Gte n` and `Lte n` are the
-/// core's exclusive `Gt n-1` and `Lt n+1`: both compare integer label values only, so the sets
-/// are the same (and a NodeClaim writes them back as Gt and Lt, which Karpenter reads alike).
+/// A pool's requirement in the core's terms ([`core_operator`] for its operator and values).
 fn requirement(r: &NodeSelectorRequirementWithMinValues) -> Result<Requirement, String> {
-    let (op, values) = match r.operator {
+    let (op, values) = core_operator(&r.operator, &r.values)?;
+    let req = Requirement::new(&r.key, op, &values).map_err(|e| e.to_string())?;
+    Ok(req.with_min_values(r.min_values.map(|m| m.max(0) as usize)))
+}
+
+/// A requirement's operator and values in the core's terms, for pools and overlays alike.
+/// Karpenter's inclusive `Gte n` and `Lte n` are the core's exclusive `Gt n-1` and `Lt n+1`: both
+/// compare integer label values only, so the sets are the same (and a NodeClaim writes them back
+/// as Gt and Lt, which Karpenter reads alike).
+pub(crate) fn core_operator(operator: &Operator, values: &[String]) -> Result<(CoreOperator, Vec<String>), String> {
+    match operator {
         Operator::Gte | Operator::Lte => {
-            let (op, shift) = if r.operator == Operator::Gte { (CoreOperator::Gt, -1) } else { (CoreOperator::Lt, 1) };
-            let bound = match r.values.as_slice() {
+            let (op, shift) = if *operator == Operator::Gte { (CoreOperator::Gt, -1) } else { (CoreOperator::Lt, 1) };
+            let bound = match values {
                 [v] => v.parse::<i64>().ok().and_then(|n| n.checked_add(shift)),
                 _ => None,
             };
-            let bound = bound.ok_or_else(|| {
-                format!("operator {} needs one integer value in range, got {:?}", r.operator, r.values)
-            })?;
-            (op, vec![bound.to_string()])
+            let bound =
+                bound.ok_or_else(|| format!("operator {operator} needs one integer value in range, got {values:?}"))?;
+            Ok((op, vec![bound.to_string()]))
         }
-        ref other => (CoreOperator::parse(other.as_str()).ok_or("unknown operator")?, r.values.clone()),
-    };
-    let req = Requirement::new(&r.key, op, &values).map_err(|e| e.to_string())?;
-    Ok(req.with_min_values(r.min_values.map(|m| m.max(0) as usize)))
+        other => match CoreOperator::parse(other.as_str()) {
+            Some(op) => Ok((op, values.to_vec())),
+            None => Err(format!("{:?} is not one of {}", other.as_str(), Operator::KNOWN.join(", "))),
+        },
+    }
 }
 
 /// Parses a resource quantity the way the core counts it (cpu in millicores, the rest in units).

@@ -8,7 +8,7 @@ use dovetail_core::resources::{parse_units, CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 
 use super::{Errors, FieldError};
 use crate::crd::labels;
-use crate::crd::nodepool::Operator;
+use crate::crd::to_core::core_operator;
 use crate::crd::NodeOverlay;
 
 /// Resources the node's own figures give; an overlay may only add extended ones.
@@ -45,18 +45,19 @@ impl NodeOverlay {
                     errs.push(format!("{field}.values[{j}]"), why);
                 }
             }
-            let Some(op) = CoreOperator::parse(req.operator.as_str()) else {
-                errs.push(
-                    format!("{field}.operator"),
-                    format!("{:?} is not one of {}", req.operator.as_str(), Operator::KNOWN.join(", ")),
-                );
-                continue;
+            // The same conversion as a pool's requirements (Gte and Lte included).
+            let (op, values) = match core_operator(&req.operator, &req.values) {
+                Ok(converted) => converted,
+                Err(why) => {
+                    errs.push(format!("{field}.operator"), why);
+                    continue;
+                }
             };
-            if op == CoreOperator::NotIn && req.values.is_empty() {
+            if op == CoreOperator::NotIn && values.is_empty() {
                 errs.push(format!("{field}.values"), "operator NotIn needs at least one value");
                 continue;
             }
-            match Requirement::new(&req.key, op, &req.values) {
+            match Requirement::new(&req.key, op, &values) {
                 Ok(r) => requirements.add(r),
                 Err(e) => errs.push(format!("{field}.values"), e.to_string()),
             }
