@@ -11,18 +11,16 @@
 //! though it may ride on a node of another pool that another pod opened; a node is one type of one
 //! pool and holds pods up to what it has free.
 //!
-//! Issue 20 asks for at most 2% above the optimum on every case; the scheduler is not there yet.
-//! Its repacking (`scheduler/repack.rs`, `mix.rs`, `rides.rs`) packs one type, merges whole
-//! claims, re-packs a few claims at a time over a mix of types (first fit, largest first), and
-//! moves a claim onto another pool's; what it still misses are exact fits first fit does not find
-//! (two 3-vCPU and two 1-vCPU pods filling one 8-vCPU node, four 1.5-vCPU and two 1-vCPU the
-//! other), pods of one claim shared out over several claims of another pool, and, with limits, a
-//! cheaper packing that needs room the pass's claims already took. Until it is, the ceiling below
-//! is the worst ratio measured, so a change that makes plans worse fails here, and the run prints
-//! how many cases miss 2%
-//! (`DOVETAIL_OPTIMUM_SHOW=1`, with `--nocapture`, prints each such case, the plan and the
-//! optimum's nodes). Lower [`CEILING`] as the packing improves; [`SHORT_CEILING`] likewise for
-//! the pods limits leave pending that the optimum places.
+//! Issue 20 asks for at most 2% above the optimum on every case, and no pod left pending that the
+//! optimum places: [`CEILING`] and [`SHORT_CEILING`] hold the plans to that. Small batches meet
+//! it because the scheduler packs them exactly (`scheduler/exact.rs`, a search under the same
+//! rules); repacking (`repack.rs`, `mix.rs`, `rides.rs`) is what larger ones get. Past the default
+//! cases a few plans still miss 2% (`DOVETAIL_OPTIMUM_SHOW=1`, with `--nocapture`, prints each,
+//! the plan and the optimum's nodes): where the optimum buys a limited pool a larger node than its
+//! pods need, to use up the pool's limits so that other pods may open nodes in a cheaper pool.
+//! A plan never does that — a claim is launched as the cheapest type that holds its pods (as
+//! Karpenter's are) — and the model does not forbid it. [`regressions`] keeps the cases that
+//! were above 2% before exact packing.
 //!
 //! The cases are the same on every run (seed 1). `DOVETAIL_OPTIMUM_CASES` sets their number (256
 //! by default), `DOVETAIL_OPTIMUM_SEED` another seed, `DOVETAIL_OPTIMUM_CEILING` and
@@ -190,27 +188,21 @@ fn snapshot(case: &Case) -> Snapshot {
     }
 }
 
-/// The worst plan/optimum ratio of the default cases (256, seed 1) as measured: issue 20's
-/// target is 1.02. Over 2,000 cases (`DOVETAIL_OPTIMUM_CASES=2000 DOVETAIL_OPTIMUM_CEILING=100
-/// DOVETAIL_OPTIMUM_SHORT_CEILING=1`) the worst was 1.8628 and the mean 1.0047, with 35 of 1,785
-/// cases needing new nodes above 1.02, and 47 cases leaving 65 pods pending that the optimum
-/// places (before limited pools were repacked and their claims grown: 1.8855, 1.0062, 47; 61
-/// and 97). Over 10,000 (324 s): worst 3.0096, mean 1.0050, 171 of 8,934 above 1.02, 212 cases
-/// leaving 327 pods pending — the worst a pool whose one allowed node the plan gives to the
-/// largest pod, where the optimum gives it to the small ones and sends the large one, now turned
-/// away by the limit, to a cheaper pool.
-const CEILING: f64 = 1.118;
+/// The most a plan may cost over the optimum: issue 20's target. Over the default cases (256,
+/// seed 1) every plan is at the optimum. Over 10,000 (`DOVETAIL_OPTIMUM_CASES=10000
+/// DOVETAIL_OPTIMUM_CEILING=100`, 94 s): mean 1.0001, 4 of 8,934 cases with new nodes above
+/// 1.02 (worst 1.2617), each one where the optimum oversizes a limited pool's node (see the
+/// module's comment); before exact packing, 171 (worst 3.0096, mean 1.0050).
+const CEILING: f64 = TARGET;
 
 /// [`CEILING`], or `DOVETAIL_OPTIMUM_CEILING` (to measure the distribution past it).
 fn ceiling() -> f64 {
     env("DOVETAIL_OPTIMUM_CEILING", CEILING)
 }
 
-/// The share of cases whose plan leaves pods pending that the optimum places, as measured over
-/// the default cases (6 of the 256): all have limits. The pass places the largest pods first and
-/// grows one claim at most for a pod the limits turn away, where the optimum may place more,
-/// smaller pods instead, or re-cut several claims. Lower it as that improves; 0 is the aim.
-const SHORT_CEILING: f64 = 0.024;
+/// The share of cases whose plan may leave pods pending that the optimum places: none. Over
+/// 10,000 cases, none does (before exact packing, 212 cases left 327 pods pending).
+const SHORT_CEILING: f64 = 0.0;
 
 /// What issue 20 asks of every case.
 const TARGET: f64 = 1.02;
@@ -328,4 +320,57 @@ fn plans_against_the_exact_optimum() {
         "{} cases leave pods pending that the optimum places, more than {allowed:.1} ({SHORT_CEILING} of the cases)",
         short.len()
     );
+}
+
+/// Cases the default run found above 2%, or leaving pods pending the optimum places, before small
+/// batches were packed exactly: each now at the optimum, placing what it places.
+#[test]
+fn regressions() {
+    let ty =
+        |cores, gib_per_core, family, per_core, spot_pct| TypeSpec { cores, gib_per_core, family, per_core, spot_pct };
+    let pool = |weight, capacity, families, limits| PoolSpec { weight, capacity, families, limits };
+    let shape = |cpu_m, mem_mib, count| ShapeSpec { cpu_m, mem_mib, count };
+    let cases = [
+        // 3.9% above: pods of the heaviest pool ride on a third node of the next pool, opened by
+        // the one pod it alone runs, instead of on four small nodes of their own.
+        Case {
+            types: vec![ty(4, 8, 0, 34, 60), ty(1, 4, 1, 57, 40), ty(1, 2, 2, 47, 42)],
+            pools: vec![
+                pool(0, 1, 2, Some((None, Some(58), None))),
+                pool(2, 0, 2, Some((None, Some(17), None))),
+                pool(1, 0, 5, None),
+            ],
+            shapes: vec![shape(500, 256, 3), shape(1000, 4096, 4), shape(2000, 2048, 3)],
+        },
+        // 11.8% above: the limited pool's two nodes are cut differently, so that the pod left over
+        // opens a small node in the next pool.
+        Case {
+            types: vec![
+                ty(1, 4, 2, 48, 53),
+                ty(8, 2, 1, 33, 67),
+                ty(4, 8, 0, 32, 55),
+                ty(1, 4, 0, 49, 72),
+                ty(4, 8, 1, 58, 37),
+            ],
+            pools: vec![
+                pool(1, 2, 2, Some((None, Some(54), Some(2)))),
+                pool(0, 0, 3, Some((Some(3), None, None))),
+                pool(0, 2, 1, None),
+            ],
+            shapes: vec![shape(2000, 6144, 3), shape(500, 4096, 1), shape(1500, 2048, 4)],
+        },
+        // A pod left pending: the only pool's cpu limit holds three 4-vCPU nodes, which the pass
+        // gave one 3-vCPU pod each; two of those pods and the two 1.5-vCPU ones place four.
+        Case {
+            types: vec![ty(4, 2, 2, 49, 56), ty(1, 8, 2, 36, 58)],
+            pools: vec![pool(0, 0, 1, Some((Some(5), None, Some(1)))), pool(1, 1, 5, Some((Some(15), None, None)))],
+            shapes: vec![shape(1500, 2048, 1), shape(3000, 256, 3), shape(1500, 256, 1)],
+        },
+    ];
+    for case in cases {
+        let measured = check(&case).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(measured.short, 0, "pods left pending that the optimum places: {case:?}");
+        let ratio = measured.ratio.expect("the case needs new nodes");
+        assert!(ratio <= TARGET + 1e-9, "plan/optimum {ratio:.4}: {case:?}");
+    }
 }

@@ -25,7 +25,7 @@
 //! - `targets.rs` — the instance type a new claim is filled up to;
 //! - `repack.rs` — new claims packed afresh or merged after the pass; `mix.rs` — a few claims
 //!   at a time packed afresh over a mix of types; `rides.rs` — a claim's pods moved onto another
-//!   pool's claim;
+//!   pool's claim; `exact.rs` — a small batch packed exactly, by search;
 //! - `finalize.rs` — the filled bins turned into the plan; `bound.rs` — the lower bound it is
 //!   judged against; `plan.rs` — the plan's types;
 //! - `optimum.rs` (feature `optimum`) — the exact optimum of small problems, by MILP, that the
@@ -37,6 +37,7 @@ mod cache;
 mod claims;
 mod classes;
 mod domains;
+mod exact;
 mod finalize;
 mod fit;
 mod mix;
@@ -122,6 +123,11 @@ fn plan_with<'c>(
     s.run();
     if strategy == Strategy::LowestCost {
         s.repack();
+        // Plans that launch get a small batch packed exactly; consolidation's many simulations
+        // (without the bound) decide on the pass's packing.
+        if with_bound {
+            s.pack_exactly();
+        }
     }
     let mut plan = finalize::plan(&s);
     // The bound costs another pass over the pods, so only plans people read carry it.

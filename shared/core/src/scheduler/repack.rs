@@ -132,7 +132,7 @@ impl Scheduler<'_> {
     }
 
     /// Each pending pod's class (`usize::MAX` for a pod in none).
-    fn class_of(&self) -> Vec<usize> {
+    pub(super) fn class_of(&self) -> Vec<usize> {
         let mut class_of = vec![usize::MAX; self.snap.pods.len()];
         for (c, class) in self.classes.iter().enumerate() {
             for &p in &class.pods {
@@ -178,7 +178,7 @@ impl Scheduler<'_> {
 
     /// Whether new claim `b` may be repacked: it holds pods, all of them without topology,
     /// affinity or host ports, in a pool without `minValues`, and without limits unless `limited`.
-    fn movable(&self, b: usize, class_of: &[usize], limited: bool) -> bool {
+    pub(super) fn movable(&self, b: usize, class_of: &[usize], limited: bool) -> bool {
         let bin = &self.bins[b];
         if bin.node.is_some() {
             return false;
