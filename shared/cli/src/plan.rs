@@ -11,9 +11,9 @@ use anyhow::Result;
 use dovetail_api::manifest;
 use dovetail_core::catalog::{self, Zone};
 use dovetail_core::model::parse_cost;
+use dovetail_core::provisioning;
 use dovetail_core::requirements::MinValuesPolicy;
 use dovetail_core::scheduler::{schedule, Plan};
-use dovetail_core::snapshot::CostLimit;
 
 use crate::{bad_input, output, overlays, Format, OutputArgs};
 
@@ -40,9 +40,10 @@ pub struct Args {
     /// functions read DOVETAIL_MIN_VALUES_POLICY.
     #[arg(long, value_name = "POLICY", default_value = "Strict", value_parser = parse_min_values_policy)]
     min_values_policy: MinValuesPolicy,
-    /// The cluster-wide cost limit, in USD per hour (`250`, `12.5`): what the plan's new capacity
-    /// may cost at most, across every NodePool (the functions read DOVETAIL_COST_LIMIT). Nodes in
-    /// the manifests are not counted against it.
+    /// The cluster-wide cost limit, in USD per hour (`250`, `12.5`): what the manifests' Nodes and
+    /// the plan's new capacity may cost at most together, across every NodePool (the functions
+    /// read DOVETAIL_COST_LIMIT). A Node labelled dovetail.dev/nodepool counts, as the functions
+    /// count it, at its type's price in its zone and capacity type, NodeOverlays applied.
     #[arg(long, value_name = "USD_PER_HOUR", value_parser = parse_cost_limit)]
     cost_limit: Option<i64>,
 }
@@ -66,7 +67,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Err(e) => return Ok(bad_input(&e)),
     };
     snap.min_values_policy = args.min_values_policy;
-    snap.cost_limit = args.cost_limit.map(|limit| CostLimit { limit, usage: 0 });
     let overlays = match inputs.overlays() {
         Ok(o) => o,
         Err(e) => return Ok(bad_input(&e)),
@@ -89,6 +89,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         overlaid = overlays::priced(base, &overlays);
         &overlaid
     };
+    // The manifests' nodes count against the pools' limits and the cluster-wide one, at the
+    // prices just made, as the functions count a cluster's.
+    provisioning::count_nodes(&mut snap, catalog, args.cost_limit);
     let plan = schedule(&snap, catalog);
     output::print(&output::render(args.output.format.unwrap_or(Format::Table), &plan, || table(&plan))?)?;
     Ok(ExitCode::SUCCESS)

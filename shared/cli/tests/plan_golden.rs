@@ -749,6 +749,100 @@ fn cost_limit_flag() {
     );
 }
 
+/// A cordoned m6i.8xlarge of the savings-plan example's pool, as `kubectl get nodes -o yaml` shows
+/// it: it takes no pods but is paid for.
+const RUNNING_NODE: &str = "\
+apiVersion: v1
+kind: Node
+metadata:
+  name: ip-10-0-1-7.ec2.internal
+  labels:
+    dovetail.dev/nodepool: default
+    karpenter.sh/nodepool: default
+    node.kubernetes.io/instance-type: m6i.8xlarge
+    topology.kubernetes.io/zone: us-east-1a
+    karpenter.sh/capacity-type: on-demand
+spec:
+  unschedulable: true
+status:
+  allocatable: {cpu: 31850m, memory: 124Gi, pods: \"234\"}
+";
+
+/// The manifests' Nodes count against the limits as the functions count a cluster's: the
+/// cluster-wide `--cost-limit` and a pool's `limits` (cost, nodes) hold what the node costs (at
+/// its type's price there, NodeOverlays applied) and the plan's new capacity together.
+#[test]
+fn manifest_nodes_count_toward_the_limits() {
+    let files = manifests("savings-plan");
+    let input = |pool_limits: &str| -> String {
+        let mut all = String::new();
+        for f in &files {
+            let mut text = std::fs::read_to_string(root().join(f)).expect("read manifest");
+            if f.ends_with("nodepools.yaml") {
+                let at = "  template:\n";
+                assert!(text.contains(at), "{f} has no spec.template");
+                text = text.replacen(at, &format!("  limits: {pool_limits}\n{at}"), 1);
+            }
+            all.push_str(&text);
+            all.push_str("\n---\n");
+        }
+        all + RUNNING_NODE
+    };
+    let plan_with = |flags: &[&str], pool_limits: &str| -> Plan {
+        let mut args = vec!["plan", "-o", "json", "-f", "-"];
+        args.extend(flags);
+        let out = dovetail(&args, Some(input(pool_limits).as_bytes()));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        serde_json::from_str(&text(&out.stdout)).expect("a plan")
+    };
+    let free = plan_with(&[], "{}");
+    assert!(free.unschedulable.is_empty() && free.existing.is_empty(), "{free:?}");
+    // What the node costs: the Savings Plan overlay's price for m6i in its zone, below the list.
+    let inputs = dovetail_api::manifest::load_texts([("all.yaml", input("{}").as_str())]).expect("the input loads");
+    let priced = dovetail_core::overlay::apply(catalog::embedded(), &inputs.overlays().expect("overlays")).catalog;
+    let price_in = |c: &Catalog| {
+        c.offering_price(
+            "m6i.8xlarge",
+            "us-east-1a",
+            catalog::CapacityType::OnDemand,
+            dovetail_core::model::NodeOs::Linux,
+        )
+        .expect("m6i.8xlarge on demand in us-east-1a")
+    };
+    let node = price_in(&priced);
+    assert!(node < price_in(catalog::embedded()), "the overlay discounts the node");
+    // The node is dearer than half of what the new capacity costs: a limit of the node's price and
+    // that half would hold every pod if the node were not counted.
+    assert!(node > free.cost_per_hour / 2.0, "{node} <= {} / 2", free.cost_per_hour);
+    let limit = format!("{:.3}", node + free.cost_per_hour / 2.0);
+
+    // Room for half the new capacity: what is planned fits it, the rest waits naming the limit.
+    let waits_for_half = |plan: &Plan, why: &str| {
+        let half = free.cost_per_hour / 2.0;
+        assert!(plan.cost_per_hour <= half + 1e-3, "{} > {half}", plan.cost_per_hour);
+        assert!(!plan.unschedulable.is_empty(), "{plan:?}");
+        assert!(plan.unschedulable.iter().all(|u| u.reason.contains(why)), "{:?}", plan.unschedulable);
+    };
+    waits_for_half(&plan_with(&["--cost-limit", &limit], "{}"), "the cluster-wide cost limit is reached");
+    waits_for_half(
+        &plan_with(&[], &format!("{{dovetail.dev/cost-per-hour: \"{limit}\"}}")),
+        "NodePool \"default\": limit on dovetail.dev/cost-per-hour reached",
+    );
+
+    // The node is the one node the pool may have: nothing new.
+    let nodes = plan_with(&[], "{nodes: \"1\"}");
+    assert!(nodes.nodeclaims.is_empty(), "{:?}", nodes.nodeclaims);
+    assert_eq!(nodes.unschedulable.len(), free.nodeclaims.iter().map(|c| c.pods.len()).sum::<usize>());
+    assert!(
+        nodes
+            .unschedulable
+            .iter()
+            .all(|u| u.reason.contains("NodePool \"default\": limit on nodes reached (0 of 1 left)")),
+        "{:?}",
+        nodes.unschedulable
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Input handling: stdin, directories, and bad input (exit 2, a message that says where, nothing
 // on stdout).

@@ -387,6 +387,48 @@ fn a_cost_limit_launches_what_it_allows_and_says_why_the_rest_waits() {
     assert_eq!(counted, 40_000 + cost_micros(price) + cost_micros(t.price(there, NodeOs::Linux)));
 }
 
+/// `dovetail plan`'s snapshot has nodes and no claims: [`provisioning::count_nodes`] counts them
+/// as the functions count the same nodes in a cluster, against each pool's limits and the
+/// cluster-wide cost limit (nodes of a pool since deleted included, nodes of no pool not).
+#[test]
+fn a_snapshot_counts_its_nodes_as_the_cluster_does() {
+    let mut c = base(0);
+    c.cost_limit = Some(cost_micros(10.0));
+    let node = |name: &str, pool: Option<&str>, zone: &str| {
+        let mut n = dovetail_core::model::Node::new(name, Default::default(), Resources::new(2000, 8 << 30));
+        let at = [(labels::INSTANCE_TYPE, "m5.large"), (labels::ZONE, zone), (labels::CAPACITY_TYPE, "on-demand")];
+        n.labels.extend(at.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        n.labels.extend(pool.map(|p| (labels::NODEPOOL.to_string(), p.to_string())));
+        n
+    };
+    c.nodes = vec![
+        node("a", Some("default"), "us-east-1a"),
+        node("b", Some("default"), "us-east-1b"),
+        node("c", Some("deleted"), "us-east-1a"),
+        node("d", None, "us-east-1a"),
+    ];
+    c.nodes[1].price = Some(0.05);
+    let mut snap = dovetail_core::snapshot::Snapshot {
+        nodes: c.nodes.clone(),
+        nodepools: c.nodepools.clone(),
+        ..Default::default()
+    };
+    // Whatever the snapshot held before is replaced, not added to.
+    snap.nodepools[0].usage = Resources::new(64_000, 1 << 40);
+    provisioning::count_nodes(&mut snap, catalog::embedded(), c.cost_limit);
+
+    let usage = pool_usage(&c, catalog::embedded());
+    assert_eq!(snap.nodepools[0].usage, usage["default"]);
+    assert_eq!(snap.nodepools[0].usage.get("nodes"), 2);
+    assert_eq!(snap.cost_limit, provisioning::cost_limit(&c, catalog::embedded()));
+    let m5 = catalog::embedded().offering_price("m5.large", "us-east-1a", CapacityType::OnDemand, NodeOs::Linux);
+    let expected = 2 * cost_micros(m5.expect("m5.large on demand in us-east-1a")) + cost_micros(0.05);
+    assert_eq!(snap.cost_limit.map(|l| (l.limit, l.usage)), Some((cost_micros(10.0), expected)));
+    // No cluster-wide limit, none in the snapshot; the pools still count their nodes.
+    provisioning::count_nodes(&mut snap, catalog::embedded(), None);
+    assert_eq!((snap.cost_limit, &snap.nodepools[0].usage), (None, &usage["default"]));
+}
+
 #[test]
 fn pods_a_cost_limit_turns_away_go_to_the_next_pool_by_weight() {
     let mut c = base(0);

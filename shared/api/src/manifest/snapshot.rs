@@ -1,8 +1,6 @@
 //! Loaded manifests into the decision core's snapshot: NodePools and EC2NodeClasses typed,
-//! validated and converted, pool usage counted from the nodes that belong to each pool; and the
-//! NodeOverlays the catalog is priced with.
+//! validated and converted; and the NodeOverlays the catalog is priced with.
 
-use dovetail_core::labels;
 use dovetail_core::overlay;
 use dovetail_core::snapshot::Snapshot;
 
@@ -39,19 +37,15 @@ fn field_errors(doc: &Sourced<serde_json::Value>, errors: Vec<crate::crd::FieldE
 impl Inputs {
     /// The snapshot `dovetail plan` schedules: every pool and class must be valid (a planning
     /// input is fixed by hand, so the first bad object stops the run with its location).
+    ///
+    /// The nodes are not counted against the limits yet: what a node costs depends on the catalog
+    /// and its NodeOverlays. [`dovetail_core::provisioning::count_nodes`] counts them, as the
+    /// functions do, once the catalog is priced.
     pub fn snapshot(&self) -> Result<Snapshot, LoadError> {
         let mut nodepools = Vec::new();
         for doc in &self.node_pools {
             let np: NodePool = typed("NodePool", doc, API_VERSION)?;
-            let mut pool = np.to_core().map_err(|e| field_errors(doc, e))?;
-            // Capacity already running for the pool counts against its limits.
-            for n in &self.nodes {
-                let owner = n.labels.get(labels::NODEPOOL).or_else(|| n.labels.get(labels::KARPENTER_NODEPOOL));
-                if owner == Some(&pool.name) {
-                    pool.usage.add(&n.allocatable);
-                }
-            }
-            nodepools.push(pool);
+            nodepools.push(np.to_core().map_err(|e| field_errors(doc, e))?);
         }
         let mut nodeclasses = Vec::new();
         for doc in &self.node_classes {

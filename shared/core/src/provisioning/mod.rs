@@ -87,16 +87,41 @@ pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Reso
         counted.insert(c.name.as_str());
         counted.extend(c.node_name.as_deref());
     }
-    for n in &cluster.nodes {
+    let unowned = cluster.nodes.iter().filter(|n| {
         let claim = n.labels.get(labels::NODECLAIM).map(String::as_str);
-        if counted.contains(n.name.as_str()) || claim.is_some_and(|c| counted.contains(c)) {
-            continue;
-        }
+        !counted.contains(n.name.as_str()) && !claim.is_some_and(|c| counted.contains(c))
+    });
+    add_unowned_nodes(&mut usage, unowned, catalog);
+    usage
+}
+
+/// Adds to `usage` what registered nodes that no claim owns count against the limits of the pool
+/// their `dovetail.dev/nodepool` label names: the [`limit_share`] of their allocatable at their
+/// [`node_price`]. Nodes without the label are not a pool's.
+fn add_unowned_nodes<'a>(
+    usage: &mut BTreeMap<String, Resources>,
+    nodes: impl IntoIterator<Item = &'a Node>,
+    catalog: &Catalog,
+) {
+    for n in nodes {
         if let Some(pool) = n.labels.get(labels::NODEPOOL) {
             usage.entry(pool.clone()).or_default().add(&limit_share(&n.allocatable, node_price(n, catalog)));
         }
     }
-    usage
+}
+
+/// Counts the nodes of a snapshot made without claims (`dovetail plan`'s, read from manifests: a
+/// cluster dump has Nodes, and Dovetail's NodeClaims live outside the cluster) against the limits,
+/// with the functions' rule for a node no claim owns (see [`pool_usage`]): each pool's `usage`,
+/// and the cluster-wide cost limit `limit` (none when `None`) with what every node costs, nodes of
+/// pools not in the snapshot included. `catalog` prices them, NodeOverlays applied.
+pub fn count_nodes(snap: &mut Snapshot, catalog: &Catalog, limit: Option<i64>) {
+    let mut usage = BTreeMap::new();
+    add_unowned_nodes(&mut usage, &snap.nodes, catalog);
+    for pool in &mut snap.nodepools {
+        pool.usage = usage.get(&pool.name).cloned().unwrap_or_default();
+    }
+    snap.cost_limit = cost_limit_of(limit, &usage);
 }
 
 /// The cluster-wide cost limit as the scheduler checks it: the setting and what every pool's
@@ -104,13 +129,12 @@ pub fn pool_usage(cluster: &Cluster, catalog: &Catalog) -> BTreeMap<String, Reso
 /// are still paid for). `None` when no cluster-wide limit is set.
 pub fn cost_limit(cluster: &Cluster, catalog: &Catalog) -> Option<CostLimit> {
     cluster.cost_limit?;
-    cost_limit_of(cluster, &pool_usage(cluster, catalog))
+    cost_limit_of(cluster.cost_limit, &pool_usage(cluster, catalog))
 }
 
-/// [`cost_limit`] from the pools' usage already counted.
-fn cost_limit_of(cluster: &Cluster, usage: &BTreeMap<String, Resources>) -> Option<CostLimit> {
-    let limit = cluster.cost_limit?;
-    Some(CostLimit { limit, usage: usage.values().map(|u| u.get(LIMIT_COST)).sum() })
+/// The cluster-wide cost limit `limit` against the pools' usage already counted.
+fn cost_limit_of(limit: Option<i64>, usage: &BTreeMap<String, Resources>) -> Option<CostLimit> {
+    Some(CostLimit { limit: limit?, usage: usage.values().map(|u| u.get(LIMIT_COST)).sum() })
 }
 
 /// What a claim counts against its pool's limits: its type's capacity (what it launched as, else
@@ -227,7 +251,7 @@ pub fn snapshot(cluster: &Cluster, catalog: &Catalog) -> Snapshot {
         unavailable: cluster.unavailable.clone(),
         namespaces: cluster.namespaces.clone(),
         min_values_policy: cluster.min_values_policy,
-        cost_limit: cost_limit_of(cluster, &usage),
+        cost_limit: cost_limit_of(cluster.cost_limit, &usage),
         reservations: reservations::open(cluster),
     }
 }
