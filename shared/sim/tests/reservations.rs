@@ -125,16 +125,18 @@ fn a_capacity_block_expiration_warning_drains_its_nodes_and_replaces_them_outsid
     let in_block: Vec<String> = in_reservation(&w.lock()).into_iter().map(str::to_string).collect();
     assert_eq!(in_block.len(), 2, "both pods' nodes in the block");
 
-    // EC2's warning, 40 minutes before the end, names the block and not its instances.
+    // The simulated EC2's warning, 40 minutes before the end, names the block and not its
+    // instances; it is in the interruption queue's next batch (with the provisioner's resumes).
     w.advance(end.minus(Duration::from_secs(40 * 60)));
-    let body = serde_json::json!({
-        "version": "0", "id": "block-warning", "detail-type": "Capacity Block Reservation Expiration Warning",
-        "source": "aws.ec2", "account": "123456789012", "time": w.now().to_string(), "region": "us-east-1",
-        "resources": [format!("arn:aws:ec2:us-east-1:123456789012:capacity-reservation/{RESERVATION}")],
-        "detail": {"capacity-reservation-id": RESERVATION, "end-date": end.to_string()}
-    })
-    .to_string();
-    let out = block_on(r.interrupt(&[QueueMessage { id: "block-warning".into(), body }]));
+    let batch: Vec<QueueMessage> = {
+        let mut s = w.lock();
+        let now = s.now;
+        let received = s.queues.interruptions.receive(now, 10);
+        received.into_iter().map(|m| QueueMessage { id: m.id, body: m.body }).collect()
+    };
+    let warnings = batch.iter().filter(|m| m.body.contains("Capacity Block Reservation Expiration Warning"));
+    assert_eq!(warnings.filter(|m| m.body.contains(RESERVATION)).count(), 1, "{batch:?}");
+    let out = block_on(r.interrupt(&batch));
     assert!(out.failed.is_empty(), "{:?}", out.report.errors);
     assert_eq!(out.report.interruptions.get("capacity_block_expiring"), Some(&1), "{:?}", out.report.interruptions);
 
