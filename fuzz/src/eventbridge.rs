@@ -1,10 +1,11 @@
 //! EventBridge events on the interruption queue (`dovetail_core::interruption::parse`): spot
 //! interruption warnings, rebalance recommendations, instance state changes, capacity
-//! reservation interruptions, AWS Health scheduled changes, and anything else a rule delivers.
+//! reservation interruptions, Capacity Block expiration warnings, AWS Health scheduled changes,
+//! and anything else a rule delivers.
 
 use arbitrary::Arbitrary;
 use dovetail_core::interruption::{
-    parse, parse_rfc3339, Message, ParseError, CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT,
+    parse, parse_rfc3339, Message, ParseError, CAPACITY_BLOCK_EXPIRY, CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT,
     REBALANCE_RECOMMENDATION, SOURCE_EC2, SOURCE_HEALTH, SPOT_INTERRUPTION, STATE_CHANGE,
 };
 use serde_json::{json, Map, Value};
@@ -32,6 +33,8 @@ pub const VOCABULARY: &[&str] = &[
     "detail",
     "instance-id",
     "instance-action",
+    "capacity-reservation-id",
+    "end-date",
     "state",
     "service",
     "eventTypeCategory",
@@ -53,6 +56,7 @@ pub const VOCABULARY: &[&str] = &[
     "issue",
     "AWS_EC2_INSTANCE_RETIREMENT_SCHEDULED",
     "i-0abc1234def567890",
+    "cr-0b1234567890abcde",
     "2026-03-14T09:26:53Z",
     "2026-03-14T09:26:53.123Z",
     "2026-02-31T25:61:61Z",
@@ -61,10 +65,17 @@ pub const VOCABULARY: &[&str] = &[
 ];
 
 const SOURCES: [&str; 2] = [SOURCE_EC2, SOURCE_HEALTH];
-const DETAIL_TYPES: [&str; 5] =
-    [SPOT_INTERRUPTION, REBALANCE_RECOMMENDATION, STATE_CHANGE, CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT];
-/// The detail's fields the handled events read: [`VOCABULARY`]'s 10th to 18th words.
-const DETAIL_FIELDS: &[&str] = VOCABULARY.split_at(18).0.split_at(9).1;
+const DETAIL_TYPES: [&str; 7] = [
+    SPOT_INTERRUPTION,
+    REBALANCE_RECOMMENDATION,
+    STATE_CHANGE,
+    CAPACITY_RESERVATION_INTERRUPTION,
+    CAPACITY_BLOCK_EXPIRY[0],
+    CAPACITY_BLOCK_EXPIRY[1],
+    HEALTH_EVENT,
+];
+/// The detail's fields the handled events read: [`VOCABULARY`]'s 10th to 20th words.
+const DETAIL_FIELDS: &[&str] = VOCABULARY.split_at(20).0.split_at(9).1;
 
 /// An envelope whose routing fields are mostly among the handled ones, with a detail of the
 /// fields those events read, each with any value.
@@ -155,8 +166,13 @@ pub fn check(text: &str) {
             if let Message::ScheduledChange { instance_ids, .. } = &message {
                 assert!(!instance_ids.is_empty());
             }
+            if let Message::CapacityBlockExpiry { reservation_id, .. } = &message {
+                assert!(reservation_id.starts_with("cr-"), "{message:?}");
+            }
             if let Message::SpotInterruption { time: Some(t), .. }
-            | Message::CapacityReservationInterruption { time: Some(t), .. } = &message
+            | Message::CapacityReservationInterruption { time: Some(t), .. }
+            | Message::CapacityBlockExpiry { time: Some(t), .. }
+            | Message::CapacityBlockExpiry { end: Some(t), .. } = &message
             {
                 // What a parsed time says, written and read again, is the same instant.
                 assert_eq!(parse_rfc3339(&t.to_string()).map(|again| again.0 / 1000), Some(t.0 / 1000), "{object:?}");

@@ -183,21 +183,26 @@ fn sam_template_keeps_the_functions_contract() -> Result<()> {
     for resource in resources.values().filter(|r| r["Type"] == "AWS::Events::Rule") {
         let pattern = &resource["Properties"]["EventPattern"];
         let source = pattern["source"][0].as_str().context("source")?.to_string();
-        let detail_type = pattern["detail-type"][0].as_str().context("detail-type")?.to_string();
-        if detail_type == interruption::STATE_CHANGE {
-            assert_eq!(pattern["detail"]["state"], json!(DISRUPTING_STATES));
+        // A rule may match several spellings of one event (the Capacity Block warning's).
+        for detail_type in pattern["detail-type"].as_array().context("detail-type")? {
+            let detail_type = detail_type.as_str().context("detail-type")?.to_string();
+            if detail_type == interruption::STATE_CHANGE {
+                assert_eq!(pattern["detail"]["state"], json!(DISRUPTING_STATES));
+            }
+            if detail_type == interruption::HEALTH_EVENT {
+                assert_eq!(pattern["detail"], json!({"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}));
+            }
+            pairs.insert((source.clone(), detail_type));
         }
-        if detail_type == interruption::HEALTH_EVENT {
-            assert_eq!(pattern["detail"], json!({"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]}));
-        }
-        pairs.insert((source, detail_type));
     }
     let ec2 = interruption::SOURCE_EC2.to_string();
     let expected: BTreeSet<(String, String)> = [
         (ec2.clone(), interruption::SPOT_INTERRUPTION),
         (ec2.clone(), interruption::REBALANCE_RECOMMENDATION),
         (ec2.clone(), interruption::STATE_CHANGE),
-        (ec2, interruption::CAPACITY_RESERVATION_INTERRUPTION),
+        (ec2.clone(), interruption::CAPACITY_RESERVATION_INTERRUPTION),
+        (ec2.clone(), interruption::CAPACITY_BLOCK_EXPIRY[0]),
+        (ec2, interruption::CAPACITY_BLOCK_EXPIRY[1]),
         (interruption::SOURCE_HEALTH.to_string(), interruption::HEALTH_EVENT),
     ]
     .into_iter()

@@ -59,6 +59,15 @@ export const INTERRUPTION_EVENTS: { id: string; description: string; pattern: ev
     pattern: { source: ['aws.ec2'], detailType: ['EC2 Capacity Reservation Instance Interruption Warning'] },
   },
   {
+    id: 'CapacityBlockExpiryRule',
+    description: 'Capacity Block expiration warnings',
+    // Both spellings AWS documents (CAPACITY_BLOCK_EXPIRY in shared/core/src/interruption/parse.rs).
+    pattern: {
+      source: ['aws.ec2'],
+      detailType: ['Capacity Block Expiration Warning', 'Capacity Block Reservation Expiration Warning'],
+    },
+  },
+  {
     id: 'ScheduledChangeRule',
     description: 'AWS Health scheduled changes to EC2 instances',
     pattern: {

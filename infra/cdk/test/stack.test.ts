@@ -200,17 +200,21 @@ describe('events', () => {
   const t = synth();
   const [queueId] = one(t, 'AWS::SQS::Queue', 'InterruptionQueue');
 
-  it('route the five interruption events, and only them, to the interruption queue', () => {
+  it('route the six interruption events, and only them, to the interruption queue', () => {
     const rules = byType(t, 'AWS::Events::Rule');
-    assert.equal(rules.length, 5);
+    assert.equal(rules.length, 6);
     const patterns = rules.map(([, r]) => {
       assert.deepEqual(r.Properties.Targets.map((x: Json) => x.Arn), [arnOf(queueId)]);
       assert.equal(r.Properties.State, 'ENABLED');
       return r.Properties.EventPattern;
     });
-    const detailTypes = patterns.map((p) => `${p.source[0]} / ${p['detail-type'][0]}`).sort();
+    const detailTypes = patterns
+      .flatMap((p) => p['detail-type'].map((d: string) => `${p.source[0]} / ${d}`))
+      .sort();
     // The pairs shared/core/src/interruption/parse.rs reads.
     assert.deepEqual(detailTypes, [
+      'aws.ec2 / Capacity Block Expiration Warning',
+      'aws.ec2 / Capacity Block Reservation Expiration Warning',
       'aws.ec2 / EC2 Capacity Reservation Instance Interruption Warning',
       'aws.ec2 / EC2 Instance Rebalance Recommendation',
       'aws.ec2 / EC2 Instance State-change Notification',
@@ -221,7 +225,7 @@ describe('events', () => {
     assert.deepEqual(stateChange.detail, { state: ['stopping', 'stopped', 'shutting-down', 'terminated'] });
     const health = patterns.find((p) => p.source[0] === 'aws.health');
     assert.deepEqual(health.detail, { service: ['EC2'], eventTypeCategory: ['scheduledChange'] });
-    assert.equal(INTERRUPTION_EVENTS.length, 5);
+    assert.equal(INTERRUPTION_EVENTS.length, 6);
   });
 
   it('may be sent to the interruption queue by these rules alone', () => {

@@ -24,13 +24,15 @@ pub(crate) fn node_of<'a>(claim: &NodeClaim, cluster: &'a Cluster) -> Option<&'a
 }
 
 /// Plans new capacity for the pods of `claim`: the scheduler sees them as pending, the rest of the
-/// cluster as it is, and (for a spot warning) without the offering being reclaimed.
+/// cluster as it is, and (for a spot warning) without the offering being reclaimed, (for a
+/// reservation taking its instances back) without the reservation `closing`.
 pub(crate) fn plan_replacement(
     claim: &NodeClaim,
     node: Option<&Node>,
     cluster: &Cluster,
     catalog: &Catalog,
     excluded: Option<&OfferingKey>,
+    closing: Option<&str>,
 ) -> Plan {
     let mut pods = Vec::new();
     let mut seen = BTreeSet::new();
@@ -70,6 +72,13 @@ pub(crate) fn plan_replacement(
 
     let mut unavailable = cluster.unavailable.clone();
     unavailable.extend(excluded.cloned());
+    let mut reservations = crate::reservations::open(cluster);
+    if let Some(id) = closing {
+        for open in reservations.values_mut() {
+            open.retain(|r| r.id != id);
+        }
+        reservations.retain(|_, open| !open.is_empty());
+    }
     let mut snapshot = Snapshot {
         pods: waiting,
         nodes,
@@ -80,7 +89,7 @@ pub(crate) fn plan_replacement(
         namespaces: cluster.namespaces.clone(),
         min_values_policy: cluster.min_values_policy,
         cost_limit,
-        reservations: crate::reservations::open(cluster),
+        reservations,
     };
     // Both solves below are over the same pools: the second reuses what the first prepared.
     let cache = SolveCache::new();

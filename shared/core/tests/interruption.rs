@@ -1,14 +1,15 @@
 //! Interruption handling: parsing of every EventBridge fixture and the decisions for each path
-//! (spot warning, state change, Health scheduled change, capacity reservation warning, rebalance
-//! under both policies), including duplicate delivery and instances that are not Dovetail's.
+//! (spot warning, state change, Health scheduled change, capacity reservation warning, Capacity
+//! Block expiration warning, rebalance under both policies), including duplicate delivery and
+//! instances that are not Dovetail's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dovetail_core::catalog::{self, CapacityType, Catalog, OfferingKey};
-use dovetail_core::cluster::{Cluster, Instance};
+use dovetail_core::catalog::{self, CapacityType, Catalog, OfferingKey, Reservation, ReservationKind};
+use dovetail_core::cluster::{Cluster, Instance, ResolvedClass};
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::interruption::{decide, parse, Message, ParseError};
 use dovetail_core::labels;
@@ -175,6 +176,59 @@ fn spot_message() -> Message {
 
 const APP_PODS: [&str; 3] = ["shop/cart-0", "shop/cart-1", "shop/web-0"];
 
+const BLOCK: &str = "cr-0b1234567890abcde";
+
+/// The spot cluster's node running in capacity reservation `id` instead (as a reserved claim is
+/// planned: capacity type `reserved` and the reservation's id among its requirements), with the
+/// class selecting that reservation and `other` with one instance left, of the same type and zone.
+fn in_reservation(id: &str, kind: ReservationKind, other: &str) -> Cluster {
+    let mut cluster = cluster();
+    let c = &mut cluster.claims[0];
+    c.launch.as_mut().unwrap().capacity_type = CapacityType::Reserved;
+    c.requirements.add(Requirement::single(labels::CAPACITY_TYPE, labels::CAPACITY_RESERVED));
+    c.requirements.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, id));
+    cluster.nodes[0].labels.insert(labels::CAPACITY_TYPE.into(), labels::CAPACITY_RESERVED.into());
+    cluster.nodes[0].labels.insert(labels::CAPACITY_RESERVATION_ID.into(), id.into());
+    let pool = &mut cluster.nodepools[0].requirements;
+    pool.remove(labels::CAPACITY_TYPE);
+    pool.add(Requirement::new(labels::CAPACITY_TYPE, Operator::In, &["reserved", "spot", "on-demand"]).unwrap());
+    let reservation = |id: &str, available| Reservation {
+        id: id.into(),
+        instance_type: "m5.large".into(),
+        zone: "us-east-1a".into(),
+        owner_id: "111122223333".into(),
+        instance_match_criteria: "targeted".into(),
+        kind,
+        interruptible: kind == ReservationKind::Default,
+        available,
+        observed_at: NOW,
+        end: (kind == ReservationKind::CapacityBlock).then(|| NOW.plus(Duration::from_secs(24 * 3600))),
+    };
+    cluster.resolved = vec![ResolvedClass {
+        name: "default".into(),
+        images: [("amd64".to_string(), "ami-1".to_string())].into(),
+        subnets: vec!["subnet-1".into()],
+        security_groups: vec!["sg-1".into()],
+        instance_profile: Some("profile".into()),
+        // EC2 still counts instances free in the one being reclaimed.
+        reservations: vec![reservation(id, 5), reservation(other, 1)],
+        ..Default::default()
+    }];
+    cluster
+}
+
+fn block_warning() -> Message {
+    Message::CapacityBlockExpiry {
+        reservation_id: BLOCK.into(),
+        end: Some(NOW.plus(Duration::from_secs(40 * 60))),
+        time: Some(NOW),
+    }
+}
+
+fn reservation_of(p: &PlannedClaim) -> Option<&str> {
+    p.labels.get(labels::CAPACITY_RESERVATION_ID).map(String::as_str)
+}
+
 // ---------------------------------------------------------------------------------------------
 // Parsing.
 
@@ -213,6 +267,48 @@ fn parses_capacity_reservation_interruption() {
             instance_id: INSTANCE.into(),
             time: dovetail_core::interruption::parse_rfc3339("2026-03-14T10:00:00Z")
         }
+    );
+}
+
+#[test]
+fn parses_capacity_block_expiration_warning_in_both_spellings() {
+    let want = Message::CapacityBlockExpiry {
+        reservation_id: BLOCK.into(),
+        end: dovetail_core::interruption::parse_rfc3339("2026-03-14T11:30:00Z"),
+        time: dovetail_core::interruption::parse_rfc3339("2026-03-14T10:50:00Z"),
+    };
+    assert_eq!(parsed("capacity-block-expiration-warning.json"), want);
+    // The EventBridge event list's spelling, without "Reservation".
+    let body = fixture("capacity-block-expiration-warning.json")
+        .replace("Capacity Block Reservation Expiration Warning", "Capacity Block Expiration Warning");
+    assert_eq!(parse(&body), Ok(want.clone()));
+    assert_eq!(want.instance_ids(), Vec::<&str>::new());
+    assert_eq!(want.reservation_id(), Some(BLOCK));
+    assert_eq!(want.kind(), "capacity_block_expiring");
+    // An unreadable end or time is not an error: the drain then counts from what is known.
+    let body = fixture("capacity-block-expiration-warning.json").replace("2026-03-14T11:30:00Z", "soon");
+    assert!(matches!(parse(&body), Ok(Message::CapacityBlockExpiry { end: None, time: Some(_), .. })));
+    // The block's other events are not warnings Dovetail acts on.
+    let body = fixture("capacity-block-expiration-warning.json")
+        .replace("Capacity Block Reservation Expiration Warning", "Capacity Block Reservation Delivered");
+    assert!(matches!(parse(&body), Ok(Message::Unknown { .. })));
+}
+
+#[test]
+fn a_capacity_block_warning_without_a_reservation_id_names_the_message_and_the_field() {
+    let e = parse(&fixture("malformed-capacity-block-missing-reservation-id.json")).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "EventBridge message 7f2c1a3e-5b1d-4c0a-9e2f-0a1b2c3d4e0d: field `detail.capacity-reservation-id` is missing"
+    );
+    let body = fixture("capacity-block-expiration-warning.json").replace(
+        "\"capacity-reservation-id\": \"cr-0b1234567890abcde\"",
+        "\"capacity-reservation-id\": \"i-0abc1234def567890\"",
+    );
+    assert_eq!(
+        parse(&body).unwrap_err().to_string(),
+        "EventBridge message 7f2c1a3e-5b1d-4c0a-9e2f-0a1b2c3d4e0c: field `detail.capacity-reservation-id` is not a \
+         capacity reservation id (cr-…)"
     );
 }
 
@@ -286,6 +382,7 @@ fn every_known_type_requires_its_fields() {
         ("state-change-stopping.json", "\"state\"", "detail.state"),
         ("state-change-stopping.json", "\"instance-id\"", "detail.instance-id"),
         ("capacity-reservation-interruption.json", "\"instance-id\"", "detail.instance-id"),
+        ("capacity-block-expiration-warning.json", "\"capacity-reservation-id\"", "detail.capacity-reservation-id"),
         ("spot-interruption.json", "\"instance-action\"", "detail.instance-action"),
         ("health-scheduled-change.json", "\"affectedEntities\"", "detail.affectedEntities"),
         ("health-scheduled-change.json", "\"entityValue\"", "detail.affectedEntities[].entityValue"),
@@ -322,7 +419,7 @@ fn every_fixture_parses_or_fails_as_its_name_says() {
         assert_eq!(result.is_err(), name.starts_with("malformed-"), "{name}: {result:?}");
         n += 1;
     }
-    assert!(n >= 11, "fixtures missing: {n}");
+    assert!(n >= 13, "fixtures missing: {n}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -489,6 +586,102 @@ fn capacity_reservation_warning_drains_and_replaces() {
     assert!(d.message.ends_with("draining within the 2-minute notice"), "{}", d.message);
     let sent = dovetail_core::interruption::parse_rfc3339("2026-03-14T10:00:00Z").unwrap();
     assert_eq!(d.reclaim_at, Some(sent.plus(Duration::from_secs(120))));
+}
+
+#[test]
+fn capacity_reservation_warning_replaces_outside_the_reclaimed_reservation() {
+    let cluster = in_reservation("cr-0a", ReservationKind::Default, "cr-0c");
+    let ds = decide(&parsed("capacity-reservation-interruption.json"), &cluster, catalog());
+    assert_pods_covered(&ds, &APP_PODS);
+    let planned = launches(&ds);
+    assert!(planned.iter().all(|p| reservation_of(p) != Some("cr-0a")), "{planned:#?}");
+    // The other reservation is still free capacity, and preferred.
+    assert!(planned.iter().any(|p| reservation_of(p) == Some("cr-0c")), "{planned:#?}");
+    assert_eq!(the_disruption(&ds).1.reason, Reason::CapacityReservationInterrupted);
+}
+
+#[test]
+fn capacity_block_warning_drains_and_replaces_every_node_of_the_block_elsewhere() {
+    let mut cluster = in_reservation(BLOCK, ReservationKind::CapacityBlock, "cr-0c");
+    // A second node in the block, one planned for it that launched on-demand, and one in another
+    // reservation.
+    let mut second = claim("default-00002", "i-0bbbbbbbbbbbbbbbb", "m5.large", "us-east-1a", CapacityType::Reserved);
+    second.requirements = cluster.claims[0].requirements.clone();
+    let mut fell_back = claim("default-00003", "i-0cccccccccccccccc", "m5.large", "us-east-1a", CapacityType::OnDemand);
+    fell_back.requirements = cluster.claims[0].requirements.clone();
+    let mut other = claim("default-00004", "i-0dddddddddddddddd", "m5.large", "us-east-1a", CapacityType::Reserved);
+    other.requirements.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, "cr-0c"));
+    for c in [&second, &fell_back, &other] {
+        cluster.nodes.push(node_for(c, vec![app_pod(&format!("{}-app", c.name), 1800, 1024)]));
+    }
+    cluster.claims.extend([second, fell_back, other]);
+
+    let ds = decide(&block_warning(), &cluster, catalog());
+    for d in &ds {
+        eprintln!("{}", d.why);
+    }
+    let drained: Vec<&str> = written(&ds).iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(drained, ["default-00001", "default-00002"], "{ds:#?}");
+    for w in written(&ds) {
+        assert_eq!(w.phase, Phase::Draining);
+        let d = w.disruption.as_ref().unwrap();
+        assert_eq!(d.reason, Reason::CapacityReservationInterrupted);
+        // EC2 terminates the block's instances from 30 minutes before its end: the drain's deadline.
+        assert_eq!(d.reclaim_at, Some(NOW.plus(Duration::from_secs(10 * 60))));
+        assert!(
+            d.message.starts_with(&format!("Capacity Block {BLOCK} expiration warning (the block ends at ")),
+            "{}",
+            d.message
+        );
+        assert!(d.message.ends_with("draining before EC2 starts terminating the block's instances"), "{}", d.message);
+        assert!(ds.iter().any(|x| matches!(&x.action, Some(Action::Event { object, reason, .. })
+            if object == &format!("Node/node-{}", w.name) && reason == "CapacityReservationInterrupted")));
+    }
+    // Replacements for both, none of them back into the expiring block (which EC2 still counts
+    // as five free instances), and nothing marked unavailable: the block's type and zone remain.
+    let planned = launches(&ds);
+    let mut covered: Vec<String> = planned.iter().flat_map(|p| p.pods.iter().cloned()).collect();
+    covered.sort();
+    assert_eq!(covered, ["shop/cart-0", "shop/cart-1", "shop/default-00002-app", "shop/web-0"], "{ds:#?}");
+    assert!(planned.iter().all(|p| reservation_of(p) != Some(BLOCK)), "{planned:#?}");
+    assert!(position(&ds, |a| matches!(a, Action::MarkUnavailable { .. })).is_none());
+
+    // Redelivered after the writes landed: notes only.
+    let mut after = cluster.clone();
+    for w in written(&ds) {
+        let i = after.claims.iter().position(|c| c.name == w.name).unwrap();
+        after.claims[i] = w.clone();
+    }
+    let again = decide(&block_warning(), &after, catalog());
+    assert!(launches(&again).is_empty() && written(&again).is_empty(), "{again:#?}");
+    assert_eq!(again.iter().filter(|d| d.why.contains("already being disrupted")).count(), 2, "{again:#?}");
+}
+
+#[test]
+fn capacity_block_warning_without_an_end_counts_ten_minutes_from_the_warning() {
+    let cluster = in_reservation(BLOCK, ReservationKind::CapacityBlock, "cr-0c");
+    let msg = Message::CapacityBlockExpiry { reservation_id: BLOCK.into(), end: None, time: Some(NOW) };
+    let ds = decide(&msg, &cluster, catalog());
+    assert_eq!(the_disruption(&ds).1.reclaim_at, Some(NOW.plus(Duration::from_secs(600))));
+}
+
+#[test]
+fn capacity_block_warning_for_a_block_nothing_runs_in_is_a_note() {
+    // The node runs in another reservation; and a claim planned for the block that launched
+    // on-demand is not in it.
+    let cluster = in_reservation("cr-0c", ReservationKind::CapacityBlock, "cr-0d");
+    let ds = decide(&block_warning(), &cluster, catalog());
+    assert_eq!(
+        ds,
+        vec![Decision::note(
+            None,
+            format!("ignored: Capacity Block expiration warning for {BLOCK}: no NodeClaim runs in {BLOCK}")
+        )]
+    );
+    let mut fell_back = in_reservation(BLOCK, ReservationKind::CapacityBlock, "cr-0c");
+    fell_back.claims[0].launch.as_mut().unwrap().capacity_type = CapacityType::OnDemand;
+    let ds = decide(&block_warning(), &fell_back, catalog());
+    assert!(ds.len() == 1 && ds[0].action.is_none(), "{ds:#?}");
 }
 
 #[test]

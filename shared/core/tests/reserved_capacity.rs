@@ -321,16 +321,21 @@ fn nodes_of_an_expiring_capacity_block_are_taken_away_before_ec2_reclaims_them()
     use dovetail_core::nodeclaim::Reason;
     let running_in = |name: &str, id: &str| {
         let mut c = running(name);
+        c.launch.as_mut().unwrap().capacity_type = CapacityType::Reserved;
         c.requirements.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, id));
         c
     };
+    // Planned for the expiring block but launched on-demand: EC2 does not reclaim it.
+    let mut fell_back = running_in("e", "cr-0b");
+    fell_back.launch.as_mut().unwrap().capacity_type = CapacityType::OnDemand;
     // The block ends in 30 minutes (expiring); another in two hours; an ODCR never.
     let end = T0.plus(Duration::from_secs(30 * 60));
     let mut c = cluster(
         vec![block("cr-0b", 0, end), block("cr-0c", 0, T0.plus(Duration::from_secs(7200))), odcr("cr-0a", 0)],
         0,
     );
-    c.claims = vec![running_in("a", "cr-0b"), running_in("b", "cr-0c"), running_in("c", "cr-0a"), running("d")];
+    c.claims =
+        vec![running_in("a", "cr-0b"), running_in("b", "cr-0c"), running_in("c", "cr-0a"), running("d"), fell_back];
     let ds = expiring_blocks(&c);
     let written: Vec<NodeClaim> = ds
         .iter()

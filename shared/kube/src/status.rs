@@ -206,6 +206,7 @@ fn reservation(r: &Reservation, now: &Time) -> CapacityReservation {
         id: r.id.clone(),
         instance_match_criteria: InstanceMatchCriteria::from(r.instance_match_criteria.as_str()),
         instance_type: r.instance_type.clone(),
+        interruptible: r.interruptible,
         owner_id: r.owner_id.clone(),
         reservation_type: r.kind.as_str().to_string(),
         state: r.state(dovetail_api::convert::time(now)).to_string(),
@@ -577,24 +578,32 @@ mod tests {
             end: Some(at("2025-06-01T12:30:00Z")),
             ..odcr.clone()
         };
-        let r = ResolvedClass { reservations: vec![odcr, block], ..resolved() };
+        let interruptible = Reservation { id: "cr-0c".into(), interruptible: true, ..odcr.clone() };
+        let r = ResolvedClass { reservations: vec![odcr, block, interruptible], ..resolved() };
         let s = desired_class(
             &ClassStatus { name: "default".into(), resolved: Ok(r), deletion_blocked: None },
             &ObservedClass::default(),
             &now,
         );
-        let listed: Vec<(&str, &str, &str, Option<&Time>)> = s
+        let listed: Vec<(&str, &str, bool, &str, Option<&Time>)> = s
             .capacity_reservations
             .iter()
-            .map(|c| (c.id.as_str(), c.reservation_type.as_str(), c.state.as_str(), c.end_time.as_ref()))
+            .map(|c| {
+                (c.id.as_str(), c.reservation_type.as_str(), c.interruptible, c.state.as_str(), c.end_time.as_ref())
+            })
             .collect();
         assert_eq!(
             listed,
             [
-                ("cr-0a", "default", "active", None),
-                ("cr-0b", "capacity-block", "expiring", Some(&t("2025-06-01T12:30:00Z")))
+                ("cr-0a", "default", false, "active", None),
+                ("cr-0b", "capacity-block", false, "expiring", Some(&t("2025-06-01T12:30:00Z"))),
+                ("cr-0c", "default", true, "active", None)
             ]
         );
+        // Written whether true or false, as Karpenter's status has it.
+        let written = serde_json::to_value(&s.capacity_reservations).unwrap();
+        assert_eq!(written[0]["interruptible"], false);
+        assert_eq!(written[2]["interruptible"], true);
         let cr = &s.capacity_reservations[0];
         assert_eq!((cr.instance_type.as_str(), cr.availability_zone.as_str()), ("p5.48xlarge", "us-east-1a"));
         assert_eq!((cr.owner_id.as_str(), cr.instance_match_criteria.as_str()), ("123456789012", "targeted"));

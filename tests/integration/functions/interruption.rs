@@ -1,4 +1,4 @@
-//! EventBridge rules deliver the five interruption event types to the interruption queue (moto
+//! EventBridge rules deliver the six interruption event types to the interruption queue (moto
 //! runs the rules), and the interruption handler takes them as Lambda delivers them: a malformed
 //! message in the same batch fails alone.
 
@@ -19,6 +19,13 @@ pub fn rules() -> Vec<(&'static str, Value)> {
         ("dovetail-rebalance", ec2("EC2 Instance Rebalance Recommendation")),
         ("dovetail-state-change", ec2("EC2 Instance State-change Notification")),
         ("dovetail-capacity-reservation", ec2("EC2 Capacity Reservation Instance Interruption Warning")),
+        (
+            "dovetail-capacity-block-expiry",
+            serde_json::json!({
+                "source": ["aws.ec2"],
+                "detail-type": ["Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning"]
+            }),
+        ),
         (
             "dovetail-scheduled-change",
             serde_json::json!({
@@ -73,7 +80,7 @@ pub fn entry(name: &str, instance: &str) -> PutEventsRequestEntry {
 }
 
 #[tokio::test]
-async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone() {
+async fn eventbridge_delivers_the_six_types_and_a_malformed_message_fails_alone() {
     let rig = Rig::new(&["spot"]).await;
     rig.send(&rig.doorbell_url, &[doorbell("ledger-0")]).await;
     let event = rig.receive(&rig.doorbell_url).await;
@@ -90,6 +97,7 @@ async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone
         "rebalance-recommendation",
         "state-change-stopping",
         "capacity-reservation-interruption",
+        "capacity-block-expiration-warning",
         "health-scheduled-change",
     ];
     let out = events
@@ -101,15 +109,15 @@ async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone
     assert_eq!(out.failed_entry_count(), 0, "{:?}", out.entries());
     rig.send(&rig.interruption_url, &["{\"detail-type\": ".to_string()]).await;
 
-    // Lambda's poller may need several receives for six messages; they make one batch here.
+    // Lambda's poller may need several receives for seven messages; they make one batch here.
     let mut batch = rig.receive(&rig.interruption_url).await;
     for _ in 0..5 {
-        if batch.records.len() >= 6 {
+        if batch.records.len() >= 7 {
             break;
         }
         batch.records.extend(rig.receive(&rig.interruption_url).await.records);
     }
-    assert_eq!(batch.records.len(), 6, "five routed events and the malformed message");
+    assert_eq!(batch.records.len(), 7, "six routed events and the malformed message");
     let delivered: Vec<Value> =
         batch.records.iter().filter_map(|r| serde_json::from_str(r.body.as_deref()?).ok()).collect();
     for detail_type in [
@@ -117,6 +125,7 @@ async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone
         "EC2 Instance Rebalance Recommendation",
         "EC2 Instance State-change Notification",
         "EC2 Capacity Reservation Instance Interruption Warning",
+        "Capacity Block Reservation Expiration Warning",
         "AWS Health Event",
     ] {
         assert!(delivered.iter().any(|e| e["detail-type"] == detail_type), "{detail_type} delivered");
@@ -142,6 +151,10 @@ async fn eventbridge_delivers_the_five_types_and_a_malformed_message_fails_alone
             handled.report.decisions
         );
     }
+    // The block's warning names no instance, and no claim runs in the block.
+    let block = "cr-0b1234567890abcde";
+    let ignored = format!("ignored: Capacity Block expiration warning for {block}: no NodeClaim runs in {block}");
+    assert!(handled.report.decisions.iter().any(|d| d.why == ignored), "{:#?}", handled.report.decisions);
     // One replacement, launched through moto, however many events named the instance.
     let after = rig.live_claims().await;
     let replacements: Vec<&String> =

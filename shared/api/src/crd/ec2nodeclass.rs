@@ -692,6 +692,10 @@ pub struct CapacityReservation {
     pub instance_match_criteria: InstanceMatchCriteria,
     /// Instance type reserved.
     pub instance_type: String,
+    /// Whether EC2 may take its instances back before it ends (an interruptible reservation).
+    // Written when false too, as Karpenter's status writes it.
+    #[serde(default)]
+    pub interruptible: bool,
     /// Owning account.
     #[serde(rename = "ownerID")]
     pub owner_id: String,

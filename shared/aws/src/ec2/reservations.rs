@@ -316,6 +316,11 @@ pub(crate) mod tests {
     fn reservations_convert_as_karpenter_does() {
         let r = reservation_of(&cr("cr-0a", None, None), NOW).unwrap();
         assert_eq!((r.kind, r.available, r.observed_at, r.end), (ReservationKind::Default, 2, NOW, None));
+        // EC2 leaves `Interruptible` out of reservations that are not: false, as Karpenter reads it.
+        assert!(!r.interruptible);
+        let mut interruptible = cr("cr-0i", None, None);
+        interruptible.interruptible = Some(true);
+        assert!(reservation_of(&interruptible, NOW).unwrap().interruptible);
         assert_eq!(
             (r.instance_type.as_str(), r.zone.as_str(), r.instance_match_criteria.as_str()),
             ("p5.48xlarge", "us-east-1a", "targeted")

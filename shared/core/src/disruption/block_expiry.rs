@@ -3,13 +3,16 @@
 //! launched into a block is disrupted once the block is expiring (its last 40 minutes,
 //! [`BLOCK_EXPIRY_LEAD`]): forcefully, as EC2 will take the instance whatever the drain does, and
 //! with ten minutes to drain before EC2 begins. Its pods go pending and are planned elsewhere (the
-//! expiring block itself takes no new claim).
+//! expiring block itself takes no new claim). EC2's expiration warning on the interruption queue,
+//! sent at the same moment, drains the same claims with replacements ([`crate::interruption`]);
+//! whichever comes first disrupts a claim, the other finds it disrupted already. A claim that was
+//! planned for the block but launched as spot or on-demand does not run in it and is left alone.
 
 use crate::catalog::{Reservation, BLOCK_EXPIRY_LEAD};
 use crate::cluster::Cluster;
 use crate::decision::{Action, Decision};
 use crate::nodeclaim::{Disruption, Phase, Reason};
-use crate::reservations::claim_reservation;
+use crate::reservations::running_in;
 
 /// How long before a block's end EC2 begins terminating its instances.
 pub const BLOCK_RECLAIM_LEAD: std::time::Duration = std::time::Duration::from_secs(30 * 60);
@@ -30,7 +33,7 @@ pub fn expiring_blocks(cluster: &Cluster) -> Vec<Decision> {
         {
             continue;
         }
-        let Some(id) = claim_reservation(claim) else { continue };
+        let Some(id) = running_in(claim) else { continue };
         let Some(block) = blocks.iter().find(|b| b.id == id) else { continue };
         let Some(end) = block.end else { continue };
         let message = format!(

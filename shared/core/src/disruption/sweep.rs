@@ -60,7 +60,7 @@ pub fn sweep_with(cluster: &Cluster, catalog: &Catalog, quiet: &Quiet) -> Vec<De
     out.extend(drifted.notes);
     for d in drifted.replace {
         let Some(claim) = state.claims.iter().find(|c| c.name == d.claim).cloned() else { continue };
-        let plan = plan_replacement(&claim, node_of(&claim, &state), &state, catalog, None);
+        let plan = plan_replacement(&claim, node_of(&claim, &state), &state, catalog, None, None);
         if !plan.unschedulable.is_empty() {
             // Launch first, then drain: with pods that would have nowhere to go, wait.
             let pods: Vec<String> = plan.unschedulable.iter().map(|u| format!("{} ({})", u.pod, u.reason)).collect();

@@ -13,8 +13,9 @@
 mod parse;
 
 pub use parse::{
-    parse, parse_rfc3339, within_ceiling, Message, ParseError, CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT,
-    REBALANCE_RECOMMENDATION, SOURCE_EC2, SOURCE_HEALTH, SPOT_INTERRUPTION, STATE_CHANGE,
+    parse, parse_rfc3339, within_ceiling, Message, ParseError, CAPACITY_BLOCK_EXPIRY,
+    CAPACITY_RESERVATION_INTERRUPTION, HEALTH_EVENT, REBALANCE_RECOMMENDATION, SOURCE_EC2, SOURCE_HEALTH,
+    SPOT_INTERRUPTION, STATE_CHANGE,
 };
 
 use std::time::Duration;
@@ -22,10 +23,12 @@ use std::time::Duration;
 use crate::catalog::{CapacityType, Catalog, OfferingKey};
 use crate::cluster::Cluster;
 use crate::decision::{Action, Decision};
+use crate::disruption::block_expiry::BLOCK_RECLAIM_LEAD;
 use crate::disruption::budgets;
 use crate::model::RebalancePolicy;
 use crate::nodeclaim::{Disruption, Phase, Reason};
 use crate::replacement::{launch_replacements, node_of, plan_replacement, pods_phrase};
+use crate::reservations::running_in;
 
 /// How long an interrupted spot offering stays out of plans: the same window as a launch capacity
 /// error, so a pool does not immediately buy back the capacity EC2 is reclaiming.
@@ -34,6 +37,10 @@ pub const SPOT_UNAVAILABLE_FOR: Duration = Duration::from_secs(180);
 /// How long after its warning EC2 takes back a spot instance, or an instance of an interruptible
 /// capacity reservation.
 pub const RECLAIM_NOTICE: Duration = Duration::from_secs(120);
+
+/// How long after its expiration warning EC2 starts terminating a Capacity Block's instances: the
+/// warning comes 40 minutes before the end, the terminations from 30 minutes before it.
+pub const BLOCK_EXPIRY_NOTICE: Duration = Duration::from_secs(10 * 60);
 
 /// EC2 states after which the instance will not run pods again.
 pub const DISRUPTING_STATES: [&str; 4] = ["stopping", "stopped", "shutting-down", "terminated"];
@@ -58,9 +65,28 @@ pub fn decide(message: &Message, cluster: &Cluster, catalog: &Catalog) -> Vec<De
         Message::RebalanceRecommendation { .. } => Reason::Rebalance,
         Message::StateChange { .. } => Reason::InstanceStateChange,
         Message::ScheduledChange { .. } => Reason::ScheduledChange,
-        Message::CapacityReservationInterruption { .. } => Reason::CapacityReservationInterrupted,
+        Message::CapacityReservationInterruption { .. } | Message::CapacityBlockExpiry { .. } => {
+            Reason::CapacityReservationInterrupted
+        }
     };
     let mut out = Vec::new();
+    if let Some(id) = message.reservation_id() {
+        // The block's instances are those of the claims running in it (the event lists none),
+        // each drained and replaced as if EC2 had warned about it alone.
+        let instances: Vec<&str> = cluster
+            .claims
+            .iter()
+            .filter(|c| running_in(c) == Some(id))
+            .filter_map(|c| c.launch.as_ref().map(|l| l.instance_id.as_str()))
+            .collect();
+        if instances.is_empty() {
+            out.push(Decision::note(None, format!("ignored: {message}: no NodeClaim runs in {id}")));
+        }
+        for instance_id in instances {
+            decide_instance(message, reason, instance_id, cluster, catalog, &mut out);
+        }
+        return out;
+    }
     // A Health event may name several instances; each is decided on its own, and replacements
     // planned for one are not visible to the next (they are new capacity, not existing), which at
     // worst plans a little more than needed and never less.
@@ -106,6 +132,11 @@ fn decide_instance(
         Message::SpotInterruption { time, .. } | Message::CapacityReservationInterruption { time, .. } => {
             Some(time.unwrap_or(cluster.now).plus(RECLAIM_NOTICE))
         }
+        // The block's end says it exactly; without it, the notice counts from the warning.
+        Message::CapacityBlockExpiry { end, time, .. } => Some(match end {
+            Some(end) => end.minus(BLOCK_RECLAIM_LEAD),
+            None => time.unwrap_or(cluster.now).plus(BLOCK_EXPIRY_NOTICE),
+        }),
         _ => None,
     };
     let what = format!(
@@ -194,7 +225,10 @@ fn decide_instance(
     }
 
     let excluded = (reason == Reason::SpotInterrupted).then_some(&offering);
-    let plan = plan_replacement(claim, node, cluster, catalog, excluded);
+    // A reservation taking its instances back (an interruptible one reclaiming, a Capacity Block
+    // ending) is no home for the replacements, whatever it still counts as free.
+    let closing = (reason == Reason::CapacityReservationInterrupted).then(|| running_in(claim)).flatten();
+    let plan = plan_replacement(claim, node, cluster, catalog, excluded, closing);
 
     // A rebalance recommendation is advice, not a deadline: draining when some pods would have
     // nowhere to go trades a risk for a certainty, so the claim is left alone instead.
@@ -220,6 +254,9 @@ fn decide_instance(
     }
     sentence.push_str(", ");
     sentence.push_str(match (reason, message) {
+        (Reason::CapacityReservationInterrupted, Message::CapacityBlockExpiry { .. }) => {
+            "draining before EC2 starts terminating the block's instances"
+        }
         (Reason::SpotInterrupted, _) | (Reason::CapacityReservationInterrupted, _) => {
             "draining within the 2-minute notice"
         }
@@ -261,6 +298,10 @@ fn kind(message: &Message) -> String {
             None => format!("AWS Health scheduled change {event_type_code}"),
         },
         Message::CapacityReservationInterruption { .. } => "capacity reservation interruption warning".into(),
+        Message::CapacityBlockExpiry { reservation_id, end, .. } => match end {
+            Some(end) => format!("Capacity Block {reservation_id} expiration warning (the block ends at {end})"),
+            None => format!("Capacity Block {reservation_id} expiration warning"),
+        },
         Message::Unknown { detail_type, .. } => detail_type.clone(),
     }
 }

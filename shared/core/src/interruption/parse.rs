@@ -19,6 +19,12 @@ pub const REBALANCE_RECOMMENDATION: &str = "EC2 Instance Rebalance Recommendatio
 pub const STATE_CHANGE: &str = "EC2 Instance State-change Notification";
 pub const CAPACITY_RESERVATION_INTERRUPTION: &str = "EC2 Capacity Reservation Instance Interruption Warning";
 pub const HEALTH_EVENT: &str = "AWS Health Event";
+/// EC2's warning, 40 minutes before a Capacity Block ends, that the instances still running in it
+/// are terminated from 10 minutes later. AWS's documentation spells it two ways (the EventBridge
+/// event list without "Reservation", the EC2 guide's example with it), so both are read and the
+/// rule matches both: a rule on the wrong spelling would never fire.
+pub const CAPACITY_BLOCK_EXPIRY: [&str; 2] =
+    ["Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning"];
 
 /// One interruption-queue message, typed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +58,16 @@ pub enum Message {
         /// When EventBridge sent it (the envelope's `time`), read as for a spot warning.
         time: Option<Time>,
     },
+    /// A Capacity Block ends soon: EC2 terminates every instance still running in it from 10
+    /// minutes after this warning (30 minutes before `end`).
+    CapacityBlockExpiry {
+        /// `cr-…`: the block, whose instances the event does not list.
+        reservation_id: String,
+        /// When the block ends (`detail.end-date`); `None` when unreadable, as for `time`.
+        end: Option<Time>,
+        /// When EventBridge sent it (the envelope's `time`).
+        time: Option<Time>,
+    },
     /// Anything else on the queue: ignored with a log line, never an error.
     Unknown { source: String, detail_type: String },
 }
@@ -66,11 +82,13 @@ impl Message {
             Message::StateChange { .. } => "instance_state_change",
             Message::ScheduledChange { .. } => "scheduled_change",
             Message::CapacityReservationInterruption { .. } => "capacity_reservation_interrupted",
+            Message::CapacityBlockExpiry { .. } => "capacity_block_expiring",
             Message::Unknown { .. } => "no_op",
         }
     }
 
-    /// The instances the message is about.
+    /// The instances the message names. A Capacity Block warning names none: its instances are
+    /// those of the claims running in [`Message::reservation_id`].
     pub fn instance_ids(&self) -> Vec<&str> {
         match self {
             Message::SpotInterruption { instance_id, .. }
@@ -78,7 +96,15 @@ impl Message {
             | Message::StateChange { instance_id, .. }
             | Message::CapacityReservationInterruption { instance_id, .. } => vec![instance_id.as_str()],
             Message::ScheduledChange { instance_ids, .. } => instance_ids.iter().map(String::as_str).collect(),
-            Message::Unknown { .. } => vec![],
+            Message::CapacityBlockExpiry { .. } | Message::Unknown { .. } => vec![],
+        }
+    }
+
+    /// The capacity reservation the message is about as a whole, if it is about one.
+    pub fn reservation_id(&self) -> Option<&str> {
+        match self {
+            Message::CapacityBlockExpiry { reservation_id, .. } => Some(reservation_id),
+            _ => None,
         }
     }
 }
@@ -97,6 +123,9 @@ impl fmt::Display for Message {
             }
             Message::CapacityReservationInterruption { instance_id, .. } => {
                 write!(f, "capacity reservation interruption warning for {instance_id}")
+            }
+            Message::CapacityBlockExpiry { reservation_id, .. } => {
+                write!(f, "Capacity Block expiration warning for {reservation_id}")
             }
             Message::Unknown { source, detail_type } => write!(f, "unknown event {source:?} / {detail_type:?}"),
         }
@@ -163,6 +192,19 @@ pub fn parse(body: &str) -> Result<Message, ParseError> {
             instance_id: text(detail_field("instance-id"), "detail.instance-id")?,
             time: v.get("time").and_then(Value::as_str).and_then(parse_rfc3339),
         }),
+        (SOURCE_EC2, kind) if CAPACITY_BLOCK_EXPIRY.contains(&kind) => {
+            let reservation_id = text(detail_field("capacity-reservation-id"), "detail.capacity-reservation-id")?;
+            // An id that is not one would match no claim, and the block's nodes would be left
+            // to EC2 without a word.
+            if !reservation_id.starts_with("cr-") {
+                return Err(err("detail.capacity-reservation-id", "not a capacity reservation id (cr-…)"));
+            }
+            Ok(Message::CapacityBlockExpiry {
+                reservation_id,
+                end: detail_field("end-date").and_then(Value::as_str).and_then(parse_rfc3339),
+                time: v.get("time").and_then(Value::as_str).and_then(parse_rfc3339),
+            })
+        }
         (SOURCE_HEALTH, HEALTH_EVENT) => {
             // Health carries every service's notices; only EC2 scheduled changes concern nodes. The
             // rest is not ours to act on, so it is "unknown" (ignored), not malformed.

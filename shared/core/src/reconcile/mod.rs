@@ -452,7 +452,14 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
             .flatten()
             .map(str::to_string)
             .collect();
-        let scope = Scope::Named { claims: &resumed, instances: &named };
+        let reservations: Vec<String> = parsed
+            .iter()
+            .filter_map(|p| match p {
+                Parsed::Event(message) => message.reservation_id().map(str::to_string),
+                _ => None,
+            })
+            .collect();
+        let scope = Scope::Named { claims: &resumed, instances: &named, reservations: &reservations };
         let mut view = match self.read_until(&mut batch.report, scope, deadline).await {
             Ok(v) => v,
             Err(e) => {
@@ -503,7 +510,8 @@ impl<K: Kube, C: Cloud, S: Store, Q: Queue, T: Clock> Reconciler<K, C, S, Q, T> 
     pub async fn resume(&self, claim: &str) -> PortResult<Report> {
         let mut report = Report::default();
         let claims = [claim.to_string()];
-        let mut view = self.read(&mut report, Scope::Named { claims: &claims, instances: &[] }).await?;
+        let mut view =
+            self.read(&mut report, Scope::Named { claims: &claims, instances: &[], reservations: &[] }).await?;
         self.step_claim(claim, true, &mut view, &mut report).await;
         view.measure(&mut report);
         Ok(report)

@@ -10,6 +10,7 @@
 
 use crate::cluster::InstanceQuery;
 use crate::nodeclaim::{NodeClaim, Phase};
+use crate::reservations::running_in;
 
 /// What a read describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,10 +20,11 @@ pub enum Scope<'a> {
     /// The provisioner: the instances of the claims [`registering`] picks, which its pass steps.
     /// (Its launch repair looks instances up by tag itself, after taking the attempt.)
     Provisioning,
-    /// The interruption function: the instances of `claims` (resume messages step them) and the
+    /// The interruption function: the instances of `claims` (resume messages step them), the
     /// `instances` its events name — an owned one is its claim's, an unowned one is still told
-    /// apart from one that is not the cluster's at all.
-    Named { claims: &'a [String], instances: &'a [String] },
+    /// apart from one that is not the cluster's at all — and those of the claims running in the
+    /// `reservations` its events name (a Capacity Block's warning lists no instance).
+    Named { claims: &'a [String], instances: &'a [String], reservations: &'a [String] },
 }
 
 impl Scope<'_> {
@@ -36,8 +38,9 @@ impl Scope<'_> {
                     query.claim(c);
                 }
             }
-            Scope::Named { claims: named, instances } => {
-                for c in claims.iter().filter(|c| named.contains(&c.name)) {
+            Scope::Named { claims: named, instances, reservations } => {
+                let in_named = |c: &NodeClaim| running_in(c).is_some_and(|id| reservations.iter().any(|r| r == id));
+                for c in claims.iter().filter(|c| named.contains(&c.name) || in_named(c)) {
                     query.claim(c);
                 }
                 for id in instances.iter() {
@@ -129,11 +132,29 @@ mod tests {
     fn interruption_asks_for_resumed_claims_and_named_instances() {
         let resumed = ["draining".to_string(), "launching".to_string(), "gone".to_string()];
         let named = ["i-steady-7".to_string(), "i-0123456789abcdef0".to_string()];
-        let query = Scope::Named { claims: &resumed, instances: &named }.query(&claims()).unwrap();
+        let query = Scope::Named { claims: &resumed, instances: &named, reservations: &[] }.query(&claims()).unwrap();
         assert_eq!(ids(&query), ["i-0123456789abcdef0", "i-draining", "i-steady-7"]);
         // A claim with no launch recorded is found by its tag; a claim that no longer exists
         // asks for nothing.
         assert_eq!(query.claims.iter().map(String::as_str).collect::<Vec<_>>(), ["launching"]);
+    }
+
+    #[test]
+    fn interruption_asks_for_the_instances_running_in_a_named_reservation() {
+        let headed_for = |name: &str, id: &str, capacity: CapacityType| {
+            let mut c = launched(name, Phase::Initialized);
+            c.launch.as_mut().unwrap().capacity_type = capacity;
+            c.requirements.add(crate::requirements::Requirement::single(crate::labels::CAPACITY_RESERVATION_ID, id));
+            c
+        };
+        let mut all = claims();
+        all.push(headed_for("in-block", "cr-0b", CapacityType::Reserved));
+        // Planned for the block but launched on-demand: not in it.
+        all.push(headed_for("fell-back", "cr-0b", CapacityType::OnDemand));
+        all.push(headed_for("in-other", "cr-0c", CapacityType::Reserved));
+        let reservations = ["cr-0b".to_string()];
+        let query = Scope::Named { claims: &[], instances: &[], reservations: &reservations }.query(&all).unwrap();
+        assert_eq!(ids(&query), ["i-in-block"]);
     }
 
     #[test]
@@ -143,7 +164,7 @@ mod tests {
         let covered: Vec<&str> = all.iter().filter(|c| query.covers(c)).map(|c| c.name.as_str()).collect();
         assert_eq!(covered, ["joining", "registered"]);
         let named = ["launching".to_string()];
-        let query = Scope::Named { claims: &named, instances: &[] }.query(&all).unwrap();
+        let query = Scope::Named { claims: &named, instances: &[], reservations: &[] }.query(&all).unwrap();
         let launching = all.iter().find(|c| c.name == "launching").unwrap();
         assert!(query.covers(launching));
         // Once its launch is recorded (after the read), the tag lookup no longer speaks for it.

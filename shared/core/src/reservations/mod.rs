@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::Reservation;
+use crate::catalog::{CapacityType, Reservation};
 use crate::cluster::Cluster;
 use crate::labels;
 use crate::nodeclaim::NodeClaim;
@@ -17,6 +17,13 @@ use crate::time::Time;
 /// `karpenter.k8s.aws/capacity-reservation-id` requirement (what the plan gives a reserved claim).
 pub fn claim_reservation(claim: &NodeClaim) -> Option<&str> {
     claim.requirements.get(labels::CAPACITY_RESERVATION_ID).and_then(|r| r.single_value())
+}
+
+/// The reservation a launched claim's instance runs in: its [`claim_reservation`] when it
+/// launched as `reserved` (a claim planned for a reservation that fell back to spot or on-demand
+/// runs in none, and EC2 reclaiming the reservation does not touch it).
+pub fn running_in(claim: &NodeClaim) -> Option<&str> {
+    claim.launch.as_ref().filter(|l| l.capacity_type == CapacityType::Reserved).and_then(|_| claim_reservation(claim))
 }
 
 /// How many more instances each reservation takes at `now`: EC2's count less the live claims

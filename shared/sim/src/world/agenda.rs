@@ -19,6 +19,8 @@ pub enum Happening {
     SpotWarning { instance: String },
     /// EC2 takes the spot instance back.
     SpotReclaim { instance: String },
+    /// EC2 warns that the Capacity Block ends in 40 minutes (once per block, whatever runs in it).
+    BlockExpiring { reservation: String },
     /// The Capacity Block the instance runs in ends: EC2 takes the instance back.
     BlockEnded { instance: String },
     /// A shutting-down instance is now terminated.

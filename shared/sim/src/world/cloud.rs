@@ -15,7 +15,9 @@ use dovetail_core::cluster::{Instance, InstanceQuery, ResolvedClass};
 use dovetail_core::disruption::drift::resolved_image;
 use dovetail_core::hash::nodeclass_hash;
 use dovetail_core::instance_profile::{self, Wanted};
-use dovetail_core::interruption::{REBALANCE_RECOMMENDATION, SOURCE_EC2, SPOT_INTERRUPTION, STATE_CHANGE};
+use dovetail_core::interruption::{
+    CAPACITY_BLOCK_EXPIRY, REBALANCE_RECOMMENDATION, SOURCE_EC2, SPOT_INTERRUPTION, STATE_CHANGE,
+};
 use dovetail_core::labels;
 use dovetail_core::model::{KubeletConfig, NodeClass, NodeOs, Taint, TaintEffect};
 use dovetail_core::nodeclaim::{launched_labels, Launch};
@@ -293,7 +295,11 @@ impl State {
     pub(super) fn rebalance_recommendation(&mut self, id: &str) {
         if self.cloud.instances.get(id).is_some_and(SimInstance::is_live) {
             self.stats.rebalance_recommendations += 1;
-            let body = self.eventbridge(REBALANCE_RECOMMENDATION, id, serde_json::json!({"instance-id": id}));
+            let body = self.eventbridge(
+                REBALANCE_RECOMMENDATION,
+                &format!("instance/{id}"),
+                serde_json::json!({"instance-id": id}),
+            );
             self.send_interruption(body, Duration::ZERO);
         }
     }
@@ -306,7 +312,7 @@ impl State {
         }
         self.stats.spot_warnings += 1;
         let detail = serde_json::json!({"instance-id": id, "instance-action": "terminate"});
-        let body = self.eventbridge(SPOT_INTERRUPTION, id, detail);
+        let body = self.eventbridge(SPOT_INTERRUPTION, &format!("instance/{id}"), detail);
         self.send_interruption(body, Duration::ZERO);
         self.schedule(SPOT_NOTICE, Happening::SpotReclaim { instance: id.to_string() });
     }
@@ -321,7 +327,16 @@ impl State {
         }
         self.stats.spot_reclaimed += 1;
         let detail = serde_json::json!({"instance-id": id, "state": "shutting-down"});
-        let body = self.eventbridge(STATE_CHANGE, id, detail);
+        let body = self.eventbridge(STATE_CHANGE, &format!("instance/{id}"), detail);
+        self.send_interruption(body, Duration::ZERO);
+    }
+
+    /// Capacity Block `id` ends in 40 minutes: EC2 says so on EventBridge (its instances are
+    /// terminated from 10 minutes later; here at the end itself, see `block_ended`).
+    pub(super) fn block_expiring(&mut self, id: &str) {
+        let Some(end) = self.reservation_end(id) else { return };
+        let detail = serde_json::json!({"capacity-reservation-id": id, "end-date": end.to_string()});
+        let body = self.eventbridge(CAPACITY_BLOCK_EXPIRY[1], &format!("capacity-reservation/{id}"), detail);
         self.send_interruption(body, Duration::ZERO);
     }
 
@@ -333,7 +348,7 @@ impl State {
         }
         self.terminate_instance(id);
         let detail = serde_json::json!({"instance-id": id, "state": "shutting-down"});
-        let body = self.eventbridge(STATE_CHANGE, id, detail);
+        let body = self.eventbridge(STATE_CHANGE, &format!("instance/{id}"), detail);
         self.send_interruption(body, Duration::ZERO);
     }
 
@@ -356,8 +371,9 @@ impl State {
         }
     }
 
-    /// An EventBridge envelope as EC2 sends it to the interruption queue.
-    fn eventbridge(&mut self, detail_type: &str, id: &str, detail: serde_json::Value) -> String {
+    /// An EventBridge envelope as EC2 sends it to the interruption queue, about `resource`
+    /// (`instance/i-…`, `capacity-reservation/cr-…`).
+    fn eventbridge(&mut self, detail_type: &str, resource: &str, detail: serde_json::Value) -> String {
         self.stats.eventbridge_sent += 1;
         let n = self.stats.eventbridge_sent;
         serde_json::json!({
@@ -368,7 +384,7 @@ impl State {
             "account": self.config.account,
             "time": self.now.to_string(),
             "region": self.config.region,
-            "resources": [format!("arn:aws:ec2:{}:{}:instance/{id}", self.config.region, self.config.account)],
+            "resources": [format!("arn:aws:ec2:{}:{}:{resource}", self.config.region, self.config.account)],
             "detail": detail,
         })
         .to_string()

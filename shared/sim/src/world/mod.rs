@@ -37,7 +37,7 @@ use rand::SeedableRng;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use dovetail_core::catalog::{Catalog, Zone};
+use dovetail_core::catalog::{Catalog, ReservationKind, Zone, BLOCK_EXPIRY_LEAD};
 use dovetail_core::time::Time;
 
 use agenda::Agenda;
@@ -141,7 +141,7 @@ impl World {
     }
 
     pub fn with_catalog(config: WorldConfig, catalog: Arc<Catalog>) -> World {
-        let state = State {
+        let mut state = State {
             now: config.start,
             rng: SmallRng::seed_from_u64(config.seed),
             catalog,
@@ -153,6 +153,19 @@ impl World {
             agenda: Agenda::default(),
             config,
         };
+        // EC2's expiration warning for each Capacity Block that ends after the run starts, 40
+        // minutes ahead (one that comes before the start was sent before the world began).
+        let warnings: Vec<(Time, String)> = state
+            .config
+            .reservations
+            .iter()
+            .filter(|r| r.kind == ReservationKind::CapacityBlock)
+            .filter_map(|r| Some((r.end?.minus(BLOCK_EXPIRY_LEAD), r.id.clone())))
+            .filter(|(at, _)| *at >= state.now)
+            .collect();
+        for (at, reservation) in warnings {
+            state.schedule_at(at, Happening::BlockExpiring { reservation });
+        }
         World { inner: Arc::new(Mutex::new(state)) }
     }
 
@@ -224,6 +237,7 @@ impl State {
             Happening::RebalanceRecommendation { instance } => self.rebalance_recommendation(&instance),
             Happening::SpotWarning { instance } => self.spot_warning(&instance),
             Happening::SpotReclaim { instance } => self.spot_reclaim(&instance),
+            Happening::BlockExpiring { reservation } => self.block_expiring(&reservation),
             Happening::BlockEnded { instance } => self.block_ended(&instance),
             Happening::InstanceGone { instance } => self.instance_gone(&instance),
             Happening::NodeLost { node } => self.node_lost(&node),

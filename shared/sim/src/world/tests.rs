@@ -423,6 +423,17 @@ fn a_capacity_block_is_listed_only_in_its_window_and_takes_its_instances_back_at
     assert_eq!(block.hours_within(start, now.plus(Duration::from_secs(24 * 3600))), 2.0);
     assert_eq!(block.hours_within(start, now.plus(Duration::from_secs(1800))), 0.5, "clipped to the run");
     let launch = launched(block_on(w.ports().cloud.launch(&reserved_request(&w, "c1", "cr-0c3"))).unwrap());
+    // EC2's expiration warning, 40 minutes before the end, names the block.
+    let warned = |w: &World| {
+        let mut s = w.lock();
+        let now = s.now;
+        let bodies: Vec<String> = s.queues.interruptions.receive(now, 10).iter().map(|m| m.body.clone()).collect();
+        bodies.iter().any(|b| b.contains("Capacity Block Reservation Expiration Warning") && b.contains("cr-0c3"))
+    };
+    w.advance(block.end.unwrap().minus(Duration::from_secs(40 * 60 + 1)));
+    assert!(!warned(&w), "no warning before the block's last 40 minutes");
+    w.advance(block.end.unwrap().minus(Duration::from_secs(40 * 60)));
+    assert!(warned(&w), "the expiration warning went to the interruption queue");
     w.advance(block.end.unwrap().minus(Duration::from_secs(1)));
     assert!(w.lock().cloud.instances[&launch.instance_id].ended_at.is_none(), "running to the block's end");
     w.advance(w.now().plus(Duration::from_secs(1)));
