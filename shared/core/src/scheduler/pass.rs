@@ -10,6 +10,7 @@ use super::bins::Bin;
 use super::cache::{class_kubelet, Prepared};
 use super::classes::{self, Class};
 use super::pools::{self, ClusterSpend, FitResult, PreparedPool};
+use super::reservations;
 use super::targets::TargetCandidates;
 use super::topology::Topology;
 use super::{bound, Strategy};
@@ -59,6 +60,12 @@ pub(crate) struct Scheduler<'a> {
     pub(super) spend: ClusterSpend,
     /// Pools a cost limit turned pods away from, with why (see [`super::Plan::cost_limited`]).
     pub(super) cost_limited: std::collections::BTreeMap<String, String>,
+    /// The instances each capacity reservation still takes, by id, less the claims this pass
+    /// opened in it (`reservations.rs`).
+    pub(super) reservations_left: FxHashMap<&'a str, u32>,
+    /// The claims (indices into `bins`) this pass opened in a reservation, with its id: each
+    /// holds one of its instances, which the plan launches it into.
+    pub(super) in_reservation: FxHashMap<usize, &'a str>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -140,6 +147,8 @@ impl<'a> Scheduler<'a> {
             cache,
             spend: ClusterSpend::new(snap.cost_limit),
             cost_limited: Default::default(),
+            reservations_left: reservations::instances_left(snap),
+            in_reservation: FxHashMap::default(),
         };
         s.fill_universes();
         s.add_existing();

@@ -43,8 +43,10 @@ impl<'a> Scheduler<'a> {
             let fit = self.fit_cached(c, l, p)?.as_ref().ok()?;
             // First the types cheapest per unit of some mix of resources (what the lower bound
             // says an optimal plan would use), then the best buys by size (for pods too coarse for
-            // those: see `best_buys`).
-            let frontier = bound::frontier(self, p, fit).types.clone();
+            // those: see `best_buys`). Both at the prices of what is bought: a reservation with
+            // instances left takes its claims before a target is chosen (`open_claim`), and
+            // beyond its count it sells nothing.
+            let frontier = bound::bought_frontier(self, p, fit).types.clone();
             let buys = fit.buys.get_or_init(|| best_buys(self, p, fit));
             let extra: Vec<u32> = buys.iter().copied().filter(|t| !frontier.contains(t)).collect();
             let types = (frontier, extra);
@@ -119,7 +121,7 @@ impl<'a> Scheduler<'a> {
                 if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
                     continue;
                 }
-                let Some(offer) = t.best_offering_all(&allowed, &pins) else { continue };
+                let Some(offer) = t.best_bought_offering(&allowed, &pins) else { continue };
                 if pool.within_limits(&t.capacity, &self.spend).is_err() {
                     continue;
                 }
@@ -176,18 +178,18 @@ impl<'a> Scheduler<'a> {
     }
 }
 
-/// The types worth trying as a new claim's target. A type that another beats on price and room
-/// at once is never one (more room for less money always fills at least as well) — but unit
+/// The types worth trying as a new claim's target. A type that another beats on price (bought)
+/// and room at once is never one (more room for less money always fills at least as well) — but unit
 /// prices alone would be wrong: a type can be cheapest per vCPU and still hold one pod. To keep
 /// the choice fast, the survivors are bucketed by size (powers of two of vCPUs) and each bucket
 /// keeps its cheapest type and its cheapest per vCPU, per GiB and per pod slot.
 fn best_buys(s: &Scheduler<'_>, p: usize, fit: &PoolFit) -> Vec<u32> {
     let pool = &s.pools[p];
-    let allowed = OfferingFilter::new(&fit.reqs);
+    let allowed = [OfferingFilter::new(&fit.reqs)];
     let mut all: Vec<(f64, u32)> = fit
         .types
         .iter()
-        .filter_map(|&ti| pool.types[ti as usize].best_offering(&allowed).map(|o| (o.price, ti)))
+        .filter_map(|&ti| pool.types[ti as usize].best_bought_offering(&allowed, &[]).map(|o| (o.price, ti)))
         .collect();
     all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut kept: Vec<(f64, u32)> = Vec::new();

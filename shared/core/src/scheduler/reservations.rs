@@ -1,0 +1,51 @@
+//! Reserved capacity in a pass: how many instances each capacity reservation still takes, and
+//! which reserved offering a claim goes into.
+//!
+//! A reserved instance is paid for whether it runs or not, so a pod one holds opens its claim in
+//! the reservation before anything is bought, and the claim is filled up to the reservation's
+//! type (`claims.rs`); the plan launches it there (`finalize.rs`). Both count instances from what
+//! is left here, so a reservation never takes more claims than it has instances — whichever
+//! pools and classes share it (Karpenter's scheduler keeps one count per reservation too).
+
+use rustc_hash::FxHashMap;
+
+use super::pools::{PoolOffering, PoolType};
+use super::Scheduler;
+use crate::snapshot::Snapshot;
+
+/// Why a claim that may launch nothing but reserved capacity cannot be opened: the reservations
+/// it could use are taken.
+pub(super) const NO_INSTANCE_LEFT: &str = "the capacity reservations its requirements allow have no instance left";
+
+/// The instances each reservation the classes select still takes, by id (a reservation several
+/// classes select has one count: see [`crate::reservations::open`]).
+pub(super) fn instances_left(snap: &Snapshot) -> FxHashMap<&str, u32> {
+    snap.reservations.values().flatten().map(|r| (r.id.as_str(), r.available)).collect()
+}
+
+/// The reserved offering a claim of pool `pool` goes into: among the types `usable` takes, the
+/// offerings `offered` allows, by Karpenter's preference (ODCRs, then Capacity Blocks, then
+/// interruptible ODCRs), then price, then type name; with the type's index in the pool.
+pub(super) fn best_reserved<'s>(
+    s: &'s Scheduler<'_>,
+    pool: usize,
+    usable: impl Fn(usize, &PoolType) -> bool,
+    offered: impl Fn(&PoolOffering) -> bool,
+) -> Option<(usize, &'s PoolOffering)> {
+    let types = &s.pools[pool].types;
+    let mut best: Option<((u8, f64, &str), usize, &PoolOffering)> = None;
+    // Types with a reservation are few: those first, before the costlier checks.
+    for (i, t) in types.iter().enumerate().filter(|(_, t)| t.has_reserved()) {
+        if !usable(i, t) {
+            continue;
+        }
+        for o in t.offerings.iter().filter(|o| offered(o)) {
+            let Some(r) = &o.reservation else { continue };
+            let key = (r.preference(), o.price, s.catalog.types[t.catalog].name.as_str());
+            if best.as_ref().is_none_or(|(k, _, _)| key < *k) {
+                best = Some((key, i, o));
+            }
+        }
+    }
+    best.map(|(_, i, o)| (i, o))
+}
