@@ -458,3 +458,26 @@ fn a_reservation_of_a_type_too_small_for_the_pods_is_not_used() {
     assert_eq!(bought.iter().map(|c| c.pods.len()).sum::<usize>(), 1, "{p:#?}");
     assert!(bought.iter().all(|c| c.capacity_type == CapacityType::Spot), "{p:#?}");
 }
+
+#[test]
+fn a_claim_bought_for_larger_pods_leaves_the_reservation_its_pods() {
+    // A six-vCPU pod no m5.large holds comes first in the pass, and its claim has room for the
+    // one-vCPU pods; two m5.large reserved hold two of those for nothing. They go there, and
+    // what is bought is what the other three pods would cost with no reservation at all.
+    let mut c = cluster(vec![odcr("cr-0a", 2)], 0);
+    c.pending = pods("train", 1, 6000, 4);
+    c.pending.extend(pods("web", 4, 1000, 2));
+    let p = planned(&plan(&c, catalog::embedded()));
+    assert_eq!(reserved_in(&p, "cr-0a"), 2, "{p:#?}");
+    let (reserved, bought): (Vec<&PlannedClaim>, Vec<&PlannedClaim>) =
+        p.iter().partition(|c| c.capacity_type == CapacityType::Reserved);
+    assert!(reserved.iter().all(|c| c.pods.len() == 1 && c.pods[0].starts_with("shop/web-")), "{reserved:#?}");
+    assert_eq!(bought.iter().map(|c| c.pods.len()).sum::<usize>(), 3, "{p:#?}");
+
+    let mut without = cluster(vec![], 0);
+    without.pending = pods("train", 1, 6000, 4);
+    without.pending.extend(pods("web", 2, 1000, 2));
+    let alone = planned(&plan(&without, catalog::embedded()));
+    let alone: Vec<&PlannedClaim> = alone.iter().collect();
+    assert!((cost(&bought) - cost(&alone)).abs() < 1e-9, "{bought:#?} costs more than {alone:#?}");
+}

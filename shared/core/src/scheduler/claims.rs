@@ -14,8 +14,15 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 impl<'a> Scheduler<'a> {
-    /// Opens a new claim for a pod in the first pool (by weight) that can run it.
-    pub(super) fn open_claim(&mut self, c: usize, l: usize, choices: &[Vec<u16>]) -> Result<(usize, Vec<u16>), String> {
+    /// Opens a new claim for a pod in the first pool (by weight) that can run it; when
+    /// `reserved_only`, only a claim in a reservation of that pool (see `reservations.rs`).
+    pub(super) fn open_claim(
+        &mut self,
+        c: usize,
+        l: usize,
+        choices: &[Vec<u16>],
+        reserved_only: bool,
+    ) -> Result<(usize, Vec<u16>), String> {
         let mut reasons: Vec<String> = Vec::new();
         if self.pools.is_empty() {
             return Err("no NodePool exists".to_string());
@@ -46,6 +53,9 @@ impl<'a> Scheduler<'a> {
                 if let Some(opened) = self.open_in_reservation(c, l, p, &fit, choices) {
                     return Ok(opened);
                 }
+            }
+            if reserved_only {
+                return Err(format!("NodePool {name:?}: no capacity reservation with an instance left holds the pod"));
             }
             let mut last = String::new();
             for choice in choices {

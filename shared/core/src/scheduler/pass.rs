@@ -193,25 +193,32 @@ impl<'a> Scheduler<'a> {
     }
 
     pub(super) fn run(&mut self) {
+        if self.strategy == Strategy::LowestCost {
+            // Capacity already paid for before anything is bought (`reservations.rs`).
+            self.run_reserved();
+        }
         for c in 0..self.classes.len() {
             while self.next[c] < self.classes[c].pods.len() {
                 let pod = self.classes[c].pods[self.next[c]];
                 self.next[c] += 1;
                 match self.place(c, pod) {
-                    Ok(Some((b, l))) if self.strategy == Strategy::LowestCost => {
-                        // A pod placed with preferences relaxed says nothing about its siblings:
-                        // they try their preferences again on their own.
-                        // (Unconstrained siblings are left to `fill`, which mixes shapes.)
-                        if l == 0 && !self.generic[c] {
-                            self.fill_class(b, c, l);
-                        }
-                        self.fill(b);
-                    }
+                    Ok(Some((b, l))) if self.strategy == Strategy::LowestCost => self.fill_opened(b, c, l),
                     Ok(_) => {}
                     Err(reason) => self.unschedulable.push((pod, reason)),
                 }
             }
         }
+    }
+
+    /// Fills claim `b`, just opened for a pod of class `c` at rung `l`, with the pods waiting.
+    pub(super) fn fill_opened(&mut self, b: usize, c: usize, l: usize) {
+        // A pod placed with preferences relaxed says nothing about its siblings: they try their
+        // preferences again on their own. (Unconstrained siblings are left to `fill`, which
+        // mixes shapes.)
+        if l == 0 && !self.generic[c] {
+            self.fill_class(b, c, l);
+        }
+        self.fill(b);
     }
 
     /// Places one pod, relaxing preferences rung by rung; `Some((bin, rung))` when it opened a new
@@ -233,7 +240,7 @@ impl<'a> Scheduler<'a> {
                     return Ok(None);
                 }
             }
-            match self.open_claim(c, l, &choices) {
+            match self.open_claim(c, l, &choices, false) {
                 Ok((b, choice)) => {
                     self.commit(b, c, l, &choice, pod);
                     return Ok(Some((b, l)));

@@ -3,7 +3,9 @@
 //!
 //! A reserved instance is paid for whether it runs or not, so a pod one holds opens its claim in
 //! the reservation before anything is bought, and the claim is filled up to the reservation's
-//! type (`claims.rs`); the plan launches it there (`finalize.rs`). Both count instances from what
+//! type (`claims.rs`); before the pass proper, too, so that claims bought for larger pods are not
+//! filled with the pods a reservation holds ([`Scheduler::run_reserved`]). The plan launches
+//! such a claim into its reservation (`finalize.rs`). Both count instances from what
 //! is left here, so a reservation never takes more claims than it has instances — whichever
 //! pools and classes share it (Karpenter's scheduler keeps one count per reservation too).
 
@@ -48,4 +50,39 @@ pub(super) fn best_reserved<'s>(
         }
     }
     best.map(|(_, i, o)| (i, o))
+}
+
+impl Scheduler<'_> {
+    /// The pass's first round: pods, class by class in the pass's order and at their first rung,
+    /// onto capacity already paid for. A pod that no existing capacity takes goes on a claim
+    /// opened in a reservation of the first pool that runs it, filled as the pass fills a claim,
+    /// while one has an instance left (or on such a claim with room). The class's other pods wait
+    /// for the pass proper, and so does a pod existing capacity takes (larger pods get their turn
+    /// at that first, as in the pass). Without this round, a claim bought early in the pass for
+    /// pods no reservation holds is filled with smaller pods a reservation would hold for nothing.
+    pub(super) fn run_reserved(&mut self) {
+        if self.reservations_left.values().all(|&n| n == 0) {
+            return;
+        }
+        for c in 0..self.classes.len() {
+            while self.next[c] < self.classes[c].pods.len() {
+                let Ok(choices) = self.domain_choices(c, 0) else { break };
+                let found = choices.iter().find_map(|ch| self.find_bin(c, 0, ch).map(|b| (b, ch.clone())));
+                let (b, choice, opened) = match found {
+                    Some((b, choice)) if self.in_reservation.contains_key(&b) => (b, choice, false),
+                    Some(_) => break,
+                    None => match self.open_claim(c, 0, &choices, true) {
+                        Ok((b, choice)) => (b, choice, true),
+                        Err(_) => break,
+                    },
+                };
+                let pod = self.classes[c].pods[self.next[c]];
+                self.next[c] += 1;
+                self.commit(b, c, 0, &choice, pod);
+                if opened {
+                    self.fill_opened(b, c, 0);
+                }
+            }
+        }
+    }
 }
