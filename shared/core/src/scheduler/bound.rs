@@ -137,8 +137,10 @@ pub(crate) fn frontier<'f>(s: &Scheduler<'_>, p: usize, fit: &'f PoolFit) -> &'f
 /// [`frontier`] when no type of the fit has a reserved offering.
 pub(crate) fn bought_frontier<'f>(s: &Scheduler<'_>, p: usize, fit: &'f PoolFit) -> &'f Frontier {
     let bought = fit.bought.get_or_init(|| {
+        // No reservation at all (nearly always): no type to look at.
         let types = &s.pools[p].types;
-        fit.types.iter().any(|&t| types[t as usize].has_reserved()).then(|| compute_frontier(s, p, fit, true))
+        let reserved = !s.reservations_left.is_empty() && fit.types.iter().any(|&t| types[t as usize].has_reserved());
+        reserved.then(|| compute_frontier(s, p, fit, true))
     });
     bought.as_ref().unwrap_or_else(|| frontier(s, p, fit))
 }
