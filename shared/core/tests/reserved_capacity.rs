@@ -481,3 +481,26 @@ fn a_claim_bought_for_larger_pods_leaves_the_reservation_its_pods() {
     let alone: Vec<&PlannedClaim> = alone.iter().collect();
     assert!((cost(&bought) - cost(&alone)).abs() < 1e-9, "{bought:#?} costs more than {alone:#?}");
 }
+
+#[test]
+fn a_group_that_must_share_a_node_goes_into_a_reservation_only_when_it_fits_there_whole() {
+    // Three one-vCPU pods with hostname affinity to each other: one m5.large holds one of them,
+    // so a claim opened for the first in a reservation would strand the other two. They go on
+    // one bought node together, and the reservation is left for pods it holds.
+    use dovetail_core::model::{LabelSelector, NamespaceScope, PodAffinityTerm};
+    let mut c = cluster(vec![odcr("cr-0a", 3)], 0);
+    c.pending = pods("aff", 3, 1000, 1);
+    for p in &mut c.pending {
+        p.labels.insert("app".into(), "aff".into());
+        p.pod_affinity.push(PodAffinityTerm {
+            selector: LabelSelector::from_labels(&[("app", "aff")]),
+            namespaces: NamespaceScope::List(vec![]),
+            topology_key: labels::HOSTNAME.into(),
+        });
+    }
+    let ds = plan(&c, catalog::embedded());
+    let p = planned(&ds);
+    assert_eq!(p.len(), 1, "{ds:#?}");
+    assert_eq!(p[0].pods.len(), 3, "{p:#?}");
+    assert_eq!(reserved_in(&p, "cr-0a"), 0, "{p:#?}");
+}

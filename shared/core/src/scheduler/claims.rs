@@ -143,6 +143,9 @@ impl<'a> Scheduler<'a> {
             return None;
         }
         let allowed = OfferingFilter::new(&fit.reqs);
+        // The pod and the group it takes along, if any (see `together`).
+        let pod = &self.classes[c].rep(self.snap).requests;
+        let group = (0..self.together(c, l)).fold(pod.clone(), |acc, _| acc.plus(pod));
         for choice in choices {
             let pins = self.pins(c, l, choice);
             if pins.iter().any(|(k, v)| fit.reqs.get(k).is_some_and(|r| !r.has(v))) {
@@ -152,6 +155,7 @@ impl<'a> Scheduler<'a> {
             let usable = |i: usize, t: &PoolType| {
                 let treqs = t.requirements(self.catalog);
                 fit.has_type(i)
+                    && group.fits(&t.free)
                     && !pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v)))
                     && pool.within_limits(&t.capacity, &self.spend).is_ok()
                     && (!pool.has_min_values || min_values_met(self, p, [t]))
@@ -173,9 +177,7 @@ impl<'a> Scheduler<'a> {
             reqs.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, &r.id));
             reqs.add(Requirement::single(labels::ZONE, &r.zone));
             let (&id, _) = self.reservations_left.get_key_value(r.id.as_str()).expect("counted above");
-            if let Some(n) = self.reservations_left.get_mut(id) {
-                *n -= 1;
-            }
+            self.reservations_left.entry(id).and_modify(|n| *n -= 1);
             let b = self.push_claim(p, target, reqs);
             self.in_reservation.insert(b, id);
             return Some((b, choice.clone()));

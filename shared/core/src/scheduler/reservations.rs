@@ -66,23 +66,29 @@ impl Scheduler<'_> {
         }
         for c in 0..self.classes.len() {
             while self.next[c] < self.classes[c].pods.len() {
-                let Ok(choices) = self.domain_choices(c, 0) else { break };
-                let found = choices.iter().find_map(|ch| self.find_bin(c, 0, ch).map(|b| (b, ch.clone())));
-                let (b, choice, opened) = match found {
-                    Some((b, choice)) if self.in_reservation.contains_key(&b) => (b, choice, false),
-                    Some(_) => break,
-                    None => match self.open_claim(c, 0, &choices, true) {
-                        Ok((b, choice)) => (b, choice, true),
-                        Err(_) => break,
-                    },
-                };
                 let pod = self.classes[c].pods[self.next[c]];
+                // As in the pass: a pod is no longer waiting while its claim is chosen.
                 self.next[c] += 1;
+                let Some((b, choice, opened)) = self.place_reserved(c) else {
+                    self.next[c] -= 1;
+                    break;
+                };
                 self.commit(b, c, 0, &choice, pod);
                 if opened {
                     self.fill_opened(b, c, 0);
                 }
             }
+        }
+    }
+
+    /// Where [`Scheduler::run_reserved`] puts the next pod of class `c`: a claim in a reservation
+    /// (whether it opened it) and the domain choice, or `None` when it leaves the pod to the pass.
+    fn place_reserved(&mut self, c: usize) -> Option<(usize, Vec<u16>, bool)> {
+        let choices = self.domain_choices(c, 0).ok()?;
+        let found = choices.iter().find_map(|ch| self.find_bin(c, 0, ch).map(|b| (b, ch.clone())));
+        match found {
+            Some((b, choice)) => self.in_reservation.contains_key(&b).then_some((b, choice, false)),
+            None => self.open_claim(c, 0, &choices, true).ok().map(|(b, choice)| (b, choice, true)),
         }
     }
 }

@@ -34,6 +34,22 @@ impl<'a> Scheduler<'a> {
             .max_by_key(|&ti| (pool.types[ti].free.cpu, pool.types[ti].free.memory))
     }
 
+    /// How many more pods of class `c` (rung `l`) a claim opened for one of them must hold: the
+    /// first pod of a group with hostname affinity to itself takes the whole group along (the
+    /// pods still waiting), else none.
+    pub(super) fn together(&self, c: usize, l: usize) -> i64 {
+        let level = &self.classes[c].levels[l];
+        let own_group = level.affinity.iter().any(|&(g, own)| {
+            let g = &self.topo.groups[g as usize];
+            g.hostname && own && g.total == 0
+        });
+        if own_group {
+            (self.classes[c].pods.len() - self.next[c]) as i64
+        } else {
+            0
+        }
+    }
+
     /// Picks the type a new claim is filled up to: the one that buys the most value per dollar
     /// when filled with this pod and the compatible pods still waiting (each worth its share of the
     /// lower bound), the way `fill` will fill it.
@@ -87,15 +103,7 @@ impl<'a> Scheduler<'a> {
             s.2 = (s.2 * s.1 as f64 + value * left as f64) / (s.1 + left) as f64;
             s.1 += left;
         }
-        let level = &self.classes[c].levels[l];
-        let together = if level.affinity.iter().any(|&(g, own)| {
-            let g = &self.topo.groups[g as usize];
-            g.hostname && own && g.total == 0
-        }) {
-            (self.classes[c].pods.len() - self.next[c]) as i64
-        } else {
-            0
-        };
+        let together = self.together(c, l);
         let mut scored: Vec<(f64, f64, usize, bool)> = Vec::new();
         let (frontier, extra) = &self.targets[&key];
         // Both lists are worked out without pins or limits: when those rule out all of them, the
