@@ -44,6 +44,27 @@ fn odcr(id: &str, available: u32) -> Reservation {
     }
 }
 
+/// An ODCR of another type than m5.large.
+fn odcr_of(id: &str, instance_type: &str, available: u32) -> Reservation {
+    Reservation { instance_type: instance_type.into(), ..odcr(id, available) }
+}
+
+/// `n` pods requesting `cpu` millicores and `gib` GiB each.
+fn pods(prefix: &str, n: usize, cpu: i64, gib: i64) -> Vec<Pod> {
+    (0..n)
+        .map(|i| {
+            let mut p = Pod::new("shop", &format!("{prefix}-{i}"), Resources::new(cpu, gib << 30));
+            p.owner = dovetail_core::model::OwnerKind::ReplicaSet;
+            p
+        })
+        .collect()
+}
+
+/// What the claims cost an hour.
+fn cost(claims: &[&PlannedClaim]) -> f64 {
+    claims.iter().map(|c| c.price_per_hour).sum()
+}
+
 fn block(id: &str, available: u32, end: dovetail_core::time::Time) -> Reservation {
     Reservation { kind: ReservationKind::CapacityBlock, end: Some(end), ..odcr(id, available) }
 }
@@ -364,4 +385,127 @@ fn nodes_of_an_expiring_capacity_block_are_taken_away_before_ec2_reclaims_them()
         swept.iter().any(|d| matches!(&d.action, Some(Action::WriteClaim(w))
         if w.name == "a" && w.disruption.as_ref().is_some_and(|d| d.reason == Reason::CapacityReservationInterrupted)))
     );
+}
+
+#[test]
+fn a_reservation_of_a_type_not_cheapest_per_pod_takes_the_first_claims_up_to_its_count() {
+    // An m5.2xlarge holds seven of these pods. Spot holds them for less, so without the
+    // reservation no m5.2xlarge is bought; with two reserved, paid for either way, the first two
+    // claims go there, each filled to its type, and the six pods left are bought as they would
+    // be with no reservation at all.
+    let mut c = cluster(vec![odcr_of("cr-0a", "m5.2xlarge", 2)], 0);
+    c.pending = pods("web", 20, 1000, 2);
+    let p = planned(&plan(&c, catalog::embedded()));
+    let (reserved, bought): (Vec<&PlannedClaim>, Vec<&PlannedClaim>) =
+        p.iter().partition(|c| c.capacity_type == CapacityType::Reserved);
+    assert_eq!(reserved_in(&p, "cr-0a"), 2, "{p:#?}");
+    assert!(reserved.iter().all(|c| c.instance_type == "m5.2xlarge" && c.pods.len() == 7), "{reserved:#?}");
+    assert!(bought.iter().all(|c| c.capacity_type == CapacityType::Spot), "{bought:#?}");
+    assert_eq!(bought.iter().map(|c| c.pods.len()).sum::<usize>(), 6, "{p:#?}");
+
+    let mut without = cluster(vec![], 0);
+    without.pending = pods("web", 6, 1000, 2);
+    let alone = planned(&plan(&without, catalog::embedded()));
+    assert!(alone.iter().all(|c| c.instance_type != "m5.2xlarge"), "not the type bought for these pods: {alone:#?}");
+    let alone: Vec<&PlannedClaim> = alone.iter().collect();
+    assert!((cost(&bought) - cost(&alone)).abs() < 1e-9, "{bought:#?} costs more than {alone:#?}");
+}
+
+#[test]
+fn pools_sharing_a_reservation_never_take_more_than_it_has() {
+    // Two pools of two classes select one reservation of two m5.2xlarge (seven pods each), and
+    // each pool has ten pods that only it runs: two claims go into the reservation, whichever
+    // pool opens them, never a third; the rest is bought.
+    let mut c = cluster(vec![odcr_of("cr-0a", "m5.2xlarge", 2)], 0);
+    let mut b = c.nodepools[0].clone();
+    b.name = "b".into();
+    b.node_class = "b".into();
+    c.nodepools[0].name = "a".into();
+    c.nodepools.push(b);
+    c.nodeclasses.push(NodeClass { name: "b".into(), ..Default::default() });
+    let mut class_b = c.resolved[0].clone();
+    class_b.name = "b".into();
+    c.resolved.push(class_b);
+    for pool in ["a", "b"] {
+        let mut ps = pods(pool, 10, 1000, 2);
+        for p in &mut ps {
+            p.node_affinity = vec![[Requirement::single(labels::KARPENTER_NODEPOOL, pool)].into_iter().collect()];
+        }
+        c.pending.extend(ps);
+    }
+    let p = planned(&plan(&c, catalog::embedded()));
+    assert_eq!(reserved_in(&p, "cr-0a"), 2, "{p:#?}");
+    assert_eq!(p.iter().map(|c| c.pods.len()).sum::<usize>(), 20, "{p:#?}");
+    // The first pool's ten pods: seven fill the first instance, three open the second (the other
+    // pool's pods may not run on its claims).
+    let reserved: usize = p.iter().filter(|c| c.capacity_type == CapacityType::Reserved).map(|c| c.pods.len()).sum();
+    assert_eq!(reserved, 10, "{p:#?}");
+    assert!(p.iter().all(|c| c.capacity_type != CapacityType::OnDemand), "{p:#?}");
+}
+
+#[test]
+fn a_reservation_of_a_type_too_small_for_the_pods_is_not_used() {
+    // Three-vCPU pods: an m5.large (two vCPUs) holds none, though its ODCR comes first by
+    // Karpenter's order; the Capacity Block of one m5.2xlarge holds two of them and takes the
+    // first claim, filled to its type; the third pod is bought.
+    let day = T0.plus(Duration::from_secs(86_400));
+    let mut c = cluster(
+        vec![odcr("cr-0a", 4), Reservation { instance_type: "m5.2xlarge".into(), ..block("cr-0b", 1, day) }],
+        0,
+    );
+    c.pending = pods("train", 3, 3000, 4);
+    let p = planned(&plan(&c, catalog::embedded()));
+    assert_eq!(reserved_in(&p, "cr-0a"), 0, "{p:#?}");
+    assert_eq!(reserved_in(&p, "cr-0b"), 1, "{p:#?}");
+    let block_claim = p.iter().find(|c| c.capacity_type == CapacityType::Reserved).unwrap();
+    assert_eq!((block_claim.instance_type.as_str(), block_claim.pods.len()), ("m5.2xlarge", 2), "{p:#?}");
+    let bought: Vec<&PlannedClaim> = p.iter().filter(|c| c.capacity_type != CapacityType::Reserved).collect();
+    assert_eq!(bought.iter().map(|c| c.pods.len()).sum::<usize>(), 1, "{p:#?}");
+    assert!(bought.iter().all(|c| c.capacity_type == CapacityType::Spot), "{p:#?}");
+}
+
+#[test]
+fn a_claim_bought_for_larger_pods_leaves_the_reservation_its_pods() {
+    // A six-vCPU pod no m5.large holds comes first in the pass, and its claim has room for the
+    // one-vCPU pods; two m5.large reserved hold two of those for nothing. They go there, and
+    // what is bought is what the other three pods would cost with no reservation at all.
+    let mut c = cluster(vec![odcr("cr-0a", 2)], 0);
+    c.pending = pods("train", 1, 6000, 4);
+    c.pending.extend(pods("web", 4, 1000, 2));
+    let p = planned(&plan(&c, catalog::embedded()));
+    assert_eq!(reserved_in(&p, "cr-0a"), 2, "{p:#?}");
+    let (reserved, bought): (Vec<&PlannedClaim>, Vec<&PlannedClaim>) =
+        p.iter().partition(|c| c.capacity_type == CapacityType::Reserved);
+    assert!(reserved.iter().all(|c| c.pods.len() == 1 && c.pods[0].starts_with("shop/web-")), "{reserved:#?}");
+    assert_eq!(bought.iter().map(|c| c.pods.len()).sum::<usize>(), 3, "{p:#?}");
+
+    let mut without = cluster(vec![], 0);
+    without.pending = pods("train", 1, 6000, 4);
+    without.pending.extend(pods("web", 2, 1000, 2));
+    let alone = planned(&plan(&without, catalog::embedded()));
+    let alone: Vec<&PlannedClaim> = alone.iter().collect();
+    assert!((cost(&bought) - cost(&alone)).abs() < 1e-9, "{bought:#?} costs more than {alone:#?}");
+}
+
+#[test]
+fn a_group_that_must_share_a_node_goes_into_a_reservation_only_when_it_fits_there_whole() {
+    // Three one-vCPU pods with hostname affinity to each other: one m5.large holds one of them,
+    // so a claim opened for the first in a reservation would strand the other two. They go on
+    // one bought node together, and the reservation is left for pods it holds.
+    use dovetail_core::model::{LabelSelector, NamespaceScope, PodAffinityTerm};
+    let mut c = cluster(vec![odcr("cr-0a", 3)], 0);
+    c.pending = pods("aff", 3, 1000, 1);
+    for p in &mut c.pending {
+        p.labels.insert("app".into(), "aff".into());
+        p.pod_affinity.push(PodAffinityTerm {
+            selector: LabelSelector::from_labels(&[("app", "aff")]),
+            namespaces: NamespaceScope::List(vec![]),
+            topology_key: labels::HOSTNAME.into(),
+        });
+    }
+    let ds = plan(&c, catalog::embedded());
+    let p = planned(&ds);
+    assert_eq!(p.len(), 1, "{ds:#?}");
+    assert_eq!(p[0].pods.len(), 3, "{p:#?}");
+    assert_eq!(reserved_in(&p, "cr-0a"), 0, "{p:#?}");
 }

@@ -37,7 +37,9 @@ pub(crate) fn lower_bound(s: &Scheduler<'_>, plan: &Plan) -> f64 {
             last_pool[c] = last;
         }
     }
-    let d = dual_within(s, &counts, &last_pool);
+    // At the prices claims launch at, reserved ones included: the plan's reserved claims cost
+    // next to nothing, and the bound must stay below the plan.
+    let d = dual_within(s, &counts, &last_pool, false);
     d.total.max(d.single)
 }
 
@@ -50,14 +52,15 @@ pub(crate) struct Dual {
 }
 
 /// Evaluates the dual bound for `counts` (class, number of pods) over every pool fit computed so
-/// far for those classes.
+/// far for those classes, at the prices of what is bought (see [`bought_frontier`]): what a pod
+/// is worth when the pass chooses what to buy for it.
 pub(crate) fn dual(s: &Scheduler<'_>, counts: &[(usize, f64)]) -> Dual {
-    dual_within(s, counts, &vec![usize::MAX; s.classes.len()])
+    dual_within(s, counts, &vec![usize::MAX; s.classes.len()], true)
 }
 
 /// [`dual`], counting for each class `c` only the pools up to `last_pool[c]` (in the order pools
-/// are tried).
-fn dual_within(s: &Scheduler<'_>, counts: &[(usize, f64)], last_pool: &[usize]) -> Dual {
+/// are tried), at bought prices or, when not `bought`, at the prices claims launch at.
+fn dual_within(s: &Scheduler<'_>, counts: &[(usize, f64)], last_pool: &[usize], bought: bool) -> Dual {
     // Per class: the usable types' prices per unit of cpu, memory and pods. Types are pruned to
     // the Pareto frontier of those three unit prices (a dominated type never gives the minimum),
     // and frontiers are shared between classes with the same pool fit.
@@ -73,7 +76,7 @@ fn dual_within(s: &Scheduler<'_>, counts: &[(usize, f64)], last_pool: &[usize]) 
             for p in 0..s.pools.len().min(last_pool[c].saturating_add(1)) {
                 let Some(Ok(fit)) = s.fit_cached(c, l, p) else { continue };
                 let f = *index.entry((p, &fit.reqs, &fit.types)).or_insert_with(|| {
-                    frontiers.push(frontier(s, p, fit));
+                    frontiers.push(if bought { bought_frontier(s, p, fit) } else { frontier(s, p, fit) });
                     frontiers.len() - 1
                 });
                 if !fits.contains(&f) {
@@ -121,21 +124,38 @@ fn dual_within(s: &Scheduler<'_>, counts: &[(usize, f64)], last_pool: &[usize]) 
     Dual { total: best.0, single, values }
 }
 
-/// The fit's unit-price frontier (see [`Frontier`]), worked out the first time it is asked for.
+/// The fit's unit-price frontier (see [`Frontier`]) at the prices claims launch at (a reserved
+/// offering's when it has one), worked out the first time it is asked for.
 pub(crate) fn frontier<'f>(s: &Scheduler<'_>, p: usize, fit: &'f PoolFit) -> &'f Frontier {
-    fit.frontier.get_or_init(|| compute_frontier(s, p, fit))
+    fit.frontier.get_or_init(|| compute_frontier(s, p, fit, false))
 }
 
-fn compute_frontier(s: &Scheduler<'_>, p: usize, fit: &PoolFit) -> Frontier {
+/// The fit's unit-price frontier at the prices of offerings that are bought (spot, on-demand):
+/// what new capacity costs once the reservations are taken. Reserved capacity is nearly free, so
+/// at launch prices a reserved type is all the frontier there is; the pass opens claims in
+/// reservations on its own (`claims.rs`) and chooses what to buy at these prices. The same as
+/// [`frontier`] when no type of the fit has a reserved offering.
+pub(crate) fn bought_frontier<'f>(s: &Scheduler<'_>, p: usize, fit: &'f PoolFit) -> &'f Frontier {
+    let bought = fit.bought.get_or_init(|| {
+        // No reservation at all (nearly always): no type to look at.
+        let types = &s.pools[p].types;
+        let reserved = !s.reservations_left.is_empty() && fit.types.iter().any(|&t| types[t as usize].has_reserved());
+        reserved.then(|| compute_frontier(s, p, fit, true))
+    });
+    bought.as_ref().unwrap_or_else(|| frontier(s, p, fit))
+}
+
+fn compute_frontier(s: &Scheduler<'_>, p: usize, fit: &PoolFit, bought: bool) -> Frontier {
     let pool = &s.pools[p];
-    let allowed = OfferingFilter::new(&fit.reqs);
+    let allowed = [OfferingFilter::new(&fit.reqs)];
     let mut cheapest = f64::INFINITY;
     let mut units: Vec<([f64; 3], u32)> = fit
         .types
         .iter()
         .filter_map(|&ti| {
             let t = &pool.types[ti as usize];
-            let price = t.best_offering(&allowed)?.price;
+            let offer = if bought { t.best_bought_offering(&allowed, &[]) } else { t.best_offering_all(&allowed, &[]) };
+            let price = offer?.price;
             cheapest = cheapest.min(price);
             let per = |f: i64| if f > 0 { price / f as f64 } else { f64::INFINITY };
             Some(([per(t.free.cpu), per(t.free.memory), per(t.free.pods)], ti))

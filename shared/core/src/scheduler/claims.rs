@@ -3,8 +3,9 @@
 //! limits turn a pod away, growing a claim of a limited pool to a larger type that holds it too.
 
 use super::bins::Bin;
-use super::finalize::{claim_price, priced};
-use super::pools::{OfferingFilter, PoolFit};
+use super::finalize::{claim_price, min_values_met, priced};
+use super::pools::{OfferingFilter, PoolFit, PoolOffering, PoolType};
+use super::reservations;
 use super::targets::best_shape;
 use super::{Scheduler, Strategy};
 use crate::labels;
@@ -13,8 +14,15 @@ use crate::requirements::{Requirement, Requirements};
 use crate::resources::Resources;
 
 impl<'a> Scheduler<'a> {
-    /// Opens a new claim for a pod in the first pool (by weight) that can run it.
-    pub(super) fn open_claim(&mut self, c: usize, l: usize, choices: &[Vec<u16>]) -> Result<(usize, Vec<u16>), String> {
+    /// Opens a new claim for a pod in the first pool (by weight) that can run it; when
+    /// `reserved_only`, only a claim in a reservation of that pool (see `reservations.rs`).
+    pub(super) fn open_claim(
+        &mut self,
+        c: usize,
+        l: usize,
+        choices: &[Vec<u16>],
+        reserved_only: bool,
+    ) -> Result<(usize, Vec<u16>), String> {
         let mut reasons: Vec<String> = Vec::new();
         if self.pools.is_empty() {
             return Err("no NodePool exists".to_string());
@@ -40,6 +48,15 @@ impl<'a> Scheduler<'a> {
                     continue 'pools;
                 }
             }
+            // A reservation with an instance left before anything is bought: it is paid for.
+            if self.strategy == Strategy::LowestCost {
+                if let Some(opened) = self.open_in_reservation(c, l, p, &fit, choices) {
+                    return Ok(opened);
+                }
+            }
+            if reserved_only {
+                return Err(format!("NodePool {name:?}: no capacity reservation with an instance left holds the pod"));
+            }
             let mut last = String::new();
             for choice in choices {
                 let pins = self.pins(c, l, choice);
@@ -62,7 +79,9 @@ impl<'a> Scheduler<'a> {
                     last = refusal.map(|r| r.message).unwrap_or_default();
                 }
                 let Some(target) = best else {
-                    if last.is_empty() {
+                    if last.is_empty() && self.reserved_offered(p, &fit, &owned) {
+                        last = reservations::NO_INSTANCE_LEFT.to_string();
+                    } else if last.is_empty() {
                         let where_: Vec<String> = owned.iter().map(|(k, v)| format!("{k}={v}")).collect();
                         last = format!("no instance type with an offering in {}", where_.join(", "));
                     }
@@ -76,27 +95,105 @@ impl<'a> Scheduler<'a> {
                 for (k, v) in &owned {
                     reqs.add(Requirement::single(k, v));
                 }
-                let t = &self.pools[p].types[target];
-                let free = t.free.clone();
-                let capacity = t.capacity.clone();
-                self.reserve(p, &capacity);
-                self.bins.push(Bin {
-                    node: None,
-                    pool: p,
-                    target,
-                    reqs,
-                    free,
-                    used: Resources::default(),
-                    pods: vec![],
-                    ports: vec![],
-                    counts: vec![],
-                    offers: vec![],
-                });
-                return Ok((self.bins.len() - 1, choice.clone()));
+                return Ok((self.push_claim(p, target, reqs), choice.clone()));
             }
             reasons.push(format!("NodePool {name:?}: {last}"));
         }
         Err(reasons.join("; "))
+    }
+
+    /// A new, empty claim of pool `p` filled up to type `target` under `reqs`, held against the
+    /// pool's limits at that type; its index.
+    fn push_claim(&mut self, p: usize, target: usize, reqs: Requirements) -> usize {
+        let t = &self.pools[p].types[target];
+        let free = t.free.clone();
+        let capacity = t.capacity.clone();
+        self.reserve(p, &capacity);
+        self.bins.push(Bin {
+            node: None,
+            pool: p,
+            target,
+            reqs,
+            free,
+            used: Resources::default(),
+            pods: vec![],
+            ports: vec![],
+            counts: vec![],
+            offers: vec![],
+        });
+        self.bins.len() - 1
+    }
+
+    /// Opens a claim for class `c` (rung `l`) of pool `p` in a capacity reservation with an
+    /// instance left, under the first domain choice that allows one: a reservation the fit's
+    /// requirements and the pins allow, of a type that holds the pod within the pool's limits
+    /// (and keeps its minValues, as the plan requires of a reserved claim). The claim is filled up
+    /// to the reservation's type and required to launch there (capacity type, id and zone, as the
+    /// plan will require it), so only pods that may run in the reservation join it; it holds one
+    /// of the reservation's instances from now on.
+    fn open_in_reservation(
+        &mut self,
+        c: usize,
+        l: usize,
+        p: usize,
+        fit: &PoolFit,
+        choices: &[Vec<u16>],
+    ) -> Option<(usize, Vec<u16>)> {
+        if self.reservations_left.values().all(|&n| n == 0) {
+            return None;
+        }
+        let allowed = OfferingFilter::new(&fit.reqs);
+        // The pod and the group it takes along, if any (see `together`).
+        let pod = &self.classes[c].rep(self.snap).requests;
+        let group = (0..self.together(c, l)).fold(pod.clone(), |acc, _| acc.plus(pod));
+        for choice in choices {
+            let pins = self.pins(c, l, choice);
+            if pins.iter().any(|(k, v)| fit.reqs.get(k).is_some_and(|r| !r.has(v))) {
+                continue;
+            }
+            let pool = &self.pools[p];
+            let usable = |i: usize, t: &PoolType| {
+                let treqs = t.requirements(self.catalog);
+                fit.has_type(i)
+                    && group.fits(&t.free)
+                    && !pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v)))
+                    && pool.within_limits(&t.capacity, &self.spend).is_ok()
+                    && (!pool.has_min_values || min_values_met(self, p, [t]))
+            };
+            let offered = |o: &PoolOffering| {
+                allowed.allows(o)
+                    && o.allowed_by_pins(&pins)
+                    && o.reservation
+                        .as_ref()
+                        .is_some_and(|r| self.reservations_left.get(r.id.as_str()).is_some_and(|&n| n > 0))
+            };
+            let Some((target, offering)) = reservations::best_reserved(self, p, usable, offered) else { continue };
+            let r = offering.reservation.clone().expect("a reserved offering");
+            let mut reqs = fit.reqs.clone();
+            for (k, v) in &pins {
+                reqs.add(Requirement::single(k, v));
+            }
+            reqs.add(Requirement::single(labels::CAPACITY_TYPE, labels::CAPACITY_RESERVED));
+            reqs.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, &r.id));
+            reqs.add(Requirement::single(labels::ZONE, &r.zone));
+            let (&id, _) = self.reservations_left.get_key_value(r.id.as_str()).expect("counted above");
+            self.reservations_left.entry(id).and_modify(|n| *n -= 1);
+            let b = self.push_claim(p, target, reqs);
+            self.in_reservation.insert(b, id);
+            return Some((b, choice.clone()));
+        }
+        None
+    }
+
+    /// Whether a type of the fit has a reserved offering the fit's requirements and `pins` allow
+    /// (when nothing can be bought there, the reservations are what was left: all taken).
+    fn reserved_offered(&self, p: usize, fit: &PoolFit, pins: &[(String, String)]) -> bool {
+        let pins: Vec<(&str, &str)> = pins.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let allowed = OfferingFilter::new(&fit.reqs);
+        let types = &self.pools[p].types;
+        fit.types.iter().map(|&t| &types[t as usize]).filter(|t| t.has_reserved()).any(|t| {
+            t.offerings.iter().any(|o| o.reservation.is_some() && allowed.allows(o) && o.allowed_by_pins(&pins))
+        })
     }
 
     /// With `minValues` on the pool: why a new claim under these pins could not keep enough

@@ -5,8 +5,10 @@ use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::bins::Bin;
 use super::plan::{ExistingPlacement, Plan, PlannedClaim, Unschedulable};
-use super::pools::{OfferingFilter, PoolType};
+use super::pools::{OfferingFilter, PoolOffering, PoolType};
+use super::reservations;
 use super::Scheduler;
 use crate::catalog::{CapacityType, Reservation};
 use crate::labels;
@@ -25,11 +27,11 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
     let mut reserved: Vec<Resources> = s.pools.iter().map(|p| p.reserved.clone()).collect();
     let mut spend = s.spend.clone();
     let mut cache: HashMap<(usize, &Requirements), Arc<PricedTypes>> = HashMap::default();
-    // What each reservation still takes, drawn down as claims are given one (by id: classes may
-    // share a reservation).
-    let mut reservations_left: HashMap<&str, u32> =
-        s.snap.reservations.values().flatten().map(|r| (r.id.as_str(), r.available)).collect();
-    for bin in &s.bins {
+    // What each reservation still takes once the claims the pass opened in one hold their
+    // instances, drawn down as other claims are given one (by id: classes may share a
+    // reservation).
+    let mut reservations_left = s.reservations_left.clone();
+    for (b, bin) in s.bins.iter().enumerate() {
         if bin.pods.is_empty() {
             continue;
         }
@@ -64,14 +66,16 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
                 .map(|c| (&pool.types[c.0], c.1, c.2, c.3.clone()))
                 .collect()
         };
-        // A reservation first, when the claim may use one that has an instance left.
-        let reservation = reserved_offering(s, bin.pool, &bin.reqs, &bin.used, &bin.ports, &within, &reservations_left);
+        // A reservation first: the one the pass opened the claim in, else one the claim may use
+        // that has an instance left.
+        let opened_in = s.in_reservation.get(&b).copied();
+        let reservation = reserved_offering(s, bin.pool, bin, &within, &reservations_left, opened_in);
         let (candidates, spot) = match &reservation {
             Some((c, _)) => (vec![c.clone()], false),
             None => {
                 // Spot first, unless its types alone cannot keep the pool's minValues.
                 let candidates = fitting(&priced.0);
-                if !candidates.is_empty() && min_values_met(s, bin.pool, &candidates) {
+                if !candidates.is_empty() && min_values_met(s, bin.pool, candidates.iter().map(|c| c.0)) {
                     (candidates, true)
                 } else {
                     (fitting(&priced.1), false)
@@ -83,7 +87,11 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         // fewer distinct values than the pool's minValues: then it cannot be launched as asked
         // (under BestEffort, it is launched with the values there are).
         let strict = s.snap.min_values_policy.is_strict();
-        if strict && pool.has_min_values && !candidates.is_empty() && !min_values_met(s, bin.pool, &candidates) {
+        if strict
+            && pool.has_min_values
+            && !candidates.is_empty()
+            && !min_values_met(s, bin.pool, candidates.iter().map(|c| c.0))
+        {
             for &i in &bin.pods {
                 plan.unschedulable.push(Unschedulable {
                     pod: s.snap.pods[i].key(),
@@ -104,10 +112,7 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
                 plan.unschedulable.push(Unschedulable {
                     pod: s.snap.pods[i].key(),
                     reason: if full {
-                        format!(
-                            "NodePool {:?}: the capacity reservations its requirements allow have no instance left",
-                            pool.pool.name
-                        )
+                        format!("NodePool {:?}: {}", pool.pool.name, reservations::NO_INSTANCE_LEFT)
                     } else {
                         format!("NodePool {:?}: no instance type holds the pods packed with it", pool.pool.name)
                     },
@@ -152,8 +157,10 @@ pub(crate) fn plan(s: &Scheduler<'_>) -> Plan {
         // A reserved claim launches into its reservation only (Karpenter tightens the claim the
         // same way), so two claims never count on the same last instance of a reservation.
         if let Some((_, r)) = &reservation {
-            if let Some(n) = reservations_left.get_mut(r.id.as_str()) {
-                *n = n.saturating_sub(1);
+            if opened_in != Some(r.id.as_str()) {
+                if let Some(n) = reservations_left.get_mut(r.id.as_str()) {
+                    *n = n.saturating_sub(1);
+                }
             }
             requirements.add(Requirement::single(labels::CAPACITY_TYPE, labels::CAPACITY_RESERVED));
             requirements.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, &r.id));
@@ -219,48 +226,42 @@ fn label_value(r: &Requirement) -> Option<String> {
 
 type Candidate<'a> = (&'a PoolType, CapacityType, f64, Arc<str>);
 
-/// The reserved offering a claim holding `used` launches into, if its requirements allow one
-/// whose reservation has an instance left (`left`, by id) on a type that holds the pods within
-/// the pool's limits (`within`) and keeps its minValues: by Karpenter's preference (ODCRs, then
-/// Capacity Blocks, then interruptible ODCRs), then price, then type name.
+/// The reserved offering claim `bin` launches into: the reservation the pass opened it in
+/// (`held`), else one its requirements allow that has an instance left (`left`, by id), on a type
+/// that holds its pods within the pool's limits (`within`) and keeps its minValues; by
+/// Karpenter's preference (see [`reservations::best_reserved`]).
 fn reserved_offering<'s>(
     s: &'s Scheduler<'_>,
     pool: usize,
-    reqs: &Requirements,
-    used: &Resources,
-    ports: &[crate::model::HostPort],
+    bin: &Bin,
     within: &dyn Fn(&PoolType) -> bool,
     left: &HashMap<&str, u32>,
+    held: Option<&str>,
 ) -> Option<(Candidate<'s>, Arc<Reservation>)> {
     if left.is_empty() {
         return None;
     }
     let p = &s.pools[pool];
-    let allowed = OfferingFilter::new(reqs);
-    let mut best: Option<(Candidate<'s>, Arc<Reservation>)> = None;
-    // Types with a reservation are few: those first, before the costlier checks.
-    for t in p.types.iter().filter(|t| t.offerings.iter().any(|o| o.reservation.is_some())) {
-        if !t.requirements(s.catalog).overlaps(reqs) || !used.fits(&t.free) || !within(t) || !t.ports_free(ports) {
-            continue;
-        }
-        for o in t.offerings.iter().filter(|o| allowed.allows(o)) {
-            let Some(r) = &o.reservation else { continue };
-            if left.get(r.id.as_str()).copied().unwrap_or(0) == 0 {
-                continue;
-            }
-            let candidate = (t, CapacityType::Reserved, o.price, o.zone.clone());
-            if p.has_min_values && !min_values_met(s, pool, std::slice::from_ref(&candidate)) {
-                continue;
-            }
-            let key =
-                |c: &Candidate<'_>, r: &Reservation| (r.preference(), c.2, s.catalog.types[c.0.catalog].name.clone());
-            if best.as_ref().is_none_or(|(bc, br)| key(&candidate, r) < key(bc, br)) {
-                best = Some((candidate, r.clone()));
-            }
-        }
-    }
-    best
+    let allowed = OfferingFilter::new(&bin.reqs);
+    let usable = |_: usize, t: &PoolType| {
+        t.requirements(s.catalog).overlaps(&bin.reqs)
+            && bin.used.fits(&t.free)
+            && within(t)
+            && t.ports_free(&bin.ports)
+            && (!p.has_min_values || min_values_met(s, pool, [t]))
+    };
+    let offered = |o: &PoolOffering| {
+        allowed.allows(o)
+            && o.reservation.as_ref().is_some_and(|r| {
+                let id = r.id.as_str();
+                held == Some(id) || left.get(id).is_some_and(|&n| n > 0)
+            })
+    };
+    let (t, o) = reservations::best_reserved(s, pool, usable, offered)?;
+    let reservation = o.reservation.clone()?;
+    Some(((&p.types[t], CapacityType::Reserved, o.price, o.zone.clone()), reservation))
 }
+
 /// (index into the pool's types, capacity type, price, zone) of a type's best offering.
 type Priced = (usize, CapacityType, f64, Arc<str>);
 
@@ -326,12 +327,17 @@ fn priced_types(s: &Scheduler<'_>, pool: usize, reqs: &Requirements) -> PricedTy
     (spot, on_demand)
 }
 
-/// Whether the candidates keep enough distinct values for every `minValues` requirement.
-fn min_values_met(s: &Scheduler<'_>, pool: usize, candidates: &[Candidate<'_>]) -> bool {
+/// Whether the candidate types keep enough distinct values for every `minValues` requirement.
+pub(super) fn min_values_met<'t>(
+    s: &Scheduler<'_>,
+    pool: usize,
+    types: impl IntoIterator<Item = &'t PoolType> + Clone,
+) -> bool {
     s.pools[pool].pool.requirements.iter().filter(|r| r.min_values.is_some()).all(|m| {
-        let mut values: Vec<&str> = candidates
-            .iter()
-            .filter_map(|c| c.0.requirements(s.catalog).get(&m.key).and_then(|r| r.single_value()))
+        let mut values: Vec<&str> = types
+            .clone()
+            .into_iter()
+            .filter_map(|t| t.requirements(s.catalog).get(&m.key).and_then(|r| r.single_value()))
             .collect();
         values.sort_unstable();
         values.dedup();

@@ -21,7 +21,9 @@
 //! - `fit.rs` — whether a pool can run a class at a rung, and with which types;
 //! - `topology.rs` — pods counted per topology domain; `domains.rs` — the domains a pod may take;
 //! - `bins.rs` — the capacity pods go on, and whether a bin takes a pod;
-//! - `claims.rs` — opening a new claim and filling it;
+//! - `claims.rs` — opening a new claim and filling it; `reservations.rs` — what each capacity
+//!   reservation still takes, and which reserved offering a claim goes into (a pod a reservation
+//!   holds opens its claim there before anything is bought);
 //! - `targets.rs` — the instance type a new claim is filled up to;
 //! - `repack.rs` — new claims packed afresh or merged after the pass; `mix.rs` — a few claims
 //!   at a time packed afresh over a mix of types; `rides.rs` — a claim's pods moved onto another
@@ -47,6 +49,7 @@ mod pass;
 mod plan;
 mod pools;
 mod repack;
+mod reservations;
 mod rides;
 mod targets;
 mod topology;

@@ -10,6 +10,7 @@ use super::bins::Bin;
 use super::cache::{class_kubelet, Prepared};
 use super::classes::{self, Class};
 use super::pools::{self, ClusterSpend, FitResult, PreparedPool};
+use super::reservations;
 use super::targets::TargetCandidates;
 use super::topology::Topology;
 use super::{bound, Strategy};
@@ -59,6 +60,12 @@ pub(crate) struct Scheduler<'a> {
     pub(super) spend: ClusterSpend,
     /// Pools a cost limit turned pods away from, with why (see [`super::Plan::cost_limited`]).
     pub(super) cost_limited: std::collections::BTreeMap<String, String>,
+    /// The instances each capacity reservation still takes, by id, less the claims this pass
+    /// opened in it (`reservations.rs`).
+    pub(super) reservations_left: FxHashMap<&'a str, u32>,
+    /// The claims (indices into `bins`) this pass opened in a reservation, with its id: each
+    /// holds one of its instances, which the plan launches it into.
+    pub(super) in_reservation: FxHashMap<usize, &'a str>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -140,6 +147,8 @@ impl<'a> Scheduler<'a> {
             cache,
             spend: ClusterSpend::new(snap.cost_limit),
             cost_limited: Default::default(),
+            reservations_left: reservations::instances_left(snap),
+            in_reservation: FxHashMap::default(),
         };
         s.fill_universes();
         s.add_existing();
@@ -184,25 +193,32 @@ impl<'a> Scheduler<'a> {
     }
 
     pub(super) fn run(&mut self) {
+        if self.strategy == Strategy::LowestCost {
+            // Capacity already paid for before anything is bought (`reservations.rs`).
+            self.run_reserved();
+        }
         for c in 0..self.classes.len() {
             while self.next[c] < self.classes[c].pods.len() {
                 let pod = self.classes[c].pods[self.next[c]];
                 self.next[c] += 1;
                 match self.place(c, pod) {
-                    Ok(Some((b, l))) if self.strategy == Strategy::LowestCost => {
-                        // A pod placed with preferences relaxed says nothing about its siblings:
-                        // they try their preferences again on their own.
-                        // (Unconstrained siblings are left to `fill`, which mixes shapes.)
-                        if l == 0 && !self.generic[c] {
-                            self.fill_class(b, c, l);
-                        }
-                        self.fill(b);
-                    }
+                    Ok(Some((b, l))) if self.strategy == Strategy::LowestCost => self.fill_opened(b, c, l),
                     Ok(_) => {}
                     Err(reason) => self.unschedulable.push((pod, reason)),
                 }
             }
         }
+    }
+
+    /// Fills claim `b`, just opened for a pod of class `c` at rung `l`, with the pods waiting.
+    pub(super) fn fill_opened(&mut self, b: usize, c: usize, l: usize) {
+        // A pod placed with preferences relaxed says nothing about its siblings: they try their
+        // preferences again on their own. (Unconstrained siblings are left to `fill`, which
+        // mixes shapes.)
+        if l == 0 && !self.generic[c] {
+            self.fill_class(b, c, l);
+        }
+        self.fill(b);
     }
 
     /// Places one pod, relaxing preferences rung by rung; `Some((bin, rung))` when it opened a new
@@ -224,7 +240,7 @@ impl<'a> Scheduler<'a> {
                     return Ok(None);
                 }
             }
-            match self.open_claim(c, l, &choices) {
+            match self.open_claim(c, l, &choices, false) {
                 Ok((b, choice)) => {
                     self.commit(b, c, l, &choice, pod);
                     return Ok(Some((b, l)));

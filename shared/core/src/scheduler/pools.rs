@@ -114,11 +114,6 @@ impl PoolType {
         !ports.iter().any(|p| self.ports.iter().any(|q| p.conflicts(q)))
     }
 
-    /// Cheapest offering the requirements allow, preferring reserved, then spot, when allowed.
-    pub fn best_offering(&self, allowed: &OfferingFilter<'_>) -> Option<&PoolOffering> {
-        self.best_offering_all(std::slice::from_ref(allowed), &[])
-    }
-
     pub fn has_offering(&self, allowed: &OfferingFilter<'_>) -> bool {
         self.offerings.iter().any(|o| allowed.allows(o))
     }
@@ -126,11 +121,33 @@ impl PoolType {
     /// Cheapest offering allowed by several requirement sets and pins at once (reserved, then
     /// spot, then on-demand: Karpenter's launch order), without building their intersection.
     pub fn best_offering_all(&self, allowed: &[OfferingFilter<'_>], pins: &[(&str, &str)]) -> Option<&PoolOffering> {
+        self.best_offering_where(allowed, pins, |_| true)
+    }
+
+    /// [`PoolType::best_offering_all`] among the offerings that are bought (spot, then on-demand):
+    /// what a claim costs when no reservation takes it. The pass chooses what to buy at these
+    /// prices; a reserved offering's nominal price says nothing about that once its reservation
+    /// is taken (see `reservations.rs`).
+    pub fn best_bought_offering(&self, allowed: &[OfferingFilter<'_>], pins: &[(&str, &str)]) -> Option<&PoolOffering> {
+        self.best_offering_where(allowed, pins, |o| o.reservation.is_none())
+    }
+
+    fn best_offering_where(
+        &self,
+        allowed: &[OfferingFilter<'_>],
+        pins: &[(&str, &str)],
+        keep: impl Fn(&PoolOffering) -> bool,
+    ) -> Option<&PoolOffering> {
         let rank = |o: &PoolOffering| launch_rank(o.capacity_type);
         self.offerings
             .iter()
-            .filter(|o| o.allowed_by_pins(pins) && allowed.iter().all(|f| f.allows(o)))
+            .filter(|o| keep(o) && o.allowed_by_pins(pins) && allowed.iter().all(|f| f.allows(o)))
             .min_by(|a, b| rank(a).cmp(&rank(b)).then(a.price.total_cmp(&b.price)))
+    }
+
+    /// Whether the type has offerings in a capacity reservation.
+    pub fn has_reserved(&self) -> bool {
+        self.offerings.iter().any(|o| o.reservation.is_some())
     }
 }
 
@@ -417,6 +434,9 @@ pub(crate) struct PoolFit {
     /// Indices into the pool's prepared types, ascending.
     pub types: Vec<u32>,
     pub frontier: OnceLock<Frontier>,
+    /// The frontier at the prices of offerings that are bought (see `bound::bought_frontier`);
+    /// `None` when no type of the fit has a reserved offering, so the one above is it.
+    pub bought: OnceLock<Option<Frontier>>,
     /// The best buys by size (indices into the pool's types, ascending).
     pub buys: OnceLock<Vec<u32>>,
 }
@@ -433,7 +453,7 @@ pub(crate) struct Frontier {
 
 impl PoolFit {
     pub fn new(reqs: Requirements, types: Vec<u32>) -> PoolFit {
-        PoolFit { reqs, types, frontier: OnceLock::new(), buys: OnceLock::new() }
+        PoolFit { reqs, types, frontier: OnceLock::new(), bought: OnceLock::new(), buys: OnceLock::new() }
     }
 
     pub fn has_type(&self, t: usize) -> bool {

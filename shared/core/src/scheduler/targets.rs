@@ -34,6 +34,22 @@ impl<'a> Scheduler<'a> {
             .max_by_key(|&ti| (pool.types[ti].free.cpu, pool.types[ti].free.memory))
     }
 
+    /// How many more pods of class `c` (rung `l`) a claim opened for one of them must hold: the
+    /// first pod of a group with hostname affinity to itself takes the whole group along (the
+    /// pods still waiting), else none.
+    pub(super) fn together(&self, c: usize, l: usize) -> i64 {
+        let level = &self.classes[c].levels[l];
+        let own_group = level.affinity.iter().any(|&(g, own)| {
+            let g = &self.topo.groups[g as usize];
+            g.hostname && own && g.total == 0
+        });
+        if own_group {
+            (self.classes[c].pods.len() - self.next[c]) as i64
+        } else {
+            0
+        }
+    }
+
     /// Picks the type a new claim is filled up to: the one that buys the most value per dollar
     /// when filled with this pod and the compatible pods still waiting (each worth its share of the
     /// lower bound), the way `fill` will fill it.
@@ -43,8 +59,10 @@ impl<'a> Scheduler<'a> {
             let fit = self.fit_cached(c, l, p)?.as_ref().ok()?;
             // First the types cheapest per unit of some mix of resources (what the lower bound
             // says an optimal plan would use), then the best buys by size (for pods too coarse for
-            // those: see `best_buys`).
-            let frontier = bound::frontier(self, p, fit).types.clone();
+            // those: see `best_buys`). Both at the prices of what is bought: a reservation with
+            // instances left takes its claims before a target is chosen (`open_claim`), and
+            // beyond its count it sells nothing.
+            let frontier = bound::bought_frontier(self, p, fit).types.clone();
             let buys = fit.buys.get_or_init(|| best_buys(self, p, fit));
             let extra: Vec<u32> = buys.iter().copied().filter(|t| !frontier.contains(t)).collect();
             let types = (frontier, extra);
@@ -85,15 +103,7 @@ impl<'a> Scheduler<'a> {
             s.2 = (s.2 * s.1 as f64 + value * left as f64) / (s.1 + left) as f64;
             s.1 += left;
         }
-        let level = &self.classes[c].levels[l];
-        let together = if level.affinity.iter().any(|&(g, own)| {
-            let g = &self.topo.groups[g as usize];
-            g.hostname && own && g.total == 0
-        }) {
-            (self.classes[c].pods.len() - self.next[c]) as i64
-        } else {
-            0
-        };
+        let together = self.together(c, l);
         let mut scored: Vec<(f64, f64, usize, bool)> = Vec::new();
         let (frontier, extra) = &self.targets[&key];
         // Both lists are worked out without pins or limits: when those rule out all of them, the
@@ -119,7 +129,7 @@ impl<'a> Scheduler<'a> {
                 if pins.iter().any(|(k, v)| treqs.get(k).is_some_and(|r| !r.has(v))) {
                     continue;
                 }
-                let Some(offer) = t.best_offering_all(&allowed, &pins) else { continue };
+                let Some(offer) = t.best_bought_offering(&allowed, &pins) else { continue };
                 if pool.within_limits(&t.capacity, &self.spend).is_err() {
                     continue;
                 }
@@ -176,18 +186,18 @@ impl<'a> Scheduler<'a> {
     }
 }
 
-/// The types worth trying as a new claim's target. A type that another beats on price and room
-/// at once is never one (more room for less money always fills at least as well) — but unit
+/// The types worth trying as a new claim's target. A type that another beats on price (bought)
+/// and room at once is never one (more room for less money always fills at least as well) — but unit
 /// prices alone would be wrong: a type can be cheapest per vCPU and still hold one pod. To keep
 /// the choice fast, the survivors are bucketed by size (powers of two of vCPUs) and each bucket
 /// keeps its cheapest type and its cheapest per vCPU, per GiB and per pod slot.
 fn best_buys(s: &Scheduler<'_>, p: usize, fit: &PoolFit) -> Vec<u32> {
     let pool = &s.pools[p];
-    let allowed = OfferingFilter::new(&fit.reqs);
+    let allowed = [OfferingFilter::new(&fit.reqs)];
     let mut all: Vec<(f64, u32)> = fit
         .types
         .iter()
-        .filter_map(|&ti| pool.types[ti as usize].best_offering(&allowed).map(|o| (o.price, ti)))
+        .filter_map(|&ti| pool.types[ti as usize].best_bought_offering(&allowed, &[]).map(|o| (o.price, ti)))
         .collect();
     all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let mut kept: Vec<(f64, u32)> = Vec::new();
