@@ -1088,3 +1088,283 @@ proptest! {
         }
     }
 }
+/// Found by `plans_on_small_catalogs_pass_the_checker`: a pool with `minValues` whose claim the
+/// cluster-wide cost limit leaves no type for, so the plan leaves its pods pending; the lower bound
+/// counted them as placed and came out above the plan's cost.
+#[test]
+fn the_bound_leaves_out_pods_a_claim_with_no_type_leaves_pending() {
+    let types = vec![
+        TypeSpec {
+            cores: 16,
+            ratio: 8,
+            arm: false,
+            family: 0,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 7,
+            down: 0,
+            factor: 92,
+            spot_pct: 62,
+        },
+        TypeSpec {
+            cores: 2,
+            ratio: 2,
+            arm: false,
+            family: 0,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 7,
+            down: 0,
+            factor: 81,
+            spot_pct: 31,
+        },
+        TypeSpec {
+            cores: 4,
+            ratio: 2,
+            arm: true,
+            family: 0,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 7,
+            down: 0,
+            factor: 85,
+            spot_pct: 31,
+        },
+        TypeSpec {
+            cores: 1,
+            ratio: 2,
+            arm: false,
+            family: 0,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 0,
+            down: 0,
+            factor: 80,
+            spot_pct: 25,
+        },
+        TypeSpec {
+            cores: 1,
+            ratio: 2,
+            arm: false,
+            family: 0,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 0,
+            down: 0,
+            factor: 80,
+            spot_pct: 25,
+        },
+        TypeSpec {
+            cores: 1,
+            ratio: 2,
+            arm: false,
+            family: 0,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 0,
+            down: 0,
+            factor: 80,
+            spot_pct: 25,
+        },
+        TypeSpec {
+            cores: 1,
+            ratio: 2,
+            arm: false,
+            family: 0,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 0,
+            down: 0,
+            factor: 80,
+            spot_pct: 25,
+        },
+        TypeSpec {
+            cores: 16,
+            ratio: 2,
+            arm: false,
+            family: 1,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 7,
+            down: 0,
+            factor: 80,
+            spot_pct: 34,
+        },
+    ];
+    let spec = ClusterSpec {
+        pools: vec![
+            PoolSpec {
+                weight: 3,
+                capacity: 1,
+                arch: 0,
+                zones: 0,
+                cpu_gt: None,
+                cpu_lt: None,
+                family_not: None,
+                family_exists: true,
+                min_families: Some(2),
+                team: 0,
+                taint: 0,
+                startup_taint: false,
+                cpu_limit: None,
+                usage_cores: 0,
+                broken: false,
+                cost_limit_cents: None,
+            },
+            PoolSpec {
+                weight: 0,
+                capacity: 0,
+                arch: 0,
+                zones: 0,
+                cpu_gt: None,
+                cpu_lt: None,
+                family_not: None,
+                family_exists: false,
+                min_families: None,
+                team: 0,
+                taint: 0,
+                startup_taint: false,
+                cpu_limit: None,
+                usage_cores: 0,
+                broken: false,
+                cost_limit_cents: None,
+            },
+        ],
+        groups: vec![
+            GroupSpec {
+                count: 5,
+                cpu: 2,
+                mem: 0,
+                gpu: false,
+                kind: Kind::Plain,
+                sel: SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 },
+                alt: None,
+                toleration: 0,
+                namespace: false,
+                preferred: None,
+                soft_spread: false,
+                ephemeral_gib: 0,
+                scope: 0,
+            },
+            GroupSpec {
+                count: 3,
+                cpu: 4,
+                mem: 0,
+                gpu: false,
+                kind: Kind::Plain,
+                sel: SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 },
+                alt: None,
+                toleration: 0,
+                namespace: false,
+                preferred: None,
+                soft_spread: false,
+                ephemeral_gib: 0,
+                scope: 0,
+            },
+        ],
+        nodes: vec![],
+        daemons: vec![],
+        unavailable: vec![],
+        cost_limit_cents: Some(20),
+    };
+
+    let catalog = build_catalog(&types);
+    let snap = build(&spec, &catalog);
+    let plan = schedule(&snap, &catalog);
+    let errors = checker::check(&snap, &catalog, &plan);
+    assert!(errors.is_empty(), "{errors:?}\n{}", checker::summary(&plan));
+}
+
+/// Found by the same property: the limits leave a `minValues` pool's claim too few types, and its
+/// pods wait; the bound counted them too.
+#[test]
+fn the_bound_leaves_out_pods_minvalues_leaves_pending() {
+    let types = vec![
+        TypeSpec {
+            cores: 4,
+            ratio: 2,
+            arm: false,
+            family: 0,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 0,
+            down: 0,
+            factor: 80,
+            spot_pct: 25,
+        },
+        TypeSpec {
+            cores: 16,
+            ratio: 4,
+            arm: false,
+            family: 1,
+            gpus: 0,
+            od_zones: 7,
+            spot_zones: 0,
+            down: 0,
+            factor: 80,
+            spot_pct: 25,
+        },
+    ];
+    let spec = ClusterSpec {
+        pools: vec![PoolSpec {
+            weight: 0,
+            capacity: 2,
+            arch: 0,
+            zones: 0,
+            cpu_gt: None,
+            cpu_lt: None,
+            family_not: None,
+            family_exists: true,
+            min_families: Some(2),
+            team: 0,
+            taint: 0,
+            startup_taint: false,
+            cpu_limit: None,
+            usage_cores: 0,
+            broken: false,
+            cost_limit_cents: None,
+        }],
+        groups: vec![
+            GroupSpec {
+                count: 3,
+                cpu: 4,
+                mem: 0,
+                gpu: false,
+                kind: Kind::Plain,
+                sel: SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 },
+                alt: None,
+                toleration: 0,
+                namespace: false,
+                preferred: None,
+                soft_spread: false,
+                ephemeral_gib: 0,
+                scope: 0,
+            },
+            GroupSpec {
+                count: 4,
+                cpu: 5,
+                mem: 0,
+                gpu: false,
+                kind: Kind::HostAnti,
+                sel: SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 },
+                alt: None,
+                toleration: 0,
+                namespace: false,
+                preferred: None,
+                soft_spread: false,
+                ephemeral_gib: 0,
+                scope: 0,
+            },
+        ],
+        nodes: vec![],
+        daemons: vec![],
+        unavailable: vec![],
+        cost_limit_cents: Some(82),
+    };
+
+    let catalog = build_catalog(&types);
+    let snap = build(&spec, &catalog);
+    let plan = schedule(&snap, &catalog);
+    let errors = checker::check(&snap, &catalog, &plan);
+    assert!(errors.is_empty(), "{errors:?}\n{}", checker::summary(&plan));
+}

@@ -17,9 +17,16 @@ use super::pools::{Frontier, OfferingFilter, PoolFit};
 use super::Scheduler;
 
 pub(crate) fn lower_bound(s: &Scheduler<'_>, plan: &Plan) -> f64 {
-    // Pods on new claims, with the pool each went to.
-    let on_new: HashMap<usize, usize> =
-        s.bins.iter().filter(|b| b.node.is_none()).flat_map(|b| b.pods.iter().map(move |&p| (p, b.pool))).collect();
+    // Pods on new claims, with the pool each went to; not those the plan leaves pending after
+    // all (a claim its limits or minValues leave no type for), which it pays nothing for.
+    let pending: std::collections::HashSet<&str> = plan.unschedulable.iter().map(|u| u.pod.as_str()).collect();
+    let on_new: HashMap<usize, usize> = s
+        .bins
+        .iter()
+        .filter(|b| b.node.is_none())
+        .flat_map(|b| b.pods.iter().map(move |&p| (p, b.pool)))
+        .filter(|&(p, _)| pending.is_empty() || !pending.contains(s.snap.pods[p].key().as_str()))
+        .collect();
     if on_new.is_empty() || plan.nodeclaims.is_empty() {
         return 0.0;
     }

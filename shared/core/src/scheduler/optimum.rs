@@ -10,8 +10,12 @@
 //! holds a pod, the pod opens one in the next pool by weight. A node is one instance type of one
 //! pool, at the cheapest offering the pool allows (the scheduler prefers spot; where on-demand is
 //! cheaper the optimum takes it), and holds pods up to what its type has free after the DaemonSets
-//! that run there. What each pool can launch, at what price and with what free, is the
-//! scheduler's own preparation of the pools: the optimum differs from a plan in the packing only.
+//! that run there. A node of a pool with limits is a type no cheaper type of the pool could be
+//! instead (the pods would not fit it, or it would take the pool past a limit), as a plan launches
+//! a claim as the cheapest type that holds it within the limits: the optimum does not buy a
+//! larger node than its pods need to use up a pool's limits. What each pool can launch, at what
+//! price and with what free, is the scheduler's own preparation of the pools: the optimum differs
+//! from a plan in the packing only.
 //!
 //! Only the problems the rules above describe are in scope: pending pods with requests and
 //! tolerations only (no node or pod affinity, preferences, spreads, host ports or volume
@@ -142,8 +146,20 @@ pub fn exact(snap: &Snapshot, catalog: &Catalog, bounds: Bounds) -> Result<Optim
                 .min(affordable)
         })
         .collect();
-    let variables: usize =
-        candidates.iter().zip(&copies).map(|(c, &k)| k * (1 + 2 * shapes.iter().filter(|s| fits(s, c)).count())).sum();
+    // Per copy: whether it is open, and per shape it holds, how many and whether one opens it;
+    // in a limited pool, per earlier type, why the node is not that type (see `kept` below).
+    let variables: usize = candidates
+        .iter()
+        .zip(&copies)
+        .map(|(c, &k)| {
+            let earlier = if limited[c.pool].is_empty() {
+                0
+            } else {
+                candidates.iter().filter(|e| e.pool == c.pool && e.price <= c.price).count()
+            };
+            k * (1 + 2 * shapes.iter().filter(|s| fits(s, c)).count() + earlier * (names.len() + limited[c.pool].len()))
+        })
+        .sum();
     if variables > MAX_VARIABLES {
         return Err(NoOptimum::TooLarge(variables));
     }
@@ -158,6 +174,8 @@ pub fn exact(snap: &Snapshot, catalog: &Catalog, bounds: Bounds) -> Result<Optim
     // Per (shape, pool) it may open only once earlier pools are full: whether they are.
     let mut allowed: Vec<((usize, usize), Variable)> = Vec::new();
     let mut opened: Vec<(usize, Variable)> = Vec::new();
+    // Nodes of limited pools, with what their pods request: each must be a type the plan keeps.
+    let mut kept: Vec<(usize, Variable, Vec<Expression>)> = Vec::new();
     for (ci, c) in candidates.iter().enumerate() {
         let riders: Vec<usize> = (0..shapes.len()).filter(|&s| fits(&shapes[s], c)).collect();
         let mut previous: Option<Variable> = None;
@@ -202,11 +220,41 @@ pub fn exact(snap: &Snapshot, catalog: &Catalog, bounds: Bounds) -> Result<Optim
                 let free = scaled(name, c.free.get(name));
                 constraints.push(constraint!(load[n].clone() <= free * open));
             }
+            if !limited[c.pool].is_empty() {
+                kept.push((ci, open, load));
+            }
             // Copies of a candidate are interchangeable: open them in order.
             if let Some(p) = previous {
                 constraints.push(constraint!(p >= open));
             }
             previous = Some(open);
+        }
+    }
+    // A plan launches a claim as the first type, in price order, that holds its pods within what
+    // the limits leave beside the other claims (`finalize.rs`): it never buys a limited pool a
+    // larger node than its pods need, to use up the pool's limits so that pods may open nodes in
+    // the next pool. So a node of a limited pool is of a type no earlier one could be instead:
+    // for each earlier type of the pool, its pods do not fit it, or it would take the pool past a
+    // limit.
+    for (ci, open, load) in &kept {
+        let c = &candidates[*ci];
+        let earlier = |e: &Candidate| e.price < c.price || (e.price == c.price && e.name < c.name);
+        for e in candidates.iter().filter(|e| e.pool == c.pool && earlier(e)) {
+            let mut reasons = Expression::from(0.0);
+            for (n, name) in names.iter().enumerate() {
+                let w = vars.add(variable().binary());
+                reasons += w;
+                let past = scaled(name, e.free.get(name)) + 1e-3;
+                constraints.push(constraint!(load[n].clone() >= past * w));
+            }
+            for (r, (name, left)) in limited[c.pool].iter().enumerate() {
+                let w = vars.add(variable().binary());
+                reasons += w;
+                // Whole units (see `scaled`): past the limit means at least half a unit over.
+                let past = left + scaled(name, c.share.get(name)) - scaled(name, e.share.get(name)) + 0.5;
+                constraints.push(constraint!(used[c.pool][r].clone() >= past * w));
+            }
+            constraints.push(constraint!(reasons >= *open));
         }
     }
     for (p, resources) in limited.iter().enumerate() {

@@ -177,14 +177,17 @@ impl Scheduler<'_> {
     }
 
     /// Whether new claim `b` may be repacked: it holds pods, all of them without topology,
-    /// affinity or host ports, in a pool without `minValues`, and without limits unless `limited`.
+    /// affinity or host ports, in a pool without `minValues`, and without limits unless `limited`;
+    /// and it was not opened in a capacity reservation.
     pub(super) fn movable(&self, b: usize, class_of: &[usize], limited: bool) -> bool {
         let bin = &self.bins[b];
         if bin.node.is_some() {
             return false;
         }
         let pool = &self.pools[bin.pool];
+        // A claim the pass opened in a capacity reservation keeps it: its instance is paid for.
         !bin.pods.is_empty()
+            && !self.in_reservation.contains_key(&b)
             && bin.ports.is_empty()
             && bin.counts.is_empty()
             && (limited || pool.remaining.is_none())
