@@ -3,15 +3,15 @@
 //! breaks a PDB, a budget or do-not-disrupt.
 
 use dovetail_core::benchmark;
-use dovetail_core::catalog::{embedded, CapacityType};
-use dovetail_core::cluster::Cluster;
+use dovetail_core::catalog::{embedded, CapacityType, Reservation, ReservationKind};
+use dovetail_core::cluster::{Cluster, ResolvedClass};
 use dovetail_core::decision::{Action, Decision};
 use dovetail_core::disruption::consolidation::{after, consolidate, consolidate_with, Options};
 use dovetail_core::events::{DISRUPTION_BLOCKED, UNCONSOLIDATABLE};
 use dovetail_core::labels;
 use dovetail_core::model::{ConsolidationPolicy, LabelSelector, Node, NodeOs, OwnerKind, Pdb, Pod};
 use dovetail_core::nodeclaim::{Launch, NodeClaim, Phase, Reason};
-use dovetail_core::requirements::{Requirement, Requirements};
+use dovetail_core::requirements::{Operator, Requirement, Requirements};
 use dovetail_core::resources::Resources;
 use dovetail_core::scheduler::{schedule, PlannedClaim};
 use dovetail_core::time::Time;
@@ -519,6 +519,150 @@ fn the_next_pass_packs_in_node_order_memory_too() {
     let ds = consolidate(&c, embedded(), &unlimited);
     assert_no_flap(&c, &ds);
     assert_eq!(moved(&ds), (vec!["n0".into(), "n1".into()], 1), "{ds:?}");
+}
+
+/// The ODCR the reserved-capacity tests use: `available` m5.large in the zone `add_node` puts an
+/// on-demand m5.large in, as EC2 counted it an hour ago. The class selects it and the pool
+/// launches reserved and on-demand capacity (the simulator's `savings` scenario's pool).
+const CR: &str = "cr-0a5b1e55c0ffee001";
+
+fn with_reservation(c: &mut Cluster, available: u32) {
+    let t = embedded().get("m5.large").expect("type");
+    let zone = t.offerings.iter().find(|o| o.capacity_type == CapacityType::OnDemand).expect("offering").zone.clone();
+    let pool = &mut c.nodepools[0];
+    pool.requirements.remove(labels::CAPACITY_TYPE);
+    pool.requirements.add(
+        Requirement::new(labels::CAPACITY_TYPE, Operator::In, &[labels::CAPACITY_RESERVED, labels::CAPACITY_ON_DEMAND])
+            .unwrap(),
+    );
+    let reservation = Reservation {
+        id: CR.into(),
+        instance_type: "m5.large".into(),
+        zone,
+        owner_id: "123456789012".into(),
+        instance_match_criteria: "targeted".into(),
+        kind: ReservationKind::Default,
+        interruptible: false,
+        available,
+        observed_at: Time::from_secs(NOW - 3_600),
+        end: None,
+    };
+    c.resolved = vec![ResolvedClass { name: "default".into(), reservations: vec![reservation], ..Default::default() }];
+}
+
+/// An m5.large launched into [`CR`] `launched` seconds before now (EC2's count includes it when
+/// that was before the reservation was described).
+fn add_reserved_node(c: &mut Cluster, name: &str, launched: i64) {
+    add_node(c, name, "m5.large", CapacityType::OnDemand);
+    let price = embedded().offering_price(
+        "m5.large",
+        &c.resolved[0].reservations[0].zone,
+        CapacityType::Reserved,
+        NodeOs::Linux,
+    );
+    let node = c.nodes.last_mut().unwrap();
+    node.labels.insert(labels::CAPACITY_TYPE.into(), labels::CAPACITY_RESERVED.into());
+    node.labels.extend(c.resolved[0].reservations[0].labels().map(|(k, v)| (k.to_string(), v)));
+    node.price = price;
+    let claim = c.claims.last_mut().unwrap();
+    claim.requirements.add(Requirement::single(labels::CAPACITY_RESERVATION_ID, CR));
+    let launch = claim.launch.as_mut().unwrap();
+    launch.capacity_type = CapacityType::Reserved;
+    launch.price = price.unwrap();
+    launch.launched_at = Time::from_secs(NOW - launched);
+}
+
+/// The claims a pass launches into [`CR`].
+fn into_reservation(ds: &[Decision]) -> Vec<&PlannedClaim> {
+    ds.iter()
+        .filter_map(|d| match &d.action {
+            Some(Action::Launch(p)) => Some(p.as_ref()),
+            _ => None,
+        })
+        .filter(|p| p.capacity_type == CapacityType::Reserved)
+        .filter(|p| p.labels.get(labels::CAPACITY_RESERVATION_ID).map(String::as_str) == Some(CR))
+        .collect()
+}
+
+/// Issue 20, point 1: reserved capacity is used before on-demand by consolidation too. An
+/// on-demand m5.2xlarge holding one small pod is replaced by an m5.large in the reservation, at
+/// the reservation's token price, launched into it only.
+#[test]
+fn an_on_demand_node_whose_pods_fit_a_free_reservation_is_replaced_into_it() {
+    let mut c = cluster();
+    with_reservation(&mut c, 1);
+    add_node(&mut c, "a", "m5.2xlarge", CapacityType::OnDemand);
+    put(&mut c, "a", pod("web-1", 1000, 1024));
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert_eq!(disrupted(&ds), vec![("a".to_string(), Reason::Underutilized)], "{ds:?}");
+    let into = into_reservation(&ds);
+    assert_eq!(into.len(), 1, "{ds:?}");
+    assert_eq!(into[0].instance_types, vec!["m5.large".to_string()]);
+    assert!(into[0].price_per_hour < 0.001, "{}", into[0].price_per_hour);
+    let reqs = &into[0].requirements;
+    assert_eq!(reqs.get(labels::CAPACITY_TYPE).and_then(|r| r.single_value()), Some(labels::CAPACITY_RESERVED));
+    assert!(ds.iter().any(|d| d.why.contains("replaced a (m5.2xlarge on-demand) by m5.large reserved")), "{ds:?}");
+    assert_no_flap(&c, &ds);
+}
+
+/// A node in a reservation costs nothing to keep (the reservation is paid for either way):
+/// neither an empty one nor one whose pod fits elsewhere is taken away for a "saving" of the
+/// reserved offering's token price, and each says why.
+#[test]
+fn a_reserved_node_is_not_taken_away_for_a_saving_of_nothing() {
+    let mut c = cluster();
+    with_reservation(&mut c, 0);
+    add_reserved_node(&mut c, "r-empty", 86_400);
+    add_reserved_node(&mut c, "r-small", 86_400);
+    put(&mut c, "r-small", pod("api-1", 300, 256));
+    // Room for api-1, and a pod no reserved m5.large (full anyway) could hold.
+    add_node(&mut c, "a", "m5.2xlarge", CapacityType::OnDemand);
+    put(&mut c, "a", pod("web-1", 6000, 4096));
+    let ds = consolidate(&c, embedded(), &unlimited);
+    let gone = disrupted(&ds);
+    assert!(!gone.iter().any(|(n, _)| n.starts_with("r-")), "{ds:?}");
+    let said = events(&ds, UNCONSOLIDATABLE);
+    for n in ["r-empty", "r-small"] {
+        assert!(
+            said.iter().any(|(o, m)| o == &format!("Node/{n}") && m.contains(CR) && m.contains("saves nothing")),
+            "{n}: {said:?}"
+        );
+    }
+    // Once the reservation has ended, the instance is billed like any other: the empty one goes.
+    c.resolved[0].reservations[0].end = Some(Time::from_secs(NOW - 60));
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert!(disrupted(&ds).contains(&("r-empty".to_string(), Reason::Empty)), "{ds:?}");
+}
+
+/// One instance left: one replacement goes into it; once that replacement runs there (launched
+/// after EC2's count, so counted by the claims), another node that would fit it is not replaced
+/// into the reservation.
+#[test]
+fn a_full_reservation_is_not_over_used_by_replacements() {
+    let mut c = cluster();
+    with_reservation(&mut c, 1);
+    // Each pod needs most of an m5.large: neither fits beside the other, and the reservation
+    // takes only one of them.
+    for n in ["a", "b"] {
+        add_node(&mut c, n, "m5.large", CapacityType::OnDemand);
+        put(&mut c, n, pod(&format!("web-{n}"), 1200, 1024));
+    }
+    let ds = consolidate(&c, embedded(), &unlimited);
+    assert_eq!(into_reservation(&ds).len(), 1, "{ds:?}");
+    assert_eq!(disrupted(&ds).len(), 1, "{ds:?}");
+    assert_no_flap(&c, &ds);
+    // The next pass: a's replacement runs in the reservation, launched after EC2 counted it.
+    let replaced = disrupted(&ds)[0].0.clone();
+    let stays = if replaced == "a" { "b" } else { "a" };
+    let mut next = cluster();
+    with_reservation(&mut next, 1);
+    add_reserved_node(&mut next, "replacement", 60);
+    put(&mut next, "replacement", pod(&format!("web-{replaced}"), 1200, 1024));
+    add_node(&mut next, stays, "m5.large", CapacityType::OnDemand);
+    put(&mut next, stays, pod(&format!("web-{stays}"), 1200, 1024));
+    let ds = consolidate(&next, embedded(), &unlimited);
+    assert_eq!(into_reservation(&ds), Vec::<&PlannedClaim>::new(), "{ds:?}");
+    assert_no_flap(&next, &ds);
 }
 
 /// A random node: its type index and its pods as (cpu, memory, app) seeds.

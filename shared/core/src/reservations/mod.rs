@@ -26,6 +26,20 @@ pub fn running_in(claim: &NodeClaim) -> Option<&str> {
     claim.launch.as_ref().filter(|l| l.capacity_type == CapacityType::Reserved).and_then(|_| claim_reservation(claim))
 }
 
+/// The reservation a launched claim's instance runs in while that reservation still pays for it:
+/// [`running_in`], among the reservations its class lists, not ended. Such an instance is paid
+/// for whether it runs or not (an ODCR bills its instances either way, a Capacity Block was paid
+/// up front), so taking it away saves nothing; once the reservation ends or is no longer listed,
+/// the instance is billed as any other.
+pub fn paid_for<'c>(cluster: &'c Cluster, claim: &NodeClaim) -> Option<&'c Reservation> {
+    let id = running_in(claim)?;
+    cluster
+        .resolved
+        .iter()
+        .flat_map(|r| r.reservations.iter())
+        .find(|r| r.id == id && r.end.is_none_or(|end| cluster.now < end))
+}
+
 /// How many more instances each reservation takes at `now`: EC2's count less the live claims
 /// headed for it that EC2 had not counted when it answered (not launched yet, or launched after
 /// `observed_at`). A reservation that is closed ([`Reservation::open_at`]) takes none.

@@ -60,6 +60,17 @@ impl<'a> Work<'a> {
             if !movable.is_empty() && pool.disruption.consolidation_policy == ConsolidationPolicy::WhenEmpty {
                 continue;
             }
+            // A node in a reservation costs nothing to keep: taking it away (alone, or with others
+            // whose saving it would only ride on) saves nothing and leaves the reservation's
+            // instance unused. Karpenter deletes it at the reserved offering's token price.
+            if let Some(r) = crate::reservations::paid_for(cluster, claim) {
+                let why = format!(
+                    "not consolidated: it runs in capacity reservation {}, paid for whether it runs or not, so taking it away saves nothing",
+                    r.id
+                );
+                notes.push(events::on_node(&claim.name, &node.name, events::UNCONSOLIDATABLE, why));
+                continue;
+            }
             let note = |why: String| blocked(&claim.name, &node.name, why);
             if let Some(why) = do_not_disrupt(&node.annotations, claim.initialized_at.or(claim.registered_at), now) {
                 notes.push(note(format!("node {} has {why}", node.name)));

@@ -29,6 +29,12 @@
 //! has zonal anti-affinity — are simulated on that whole-cluster view directly. Whole-cluster
 //! runs are bounded per pass ([`Options::max_full_simulations`]); a move without one waits.
 //!
+//! Reserved capacity: a reservation with an instance left is where the simulations put pods first
+//! (the scheduler's own reservation round), at its token price, so a spot or on-demand node whose
+//! pods fit it is replaced by a claim launched into it. A node running in a reservation is no
+//! candidate at all (`candidates.rs`): the reservation is paid for whether its instance runs or
+//! not, so taking it away saves nothing.
+//!
 //! Decisions taken in a pass are applied to a working copy at once (pods placed where the
 //! scheduler put them, replacements added as in-flight nodes), so later candidates see the room
 //! earlier ones used, PDB allowances already spent and per-pool budgets already consumed.

@@ -88,6 +88,8 @@ pub fn fingerprint(cluster: &Cluster, allowed: Allowed<'_>) -> u64 {
         idle.hash(&mut h);
         let protected = node.and_then(|n| do_not_disrupt(&n.annotations, c.initialized_at.or(c.registered_at), now));
         protected.is_some().hash(&mut h);
+        // A node stops being paid for by its reservation when that ends: time alone changes it.
+        crate::reservations::paid_for(cluster, c).is_some().hash(&mut h);
     }
     for p in &cluster.nodepools {
         serde_json::to_string(p).unwrap_or_default().hash(&mut h);
@@ -103,5 +105,12 @@ pub fn fingerprint(cluster: &Cluster, allowed: Allowed<'_>) -> u64 {
         (&p.namespace, &p.name, &p.selector, p.disruptions_allowed).hash(&mut h);
     }
     cluster.unavailable.hash(&mut h);
+    // A reservation's instance left is somewhere to move pods to.
+    for (class, open) in crate::reservations::open(cluster) {
+        class.hash(&mut h);
+        for r in open {
+            (r.id, r.available).hash(&mut h);
+        }
+    }
     h.finish().max(1)
 }

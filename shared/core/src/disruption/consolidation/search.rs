@@ -241,6 +241,11 @@ impl<'a> Work<'a> {
     /// pick a dearer one); spot-to-spot needs `min_spot_alternatives` of them (Karpenter's rule:
     /// with few cheap spot pools the replacement is likely the next one interrupted).
     fn keep_cheaper(&self, claim: &mut PlannedClaim, total: f64, all_spot: bool) -> Result<(), String> {
+        // A claim opened in a reservation launches into it only (its requirements name it), at
+        // the price `simulate` already found cheaper: there is nothing dearer it could become.
+        if claim.capacity_type == CapacityType::Reserved {
+            return Ok(());
+        }
         let zones = claim.requirements.get(labels::ZONE).cloned();
         let ct = claim.capacity_type;
         let class = self.cluster.nodepools.iter().find(|p| p.name == claim.nodepool).map(|p| p.node_class.as_str());

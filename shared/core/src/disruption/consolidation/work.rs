@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::first_fit::FirstFit;
 use super::{Allowed, Options};
-use crate::catalog::{Catalog, InstanceType};
+use crate::catalog::{CapacityType, Catalog, InstanceType};
 use crate::cluster::{vacate_leaving, Cluster};
 use crate::decision::Decision;
 use crate::labels;
-use crate::model::{KubeletConfig, Node, Pod};
+use crate::model::{KubeletConfig, Node, NodeOs, Pod};
 use crate::nodeclaim::Reason;
 use crate::resources::Resources;
 use crate::scheduler::{Plan, SolveCache};
@@ -107,6 +107,13 @@ impl<'a> Work<'a> {
             |t: &InstanceType| kubelets.iter().map(|k| t.allocatable(k)).reduce(|a, b| a.max(&b)).unwrap_or_default();
         let mut price_floor: Vec<(f64, Resources)> =
             catalog.types.iter().filter_map(|t| t.cheapest().map(|o| (o.price, roomiest(t)))).collect();
+        // A reservation with an instance left holds pods for its token price: the pods of an
+        // on-demand or spot node that fit its type are worth simulating there.
+        for r in snap.reservations.values().flatten() {
+            let Some(t) = catalog.get(&r.instance_type) else { continue };
+            let price = catalog.offering_price(&t.name, &r.zone, CapacityType::Reserved, NodeOs::Linux);
+            price_floor.push((price.unwrap_or(0.0), roomiest(t)));
+        }
         price_floor.sort_by(|a, b| a.0.total_cmp(&b.0));
         let type_index = catalog.types.iter().enumerate().map(|(i, t)| (t.name.as_str(), i)).collect();
         let mut w = Work {
@@ -258,5 +265,50 @@ impl<'a> Work<'a> {
             cost_limit: self.snap.cost_limit,
             reservations: self.snap.reservations.clone(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{embedded, Reservation, ReservationKind};
+    use crate::cluster::ResolvedClass;
+    use crate::time::Time;
+
+    /// The lower bound that decides whether a removal is worth simulating counts a reservation
+    /// with an instance left at its token price: without it, a node already of the cheapest type
+    /// for its pods is never simulated, though the reservation would hold them for nothing.
+    #[test]
+    fn a_free_reservation_is_the_cheapest_place_worth_simulating() {
+        let (pool, class) = crate::benchmark::default_pool();
+        let now = Time::from_secs(1_750_000_000);
+        let reservation = Reservation {
+            id: "cr-1".into(),
+            instance_type: "m5.large".into(),
+            zone: "us-east-1a".into(),
+            owner_id: String::new(),
+            instance_match_criteria: "targeted".into(),
+            kind: ReservationKind::Default,
+            interruptible: false,
+            available: 1,
+            observed_at: now,
+            end: None,
+        };
+        let mut c = Cluster { now, nodepools: vec![pool], nodeclasses: vec![class], ..Default::default() };
+        let need = Resources::new(1000, 1 << 30);
+        let floor = |c: &Cluster| {
+            let opts = Options::default();
+            let w = Work::new(c, embedded(), &opts);
+            w.price_floor.iter().find(|(_, a)| need.fits(a)).map(|(p, _)| *p).expect("some type fits")
+        };
+        let bought = floor(&c);
+        assert!(bought > 0.001, "{bought}");
+        c.resolved =
+            vec![ResolvedClass { name: "default".into(), reservations: vec![reservation], ..Default::default() }];
+        let reserved = floor(&c);
+        assert!(reserved < bought / 1000.0, "{reserved} vs {bought}");
+        // None left: no such floor.
+        c.resolved[0].reservations[0].available = 0;
+        assert_eq!(floor(&c), bought);
     }
 }
