@@ -189,6 +189,27 @@ fn the_savings_day_serves_from_the_reservation_buys_at_the_discount_and_keeps_to
 }
 
 #[test]
+fn after_the_peak_the_reservation_keeps_the_pods_and_what_was_bought_goes() {
+    // The savings day with its peak moved to 01:00–02:00 (a whole day takes long in a debug
+    // build), then an hour of night. Consolidation keeps the reserved nodes (deleting one saves
+    // nothing: the reservation is paid for either way) and takes away the on-demand ones, so the
+    // reservation idles only in the first hour, when the night's eight pods need three of its four.
+    let mut scenario = Scenario::builtin("savings").unwrap();
+    scenario.timeline[0].at = Duration::from_secs(3600);
+    scenario.timeline[1].at = Duration::from_secs(2 * 3600);
+    let opts = Options { duration: Some(Duration::from_secs(3 * 3600)), ..Options::new(Policy::Dovetail) };
+    let run = run(&scenario, opts).expect("a Dovetail run");
+    let f = run.functions.as_ref().unwrap();
+    assert_eq!(f.errors, 0, "{:?}", f.first_errors);
+    let v = report::summarize(&run).savings.expect("a savings section");
+    assert!((v.reserved_hours + v.reserved_unused_hours - 4.0 * 3.0).abs() < 1e-6, "{v:?}");
+    assert!(v.reserved_unused_hours < 1.1, "{v:?}");
+    let bought: Vec<_> = run.instances.iter().filter(|i| !i.reserved).collect();
+    assert!(!bought.is_empty(), "{:#?}", run.instances);
+    assert!(bought.iter().all(|i| i.hours < 1.25), "on-demand kept after the peak: {bought:#?}");
+}
+
+#[test]
 fn the_baseline_is_billed_at_the_accounts_discounted_prices() {
     // A Savings Plan discounts the bill whoever launches: the Cluster Autoscaler's m6i.xlarge
     // group pays the NodeOverlay's price, and never runs in the reservation Dovetail targets.
