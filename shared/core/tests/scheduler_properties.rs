@@ -1088,283 +1088,106 @@ proptest! {
         }
     }
 }
-/// Found by `plans_on_small_catalogs_pass_the_checker`: a pool with `minValues` whose claim the
-/// cluster-wide cost limit leaves no type for, so the plan leaves its pods pending; the lower bound
-/// counted them as placed and came out above the plan's cost.
-#[test]
-fn the_bound_leaves_out_pods_a_claim_with_no_type_leaves_pending() {
-    let types = vec![
-        TypeSpec {
-            cores: 16,
-            ratio: 8,
-            arm: false,
-            family: 0,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 7,
-            down: 0,
-            factor: 92,
-            spot_pct: 62,
-        },
-        TypeSpec {
-            cores: 2,
-            ratio: 2,
-            arm: false,
-            family: 0,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 7,
-            down: 0,
-            factor: 81,
-            spot_pct: 31,
-        },
-        TypeSpec {
-            cores: 4,
-            ratio: 2,
-            arm: true,
-            family: 0,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 7,
-            down: 0,
-            factor: 85,
-            spot_pct: 31,
-        },
-        TypeSpec {
-            cores: 1,
-            ratio: 2,
-            arm: false,
-            family: 0,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 0,
-            down: 0,
-            factor: 80,
-            spot_pct: 25,
-        },
-        TypeSpec {
-            cores: 1,
-            ratio: 2,
-            arm: false,
-            family: 0,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 0,
-            down: 0,
-            factor: 80,
-            spot_pct: 25,
-        },
-        TypeSpec {
-            cores: 1,
-            ratio: 2,
-            arm: false,
-            family: 0,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 0,
-            down: 0,
-            factor: 80,
-            spot_pct: 25,
-        },
-        TypeSpec {
-            cores: 1,
-            ratio: 2,
-            arm: false,
-            family: 0,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 0,
-            down: 0,
-            factor: 80,
-            spot_pct: 25,
-        },
-        TypeSpec {
-            cores: 16,
-            ratio: 2,
-            arm: false,
-            family: 1,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 7,
-            down: 0,
-            factor: 80,
-            spot_pct: 34,
-        },
-    ];
+
+// Regressions the properties above found, shrunk: what the generators drew, at its plainest.
+
+/// A type without GPUs or unavailable offerings: cores, memory per core, arm, family, on-demand
+/// and spot zones (bitmasks), price factor, spot share of on-demand (%).
+#[allow(clippy::too_many_arguments)]
+fn plain_type(
+    cores: i64,
+    ratio: i64,
+    arm: bool,
+    family: usize,
+    od: u8,
+    spot: u8,
+    factor: u32,
+    spot_pct: u32,
+) -> TypeSpec {
+    TypeSpec { cores, ratio, arm, family, gpus: 0, od_zones: od, spot_zones: spot, down: 0, factor, spot_pct }
+}
+
+/// A pool with only a weight, capacity types and, when `min_families`, `instance-family Exists`
+/// with that minValues.
+fn plain_pool(weight: i32, capacity: u8, min_families: Option<usize>) -> PoolSpec {
+    PoolSpec {
+        weight,
+        capacity,
+        arch: 0,
+        zones: 0,
+        cpu_gt: None,
+        cpu_lt: None,
+        family_not: None,
+        family_exists: min_families.is_some(),
+        min_families,
+        team: 0,
+        taint: 0,
+        startup_taint: false,
+        cpu_limit: None,
+        usage_cores: 0,
+        broken: false,
+        cost_limit_cents: None,
+    }
+}
+
+/// `count` pods of `cpu` cores each, without selectors or preferences.
+fn plain_group(count: usize, cpu: usize, kind: Kind) -> GroupSpec {
+    let sel = SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 };
+    GroupSpec {
+        count,
+        cpu,
+        mem: 0,
+        gpu: false,
+        kind,
+        sel,
+        alt: None,
+        toleration: 0,
+        namespace: false,
+        preferred: None,
+        soft_spread: false,
+        ephemeral_gib: 0,
+        scope: 0,
+    }
+}
+
+/// The plan for `pools` and `groups` under a cluster-wide cost limit passes the checker.
+fn assert_plan_checks(types: &[TypeSpec], pools: Vec<PoolSpec>, groups: Vec<GroupSpec>, cost_limit_cents: i64) {
     let spec = ClusterSpec {
-        pools: vec![
-            PoolSpec {
-                weight: 3,
-                capacity: 1,
-                arch: 0,
-                zones: 0,
-                cpu_gt: None,
-                cpu_lt: None,
-                family_not: None,
-                family_exists: true,
-                min_families: Some(2),
-                team: 0,
-                taint: 0,
-                startup_taint: false,
-                cpu_limit: None,
-                usage_cores: 0,
-                broken: false,
-                cost_limit_cents: None,
-            },
-            PoolSpec {
-                weight: 0,
-                capacity: 0,
-                arch: 0,
-                zones: 0,
-                cpu_gt: None,
-                cpu_lt: None,
-                family_not: None,
-                family_exists: false,
-                min_families: None,
-                team: 0,
-                taint: 0,
-                startup_taint: false,
-                cpu_limit: None,
-                usage_cores: 0,
-                broken: false,
-                cost_limit_cents: None,
-            },
-        ],
-        groups: vec![
-            GroupSpec {
-                count: 5,
-                cpu: 2,
-                mem: 0,
-                gpu: false,
-                kind: Kind::Plain,
-                sel: SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 },
-                alt: None,
-                toleration: 0,
-                namespace: false,
-                preferred: None,
-                soft_spread: false,
-                ephemeral_gib: 0,
-                scope: 0,
-            },
-            GroupSpec {
-                count: 3,
-                cpu: 4,
-                mem: 0,
-                gpu: false,
-                kind: Kind::Plain,
-                sel: SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 },
-                alt: None,
-                toleration: 0,
-                namespace: false,
-                preferred: None,
-                soft_spread: false,
-                ephemeral_gib: 0,
-                scope: 0,
-            },
-        ],
+        pools,
+        groups,
         nodes: vec![],
         daemons: vec![],
         unavailable: vec![],
-        cost_limit_cents: Some(20),
+        cost_limit_cents: Some(cost_limit_cents),
     };
-
-    let catalog = build_catalog(&types);
+    let catalog = build_catalog(types);
     let snap = build(&spec, &catalog);
     let plan = schedule(&snap, &catalog);
     let errors = checker::check(&snap, &catalog, &plan);
     assert!(errors.is_empty(), "{errors:?}\n{}", checker::summary(&plan));
 }
 
+/// Found by `plans_on_small_catalogs_pass_the_checker`: a pool with `minValues` whose claim the
+/// cluster-wide cost limit leaves no type for, so the plan leaves its pods pending; the lower bound
+/// counted them as placed and came out above the plan's cost.
+#[test]
+fn the_bound_leaves_out_pods_a_claim_with_no_type_leaves_pending() {
+    let mut types = vec![
+        plain_type(16, 8, false, 0, 7, 7, 92, 62),
+        plain_type(2, 2, false, 0, 7, 7, 81, 31),
+        plain_type(4, 2, true, 0, 7, 7, 85, 31),
+    ];
+    types.extend((0..4).map(|_| plain_type(1, 2, false, 0, 7, 0, 80, 25)));
+    types.push(plain_type(16, 2, false, 1, 7, 7, 80, 34));
+    let pools = vec![plain_pool(3, 1, Some(2)), plain_pool(0, 0, None)];
+    assert_plan_checks(&types, pools, vec![plain_group(5, 2, Kind::Plain), plain_group(3, 4, Kind::Plain)], 20);
+}
+
 /// Found by the same property: the limits leave a `minValues` pool's claim too few types, and its
 /// pods wait; the bound counted them too.
 #[test]
 fn the_bound_leaves_out_pods_minvalues_leaves_pending() {
-    let types = vec![
-        TypeSpec {
-            cores: 4,
-            ratio: 2,
-            arm: false,
-            family: 0,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 0,
-            down: 0,
-            factor: 80,
-            spot_pct: 25,
-        },
-        TypeSpec {
-            cores: 16,
-            ratio: 4,
-            arm: false,
-            family: 1,
-            gpus: 0,
-            od_zones: 7,
-            spot_zones: 0,
-            down: 0,
-            factor: 80,
-            spot_pct: 25,
-        },
-    ];
-    let spec = ClusterSpec {
-        pools: vec![PoolSpec {
-            weight: 0,
-            capacity: 2,
-            arch: 0,
-            zones: 0,
-            cpu_gt: None,
-            cpu_lt: None,
-            family_not: None,
-            family_exists: true,
-            min_families: Some(2),
-            team: 0,
-            taint: 0,
-            startup_taint: false,
-            cpu_limit: None,
-            usage_cores: 0,
-            broken: false,
-            cost_limit_cents: None,
-        }],
-        groups: vec![
-            GroupSpec {
-                count: 3,
-                cpu: 4,
-                mem: 0,
-                gpu: false,
-                kind: Kind::Plain,
-                sel: SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 },
-                alt: None,
-                toleration: 0,
-                namespace: false,
-                preferred: None,
-                soft_spread: false,
-                ephemeral_gib: 0,
-                scope: 0,
-            },
-            GroupSpec {
-                count: 4,
-                cpu: 5,
-                mem: 0,
-                gpu: false,
-                kind: Kind::HostAnti,
-                sel: SelSpec { arch: 0, zone: 0, capacity: 0, team: 0, cpu: 0, family: 0 },
-                alt: None,
-                toleration: 0,
-                namespace: false,
-                preferred: None,
-                soft_spread: false,
-                ephemeral_gib: 0,
-                scope: 0,
-            },
-        ],
-        nodes: vec![],
-        daemons: vec![],
-        unavailable: vec![],
-        cost_limit_cents: Some(82),
-    };
-
-    let catalog = build_catalog(&types);
-    let snap = build(&spec, &catalog);
-    let plan = schedule(&snap, &catalog);
-    let errors = checker::check(&snap, &catalog, &plan);
-    assert!(errors.is_empty(), "{errors:?}\n{}", checker::summary(&plan));
+    let types = [plain_type(4, 2, false, 0, 7, 0, 80, 25), plain_type(16, 4, false, 1, 7, 0, 80, 25)];
+    let groups = vec![plain_group(3, 4, Kind::Plain), plain_group(4, 5, Kind::HostAnti)];
+    assert_plan_checks(&types, vec![plain_pool(0, 2, Some(2))], groups, 82);
 }
