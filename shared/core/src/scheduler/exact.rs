@@ -15,11 +15,15 @@
 //! earlier pool that runs it has limits and, with the nodes the search gave it, no room left for
 //! any type that holds the pod. A node costs what the plan makes a claim cost: the cheapest spot
 //! type that holds its pods within what its pool's limits leave, else the cheapest on-demand one.
+//! In a pool with limits a node may be a dearer type than the cheapest that holds its pods (the
+//! cheapest may take room a second node needs), but only one the plan keeps: a claim is launched
+//! as the first type that fits beside the others, so the room the pool's limits leave at the end
+//! must be too little for any cheaper type that holds the node's pods (the state's guards).
 //!
 //! The search is a dynamic program over the pools in order. Its state: the pods still to place,
 //! counted per shape (pods with the same requests and the same fit in every pool are
-//! interchangeable), which shapes may still open nodes, and what the current pool's nodes take of
-//! its limits. At each state it opens one more node in the pool (any set of the pods left that
+//! interchangeable), which shapes may still open nodes, what the current pool's nodes take of its
+//! limits, and their guards. At each state it opens one more node in the pool (any set of the pods left that
 //! fits, with a pod that may open it) or moves to the next pool; it minimises the pods left
 //! pending, then the cost. It runs only when the pods' counts make few states
 //! ([`MAX_STATES`]), and gives up after [`MAX_STEPS`] steps, leaving the plan as repacking left
