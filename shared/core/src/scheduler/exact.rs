@@ -41,7 +41,8 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use super::bins::Bin;
-use super::finalize::{self, claim_price_within, priced, PricedTypes};
+use super::finalize::{self, priced, PricedTypes};
+use super::repack::Shelf;
 use super::Scheduler;
 use crate::requirements::Requirements;
 use crate::resources::Resources;
@@ -75,6 +76,8 @@ struct Pool {
     limited: bool,
     /// The most of each resource any of its types has free: a set of pods past it fits no node.
     roomiest: Resources,
+    /// Without limits, the types the plan could launch a claim as, cheapest first.
+    shelf: Shelf,
     /// With limits, the types a node may be (index into the pool's types, price), in the plan's
     /// order, less those another beats on every count (see [`Search::new`]): the cheapest type
     /// that holds a node's pods may take room a second node needs, so each is a choice.
@@ -130,7 +133,14 @@ impl Scheduler<'_> {
     /// pending pods of the same kind) when the batch is small and the plan gains by it.
     pub(super) fn pack_exactly(&mut self) {
         let Some((mut search, bins)) = Search::new(self) else { return };
-        let Some(nodes) = search.solve() else { return };
+        let Some((nodes, pending, cost)) = search.solve() else { return };
+        // The claims as repacking left them, each at the price of its type (what the plan pays at
+        // most for it): a search that gains nothing on that is not worth a plan to compare.
+        let now: f64 = bins.iter().map(|&b| search.price_now(b)).sum();
+        let pending_now = search.shapes.iter().flat_map(|sh| &sh.pods).filter(|&&p| self.is_pending(p)).count();
+        if pending > pending_now || (pending == pending_now && cost >= now - 1e-9) {
+            return;
+        }
         let (shapes, pools) = (search.shapes, search.pools);
         // Judged by the plan each gives, as the plan prices and limits it.
         let before_plan = finalize::plan(self);
@@ -169,6 +179,10 @@ impl Scheduler<'_> {
             let name = &self.catalog.types[self.pools[bin.pool].types[bin.target].catalog].name;
             launched.get(self.snap.pods[bin.pods[0]].key().as_str()) == Some(&name.as_str())
         })
+    }
+
+    fn is_pending(&self, pod: usize) -> bool {
+        self.unschedulable.iter().any(|&(p, _)| p == pod)
     }
 
     fn reserved(&self) -> Vec<Resources> {
@@ -302,10 +316,11 @@ impl<'s, 'a> Search<'s, 'a> {
         };
         let pending: Vec<usize> =
             s.unschedulable.iter().map(|&(p, _)| p).filter(|&p| simple(p) && runs(class_of[p]) != 0).collect();
-        pods.extend(&pending);
-        if pods.is_empty() || pods.len() > MAX_PODS {
+        // One pod alone is on the cheapest type of its first pool already.
+        if (pods.len() < 2 && pending.is_empty()) || pods.len() + pending.len() > MAX_PODS {
             return None;
         }
+        pods.extend(&pending);
         let mut shapes: Vec<Shape> = Vec::new();
         for &pod in &pods {
             let c = class_of[pod];
@@ -319,8 +334,13 @@ impl<'s, 'a> Search<'s, 'a> {
                 }),
             }
         }
-        let states: usize = shapes.iter().map(|sh| sh.pods.len() + 1).product();
-        if states > MAX_STATES || shapes.len() > 64 {
+        // Each state tries every set of the pods it has left (a step, and a step more for each type
+        // the set is tried as): over all states of the counts, the product of (n + 1)(n + 2) / 2
+        // sets per shape of n pods. Past the step budget the search would only give up.
+        let states = shapes.iter().map(|sh| sh.pods.len() + 1).fold(1usize, usize::saturating_mul);
+        let sets =
+            shapes.iter().map(|sh| (sh.pods.len() + 1) * (sh.pods.len() + 2) / 2).fold(1usize, usize::saturating_mul);
+        if states > MAX_STATES || sets.saturating_mul(2) > MAX_STEPS || shapes.len() > 64 {
             return None;
         }
         // Each pool's one set of requirements: its fit for every shape it runs, and its claims'.
@@ -352,22 +372,37 @@ impl<'s, 'a> Search<'s, 'a> {
             let roomiest =
                 priced.0.iter().chain(&priced.1).fold(Resources::default(), |r, c| r.max(&pool.types[c.0].free));
             let choices = if pool.remaining.is_some() { choices(s, p, &priced, &limits) } else { vec![] };
-            pools.push(Pool { reqs, priced, limits, limited: pool.remaining.is_some(), roomiest, choices });
+            let shelf = Shelf::new(s, p, &priced);
+            pools.push(Pool { reqs, priced, limits, limited: pool.remaining.is_some(), roomiest, shelf, choices });
         }
         let search = Search { s, shapes, pools, memo: HashMap::default(), steps: 0 };
         Some((search, bins))
     }
 
-    /// The nodes of the best packing, or `None` when the search gave up.
-    fn solve(&mut self) -> Option<Vec<Node>> {
+    /// What claim `b` costs as repacking left it: its type's price, in the plan's order (without
+    /// limits the plan takes that type; with them, never a dearer one).
+    fn price_now(&self, b: usize) -> f64 {
+        let bin = &self.s.bins[b];
+        let pool = &self.pools[bin.pool];
+        if !pool.limited {
+            if let Some((_, price)) = pool.shelf.choose(self.s, bin.pool, &bin.used) {
+                return price;
+            }
+        }
+        pool.priced.0.iter().chain(&pool.priced.1).find(|c| c.0 == bin.target).map_or(f64::INFINITY, |c| c.2)
+    }
+
+    /// The nodes of the best packing, with the pods it leaves pending and its cost, or `None` when
+    /// the search gave up.
+    fn solve(&mut self) -> Option<(Vec<Node>, usize, f64)> {
         let counts: Vec<u8> = self.shapes.iter().map(|sh| sh.pods.len() as u8).collect();
         let open = u64::MAX >> (64 - self.shapes.len());
         let mut state = State { pool: 0, counts, open, used: self.limits_free(0), guards: vec![] };
-        self.best(&state)?;
+        let (pending, cost) = self.best(&state)?;
         let mut nodes = Vec::new();
         loop {
             match self.memo[&state].step.clone() {
-                Step::Done => return Some(nodes),
+                Step::Done => return Some((nodes, pending, cost)),
                 Step::Next => state = self.next_pool(&state),
                 Step::Open { take, t } => {
                     let p = state.pool;
@@ -499,10 +534,7 @@ impl<'s, 'a> Search<'s, 'a> {
                     .filter_map(|&(t, price)| Some((t, price, guards(self.s, p, pool, &load, t)?)))
                     .collect()
             } else {
-                claim_price_within(self.s, p, &pool.priced, &load, within)
-                    .map(|(price, t)| (t, price, vec![]))
-                    .into_iter()
-                    .collect()
+                pool.shelf.choose(self.s, p, &load).map(|(t, price)| (t, price, vec![])).into_iter().collect()
             };
             for (t, price, guards) in options {
                 self.steps += 1;

@@ -281,20 +281,8 @@ pub(super) fn claim_price(
     priced: &PricedTypes,
     used: &Resources,
 ) -> Option<(f64, usize)> {
-    claim_price_within(s, pool, priced, used, |_| true)
-}
-
-/// [`claim_price`] among the types `within` allows (by index into the pool's types): what
-/// [`plan`] makes a claim cost when the pool's limits leave room for some types only.
-pub(super) fn claim_price_within(
-    s: &Scheduler<'_>,
-    pool: usize,
-    priced: &PricedTypes,
-    used: &Resources,
-    within: impl Fn(usize) -> bool,
-) -> Option<(f64, usize)> {
     let types = &s.pools[pool].types;
-    let first = |list: &[Priced]| list.iter().find(|c| used.fits(&types[c.0].free) && within(c.0)).map(|c| (c.2, c.0));
+    let first = |list: &[Priced]| list.iter().find(|c| used.fits(&types[c.0].free)).map(|c| (c.2, c.0));
     first(&priced.0).or_else(|| first(&priced.1))
 }
 

@@ -339,7 +339,7 @@ impl Scheduler<'_> {
 pub(super) struct Shelf(Vec<(usize, f64)>);
 
 impl Shelf {
-    fn new(s: &Scheduler<'_>, pool: usize, priced: &PricedTypes) -> Self {
+    pub(super) fn new(s: &Scheduler<'_>, pool: usize, priced: &PricedTypes) -> Self {
         let types = &s.pools[pool].types;
         let mut kept: Vec<(usize, f64)> = Vec::new();
         for c in priced.0.iter().chain(&priced.1) {
@@ -353,8 +353,13 @@ impl Shelf {
 
     /// What the plan makes a claim holding `used` cost ([`claim_price`]'s price).
     pub(super) fn price(&self, s: &Scheduler<'_>, pool: usize, used: &Resources) -> Option<f64> {
+        self.choose(s, pool, used).map(|(_, price)| price)
+    }
+
+    /// The type the plan launches a claim holding `used` as, and its price ([`claim_price`]).
+    pub(super) fn choose(&self, s: &Scheduler<'_>, pool: usize, used: &Resources) -> Option<(usize, f64)> {
         let types = &s.pools[pool].types;
-        self.0.iter().find(|&&(t, _)| used.fits(&types[t].free)).map(|&(_, price)| price)
+        self.0.iter().find(|&&(t, _)| used.fits(&types[t].free)).copied()
     }
 
     /// The types, cheapest first.
