@@ -136,9 +136,9 @@ impl Scheduler<'_> {
         let Some((nodes, pending, cost)) = search.solve() else { return };
         // The claims as repacking left them, each at the price of its type (what the plan pays at
         // most for it): a search that gains nothing on that is not worth a plan to compare.
-        let now: f64 = bins.iter().map(|&b| search.price_now(b)).sum();
-        let pending_now = search.shapes.iter().flat_map(|sh| &sh.pods).filter(|&&p| self.is_pending(p)).count();
-        if pending > pending_now || (pending == pending_now && cost >= now - 1e-9) {
+        let as_is: f64 = bins.iter().map(|&b| search.price_now(b)).sum();
+        let pending_as_is = search.shapes.iter().flat_map(|sh| &sh.pods).filter(|&&p| self.is_pending(p)).count();
+        if pending > pending_as_is || (pending == pending_as_is && cost >= as_is - 1e-9) {
             return;
         }
         let (shapes, pools) = (search.shapes, search.pools);
