@@ -4,7 +4,7 @@
 
 use super::bins::Bin;
 use super::finalize::{claim_price, min_values_met, priced};
-use super::pools::{OfferingFilter, PoolFit, PoolOffering, PoolType};
+use super::pools::{LimitRefusal, OfferingFilter, PoolFit, PoolOffering, PoolType};
 use super::reservations;
 use super::targets::best_shape;
 use super::{Scheduler, Strategy};
@@ -69,14 +69,8 @@ impl<'a> Scheduler<'a> {
                     Strategy::FirstFitDecreasing => self.largest_target(c, l, p, &owned),
                 };
                 if best.is_none() {
-                    let refusal = self.pools[p]
-                        .types
-                        .iter()
-                        .find_map(|t| self.pools[p].within_limits(&t.capacity, &self.spend).err());
-                    if let Some(r) = refusal.as_ref().filter(|r| r.cost) {
-                        self.cost_limited.entry(name.clone()).or_insert_with(|| r.message.clone());
-                    }
-                    last = refusal.map(|r| r.message).unwrap_or_default();
+                    let all = 0..self.pools[p].types.len();
+                    last = self.limit_refusal(p, all).map(|r| r.message).unwrap_or_default();
                 }
                 let Some(target) = best else {
                     if last.is_empty() && self.reserved_offered(p, &fit, &owned) {
@@ -100,6 +94,17 @@ impl<'a> Scheduler<'a> {
             reasons.push(format!("NodePool {name:?}: {last}"));
         }
         Err(reasons.join("; "))
+    }
+
+    /// Why pool `p`'s limits refuse the first of `types` (indices into its types) they refuse, if
+    /// any; a refusal by a cost limit is told to the pool too (see [`super::Plan::cost_limited`]).
+    pub(super) fn limit_refusal(&mut self, p: usize, types: impl IntoIterator<Item = usize>) -> Option<LimitRefusal> {
+        let pool = &self.pools[p];
+        let refusal = types.into_iter().find_map(|t| pool.within_limits(&pool.types[t].capacity, &self.spend).err());
+        if let Some(r) = refusal.as_ref().filter(|r| r.cost) {
+            self.cost_limited.entry(pool.pool.name.clone()).or_insert_with(|| r.message.clone());
+        }
+        refusal
     }
 
     /// A new, empty claim of pool `p` filled up to type `target` under `reqs`, held against the
@@ -139,7 +144,7 @@ impl<'a> Scheduler<'a> {
         fit: &PoolFit,
         choices: &[Vec<u16>],
     ) -> Option<(usize, Vec<u16>)> {
-        if self.reservations_left.values().all(|&n| n == 0) {
+        if self.no_instance_left() {
             return None;
         }
         let allowed = OfferingFilter::new(&fit.reqs);

@@ -42,6 +42,7 @@ use std::sync::Arc;
 
 use super::bins::Bin;
 use super::finalize::{self, priced, PricedTypes};
+use super::pools::undominated;
 use super::repack::Shelf;
 use super::Scheduler;
 use crate::requirements::Requirements;
@@ -230,10 +231,7 @@ impl Scheduler<'_> {
             }
         }
         // What each limited pool's new claims hold, each at its type, as the pass counts it.
-        let mut reserved: Vec<Resources> = vec![Resources::default(); self.pools.len()];
-        for bin in self.bins.iter().filter(|b| b.node.is_none() && !b.pods.is_empty()) {
-            reserved[bin.pool].add(&self.pools[bin.pool].types[bin.target].capacity);
-        }
+        let reserved = self.held_at_targets(|_| true);
         for (pool, r) in self.pools.iter_mut().zip(reserved) {
             if pool.remaining.is_some() {
                 pool.reserved = r;
@@ -252,28 +250,18 @@ impl Scheduler<'_> {
     fn pending_reason(&mut self, c: usize) -> String {
         let mut reasons = Vec::new();
         for p in 0..self.pools.len() {
-            let pool = &self.pools[p];
-            let name = pool.pool.name.clone();
             let why = match self.fit_cached(c, 0, p) {
                 Some(Err(e)) => e.clone(),
                 Some(Ok(fit)) => {
-                    let refusal = fit
-                        .types
-                        .iter()
-                        .find_map(|&t| pool.within_limits(&pool.types[t as usize].capacity, &self.spend).err());
-                    match refusal {
-                        Some(r) => {
-                            if r.cost {
-                                self.cost_limited.entry(name.clone()).or_insert_with(|| r.message.clone());
-                            }
-                            r.message
-                        }
-                        None => "its limits leave no room beside the pods planned there".to_string(),
-                    }
+                    let types: Vec<usize> = fit.types.iter().map(|&t| t as usize).collect();
+                    self.limit_refusal(p, types).map_or_else(
+                        || "its limits leave no room beside the pods planned there".to_string(),
+                        |r| r.message,
+                    )
                 }
                 None => continue,
             };
-            reasons.push(format!("NodePool {name:?}: {why}"));
+            reasons.push(format!("NodePool {:?}: {why}", self.pools[p].pool.name));
         }
         reasons.join("; ")
     }
@@ -283,7 +271,7 @@ impl<'s, 'a> Search<'s, 'a> {
     /// The search over the batch, with the claims it moves; `None` when the batch is out of scope
     /// or too large.
     fn new(s: &'s Scheduler<'a>) -> Option<(Self, Vec<usize>)> {
-        if s.spend.is_limited() || s.snap.reservations.values().any(|r| !r.is_empty()) {
+        if s.spend.is_limited() || !s.reservations_left.is_empty() {
             return None;
         }
         if s.pools.len() > 64 || s.pools.iter().any(|p| p.has_min_values) {
@@ -343,9 +331,11 @@ impl<'s, 'a> Search<'s, 'a> {
         if states > MAX_STATES || sets.saturating_mul(2) > MAX_STEPS || shapes.len() > 64 {
             return None;
         }
+        // What the claims that stay hold against the limits.
+        let kept = s.held_at_targets(|b| !bins.contains(&b));
         // Each pool's one set of requirements: its fit for every shape it runs, and its claims'.
         let mut pools = Vec::new();
-        for p in 0..s.pools.len() {
+        for (p, kept) in kept.iter().enumerate() {
             let mut reqs: Option<&Requirements> = None;
             for sh in shapes.iter().filter(|sh| sh.runs & (1 << p) != 0) {
                 let Some(Ok(fit)) = s.fit_cached(sh.class, 0, p) else { return None };
@@ -360,13 +350,6 @@ impl<'s, 'a> Search<'s, 'a> {
             let reqs = reqs.cloned().unwrap_or_default();
             let priced = priced(s, p, &reqs);
             let pool = &s.pools[p];
-            // What the claims that stay hold against the limits.
-            let mut kept = Resources::default();
-            for (b, bin) in s.bins.iter().enumerate() {
-                if bin.node.is_none() && bin.pool == p && !bin.pods.is_empty() && !bins.contains(&b) {
-                    kept.add(&pool.types[bin.target].capacity);
-                }
-            }
             let limits: Vec<(String, i64)> =
                 pool.remaining.iter().flatten().map(|(n, left)| (n.clone(), left - kept.get(n))).collect();
             let roomiest =
@@ -627,14 +610,12 @@ fn guards(s: &Scheduler<'_>, p: usize, pool: &Pool, load: &Resources, t: usize) 
 fn choices(s: &Scheduler<'_>, p: usize, priced: &PricedTypes, limits: &[(String, i64)]) -> Vec<(usize, f64)> {
     let types = &s.pools[p].types;
     let all: Vec<(usize, f64)> = priced.0.iter().chain(&priced.1).map(|c| (c.0, c.2)).collect();
-    let beats = |a: &(usize, f64), b: &(usize, f64)| {
-        let (ta, tb) = (&types[a.0], &types[b.0]);
-        a.1 <= b.1 && tb.free.fits(&ta.free) && limits.iter().all(|(n, _)| ta.capacity.get(n) <= tb.capacity.get(n))
+    let beats = |a: usize, b: usize| {
+        let (ta, tb) = (&types[all[a].0], &types[all[b].0]);
+        all[a].1 <= all[b].1
+            && tb.free.fits(&ta.free)
+            && limits.iter().all(|(n, _)| ta.capacity.get(n) <= tb.capacity.get(n))
     };
-    // Lazily: a catalog's pool lists hundreds of types, of which the first few are wanted.
-    (0..all.len())
-        .filter(|&i| !(0..all.len()).any(|j| j != i && beats(&all[j], &all[i]) && (j < i || !beats(&all[i], &all[j]))))
-        .take(MAX_CHOICES)
-        .map(|i| all[i])
-        .collect()
+    // A catalog's pool lists hundreds of types, of which the first few are wanted.
+    undominated(all.len(), beats).take(MAX_CHOICES).map(|i| all[i]).collect()
 }

@@ -414,15 +414,12 @@ fn candidates(prepared: &[PreparedPool<'_>], catalog: &Catalog) -> Vec<Candidate
             });
         }
         let limited: Vec<&str> = pool.remaining.iter().flatten().map(|(n, _)| n.as_str()).collect();
-        let beats = |a: &Candidate, b: &Candidate| {
+        let beats = |a: usize, b: usize| {
+            let (a, b) = (&mine[a], &mine[b]);
             a.price <= b.price && b.free.fits(&a.free) && limited.iter().all(|n| a.share.get(n) <= b.share.get(n))
         };
-        let kept: Vec<bool> = (0..mine.len())
-            .map(|i| {
-                !(0..mine.len()).any(|j| j != i && beats(&mine[j], &mine[i]) && (j < i || !beats(&mine[i], &mine[j])))
-            })
-            .collect();
-        all.extend(mine.into_iter().zip(kept).filter(|(_, k)| *k).map(|(c, _)| c));
+        let kept: Vec<usize> = pools::undominated(mine.len(), beats).collect();
+        all.extend(mine.into_iter().enumerate().filter(|(i, _)| kept.contains(i)).map(|(_, c)| c));
     }
     all
 }

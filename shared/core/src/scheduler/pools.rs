@@ -151,6 +151,13 @@ impl PoolType {
     }
 }
 
+/// The indices of `n` items that no other beats (`beats(a, b)`: `a` is at least as good as `b` on
+/// every count), in order; of items that beat each other, the first is kept. Lazy: callers that
+/// want the first few stop there.
+pub(crate) fn undominated(n: usize, beats: impl Fn(usize, usize) -> bool) -> impl Iterator<Item = usize> {
+    (0..n).filter(move |&i| !(0..n).any(|j| j != i && beats(j, i) && (j < i || !beats(i, j))))
+}
+
 /// The order capacity types are launched in when a claim allows several.
 pub(crate) fn launch_rank(ct: CapacityType) -> u8 {
     match ct {

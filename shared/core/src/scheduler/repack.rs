@@ -88,10 +88,7 @@ impl Scheduler<'_> {
     /// instead, so such a claim needs one pod every earlier pool that runs it is still full for.
     /// Left as it was when not.
     fn reserve_repacked(&mut self) -> bool {
-        let mut reserved: Vec<Resources> = vec![Resources::default(); self.pools.len()];
-        for bin in self.bins.iter().filter(|b| b.node.is_none() && !b.pods.is_empty()) {
-            reserved[bin.pool].add(&self.pools[bin.pool].types[bin.target].capacity);
-        }
+        let reserved = self.held_at_targets(|_| true);
         let within =
             self.pools.iter().zip(&reserved).all(|(pool, r)| {
                 pool.remaining.as_ref().is_none_or(|rem| rem.iter().all(|(n, left)| r.get(n) <= *left))
@@ -129,6 +126,18 @@ impl Scheduler<'_> {
             self.spend.reserved = spend;
         }
         openable
+    }
+
+    /// What each pool's new claims that hold pods (those `counted` takes, by index) hold against
+    /// its limits, each at its target: the type it is priced as, as the plan will count it.
+    pub(super) fn held_at_targets(&self, counted: impl Fn(usize) -> bool) -> Vec<Resources> {
+        let mut held = vec![Resources::default(); self.pools.len()];
+        for (b, bin) in self.bins.iter().enumerate() {
+            if bin.node.is_none() && !bin.pods.is_empty() && counted(b) {
+                held[bin.pool].add(&self.pools[bin.pool].types[bin.target].capacity);
+            }
+        }
+        held
     }
 
     /// Each pending pod's class (`usize::MAX` for a pod in none).

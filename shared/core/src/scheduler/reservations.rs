@@ -53,6 +53,11 @@ pub(super) fn best_reserved<'s>(
 }
 
 impl Scheduler<'_> {
+    /// Whether no reservation the classes select has an instance left (or none is selected).
+    pub(super) fn no_instance_left(&self) -> bool {
+        self.reservations_left.values().all(|&n| n == 0)
+    }
+
     /// The pass's first round: pods, class by class in the pass's order and at their first rung,
     /// onto capacity already paid for. A pod that no existing capacity takes goes on a claim
     /// opened in a reservation of the first pool that runs it, filled as the pass fills a claim,
@@ -61,7 +66,7 @@ impl Scheduler<'_> {
     /// at that first, as in the pass). Without this round, a claim bought early in the pass for
     /// pods no reservation holds is filled with smaller pods a reservation would hold for nothing.
     pub(super) fn run_reserved(&mut self) {
-        if self.reservations_left.values().all(|&n| n == 0) {
+        if self.no_instance_left() {
             return;
         }
         for c in 0..self.classes.len() {
